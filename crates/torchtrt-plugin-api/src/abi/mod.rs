@@ -1,0 +1,1 @@
+//! The C ABI (see `include/torchtrt_plugin.h`).

@@ -1,0 +1,28 @@
+//! The stable contract between torchtrt and the authors of plugins, converters and custom
+//! ops: dtypes and tensor descriptions, symbolic shapes, typed fields, the [`Plugin`] and
+//! [`PluginCreator`] traits, and the versioned C ABI that lets a shared library written in
+//! Rust or C hand its creators to a host.
+//!
+//! A Rust plugin library implements the traits and exports them with [`export_plugins!`];
+//! a C library fills the tables declared in `include/torchtrt_plugin.h`. Either way a host
+//! loads it with `PluginRegistry::load_library` and sees `dyn PluginCreator`s.
+
+pub mod abi;
+mod dims;
+mod dtype;
+mod error;
+mod field;
+mod plugin;
+
+pub use dims::{DimError, DimExpr, DimOp, ShapeExpr, const_shape, format_shape, shape_values};
+pub use dtype::{
+    DType, DeviceKind, Element, PortDesc, ShapeDisplay, TensorDesc, TensorFormat, numel,
+};
+pub use error::{PluginError, PluginResult};
+pub use field::{Field, FieldCollection, FieldSpec, FieldType, FieldValue, validate_fields};
+pub use plugin::{
+    CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch, Plugin, PluginCreator,
+    PluginKey, Registrar, create_plugin,
+};
+
+pub use half::{bf16, f16};
