@@ -1,1 +1,17 @@
-//! placeholder
+//! torchtrt-core: the engine half of torchtrt — tensors, the network definition and its
+//! layer kinds, the plugin registry, the builder that turns a network into an [`Engine`],
+//! the engine file format, and the runtime that executes engines through a [`Backend`].
+
+pub mod backend;
+pub mod error;
+pub mod layers;
+pub mod network;
+pub mod tensor;
+
+pub use backend::{Backend, Kernel};
+pub use error::{Error, Result};
+pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};
+pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};
+pub use tensor::{AlignedBuf, Tensor};
+
+pub use torchtrt_plugin_api as plugin_api;

@@ -1,0 +1,32 @@
+//! The backend contract: a device that turns layers into ready-to-run kernels.
+
+use torchtrt_plugin_api::DeviceKind;
+
+use crate::layers::{InferInput, LayerKind};
+use crate::tensor::Tensor;
+
+/// A layer prepared for one device: parameters resolved, constant weights packed.
+/// Shared by every execution context of an engine, so `execute` takes `&self`.
+pub trait Kernel: Send + Sync {
+    /// Computes `outputs` (already shaped and allocated by the runtime; contents undefined)
+    /// from `inputs`.
+    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String>;
+}
+
+/// A device's kernel factory.
+pub trait Backend: Send + Sync {
+    /// The device kind this backend runs on.
+    fn device(&self) -> DeviceKind;
+
+    /// A short name for logs and `inspect` (`cpu`, `cuda:0`).
+    fn name(&self) -> String;
+
+    /// Prepares `layer` for inputs of these dtypes and shapes; `value` is set for inputs that
+    /// are constants of the engine. `Err` when the backend has no kernel for this layer or
+    /// these dtypes, with a message saying which.
+    fn prepare(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+    ) -> Result<Box<dyn Kernel>, String>;
+}

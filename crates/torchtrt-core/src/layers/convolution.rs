@@ -1,0 +1,154 @@
+//! N-d convolution (1-D to 3-D) with groups and dilation.
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::{DimExpr, format_shape};
+
+use super::{InferInput, LayerOp, TypeShape, require_float};
+
+/// Cross-correlation of `x [N, C, *S]` with `w [M, C/groups, *K]`, plus an optional bias
+/// `[M]` as third input (ONNX `Conv`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Convolution {
+    /// Stride per spatial dim.
+    pub strides: Vec<i64>,
+    /// Padding at the start of each spatial dim.
+    pub pads_begin: Vec<i64>,
+    /// Padding at the end of each spatial dim.
+    pub pads_end: Vec<i64>,
+    /// Dilation per spatial dim.
+    pub dilations: Vec<i64>,
+    /// Number of groups.
+    pub groups: i64,
+}
+
+impl Convolution {
+    /// Stride 1, no padding, dilation 1, one group, for `spatial` dims.
+    pub fn new(spatial: usize) -> Convolution {
+        Convolution {
+            strides: vec![1; spatial],
+            pads_begin: vec![0; spatial],
+            pads_end: vec![0; spatial],
+            dilations: vec![1; spatial],
+            groups: 1,
+        }
+    }
+}
+
+/// Output size of a sliding window: `(in + pb + pe − d·(k−1) − 1) / s + 1`.
+pub(crate) fn window_out(
+    input: &DimExpr,
+    k: i64,
+    s: i64,
+    d: i64,
+    pb: i64,
+    pe: i64,
+    ceil: bool,
+) -> DimExpr {
+    let span = input.clone() + (pb + pe - d * (k - 1) - 1);
+    let q = if ceil {
+        span.ceil_div(s)
+    } else {
+        span.floor_div(s)
+    };
+    q + 1
+}
+
+pub(crate) fn check_window_params(
+    spatial: usize,
+    params: &[(&str, &[i64])],
+    min: i64,
+) -> Result<(), String> {
+    for (name, v) in params {
+        if v.len() != spatial {
+            return Err(format!(
+                "{name} has {} values for {spatial} spatial dims",
+                v.len()
+            ));
+        }
+        if let Some(x) = v.iter().find(|&&x| x < min) {
+            return Err(format!("{name} value {x} is below {min}"));
+        }
+    }
+    Ok(())
+}
+
+impl LayerOp for Convolution {
+    fn kind(&self) -> &'static str {
+        "Convolution"
+    }
+    fn arity(&self) -> (usize, usize) {
+        (2, 3)
+    }
+    fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
+        let (x, w) = (&inputs[0], &inputs[1]);
+        require_float("Convolution", x.dtype)?;
+        if inputs.iter().any(|i| i.dtype != x.dtype) {
+            return Err("Convolution inputs must share one dtype".into());
+        }
+        let spatial = x.shape.len().saturating_sub(2);
+        if !(1..=3).contains(&spatial) || w.shape.len() != x.shape.len() {
+            return Err(format!(
+                "Convolution needs x [N,C,1-3 spatial dims] and w of the same rank, got {} and {}",
+                format_shape(x.shape),
+                format_shape(w.shape)
+            ));
+        }
+        check_window_params(
+            spatial,
+            &[("strides", &self.strides), ("dilations", &self.dilations)],
+            1,
+        )?;
+        check_window_params(
+            spatial,
+            &[
+                ("pads_begin", &self.pads_begin),
+                ("pads_end", &self.pads_end),
+            ],
+            0,
+        )?;
+        let kernel: Vec<i64> = w.shape[2..]
+            .iter()
+            .map(|d| d.as_const().ok_or("Convolution weights need a known shape"))
+            .collect::<Result<_, _>>()?;
+        let g = self.groups;
+        let m = w.shape[0]
+            .as_const()
+            .ok_or("Convolution weights need a known shape")?;
+        let cg = w.shape[1]
+            .as_const()
+            .ok_or("Convolution weights need a known shape")?;
+        if g < 1 || m % g != 0 {
+            return Err(format!("groups {g} must divide the {m} output channels"));
+        }
+        if let Some(c) = x.shape[1].as_const()
+            && c != cg * g
+        {
+            return Err(format!(
+                "input has {c} channels, weights expect {cg}×{g} groups = {}",
+                cg * g
+            ));
+        }
+        if let Some(b) = inputs.get(2)
+            && (b.shape.len() != 1 || b.shape[0].as_const().is_some_and(|n| n != m))
+        {
+            return Err(format!("bias must be [{m}], got {}", format_shape(b.shape)));
+        }
+        let mut shape = vec![x.shape[0].clone(), DimExpr::Const(m)];
+        for i in 0..spatial {
+            let o = window_out(
+                &x.shape[2 + i],
+                kernel[i],
+                self.strides[i],
+                self.dilations[i],
+                self.pads_begin[i],
+                self.pads_end[i],
+                false,
+            );
+            if o.as_const().is_some_and(|v| v < 1) {
+                return Err(format!("spatial dim {i} of the output would be {o}"));
+            }
+            shape.push(o);
+        }
+        Ok(vec![TypeShape::new(x.dtype, shape)])
+    }
+}

@@ -1,0 +1,69 @@
+//! Batched matrix multiplication with numpy semantics.
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::{DimExpr, format_shape};
+
+use super::{InferInput, LayerOp, TypeShape, broadcast_shapes, require_float};
+
+/// `op(A) · op(B)` where `op` optionally swaps the last two dims. Rank-1 operands are
+/// promoted as in `numpy.matmul` (and the promoted dim removed from the result); leading
+/// dims broadcast.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MatMul {
+    /// Transpose the last two dims of A first.
+    pub transpose_a: bool,
+    /// Transpose the last two dims of B first.
+    pub transpose_b: bool,
+}
+
+impl LayerOp for MatMul {
+    fn kind(&self) -> &'static str {
+        "MatMul"
+    }
+    fn arity(&self) -> (usize, usize) {
+        (2, 2)
+    }
+    fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        require_float("MatMul", a.dtype)?;
+        if a.dtype != b.dtype {
+            return Err(format!(
+                "MatMul needs equal dtypes, got {} and {}",
+                a.dtype, b.dtype
+            ));
+        }
+        if a.shape.is_empty() || b.shape.is_empty() {
+            return Err("MatMul operands must have rank ≥ 1".into());
+        }
+        let one = DimExpr::Const(1);
+        let (am, ak) = match a.shape.len() {
+            1 => (one.clone(), a.shape[0].clone()),
+            n if self.transpose_a => (a.shape[n - 1].clone(), a.shape[n - 2].clone()),
+            n => (a.shape[n - 2].clone(), a.shape[n - 1].clone()),
+        };
+        let (bk, bn) = match b.shape.len() {
+            1 => (b.shape[0].clone(), one.clone()),
+            n if self.transpose_b => (b.shape[n - 1].clone(), b.shape[n - 2].clone()),
+            n => (b.shape[n - 2].clone(), b.shape[n - 1].clone()),
+        };
+        if let (Some(x), Some(y)) = (ak.as_const(), bk.as_const())
+            && x != y
+        {
+            return Err(format!(
+                "MatMul inner dimensions differ: {} · {} ({x} vs {y})",
+                format_shape(a.shape),
+                format_shape(b.shape)
+            ));
+        }
+        let batch_a = &a.shape[..a.shape.len().saturating_sub(2)];
+        let batch_b = &b.shape[..b.shape.len().saturating_sub(2)];
+        let mut shape = broadcast_shapes(batch_a, batch_b)?;
+        if a.shape.len() > 1 {
+            shape.push(am);
+        }
+        if b.shape.len() > 1 {
+            shape.push(bn);
+        }
+        Ok(vec![TypeShape::new(a.dtype, shape)])
+    }
+}
