@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 /// A binary operation on dimensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[repr(i32)]
 pub enum DimOp {
     /// `a + b`
@@ -77,7 +76,6 @@ impl DimOp {
 
 /// One dimension: a constant, a named run-time dimension, or an operation on two others.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum DimExpr {
     /// A known value.
     Const(i64),
