@@ -1,0 +1,238 @@
+//! The validated, normalised configuration of an `Interpolate` layer: parsing the fields
+//! and writing them back.
+
+use torchtrt_plugin_api::{FieldCollection, PluginError, PluginKey, PluginResult};
+
+use super::coord::{CoordMode, NearestMode};
+use super::mode::Mode;
+use super::size::{Ratio, SizeRule};
+
+/// Everything an `Interpolate` plugin needs from its fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// What is computed.
+    pub mode: Mode,
+    /// Where the output size comes from.
+    pub size: SizeRule,
+    /// PyTorch's `align_corners`.
+    pub align_corners: bool,
+    /// ONNX `coordinate_transformation_mode` (PyTorch's rule by default).
+    pub coord: CoordMode,
+    /// ONNX `nearest_mode` (PyTorch's floor by default).
+    pub nearest: NearestMode,
+    /// The cubic convolution coefficient `A`.
+    pub cubic_a: f32,
+    /// ONNX `exclude_outside`: taps outside the input get weight 0 and the rest renormalise.
+    pub exclude_outside: bool,
+    /// ONNX `extrapolation_value` (kept for round trips; only `tf_crop_and_resize` uses it).
+    pub extrapolation_value: f32,
+    /// ONNX opset-18 `antialias` for linear and cubic downsampling.
+    pub antialias: bool,
+}
+
+/// Reads `fields` (already checked against the schema, defaults filled in) for `key`.
+pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> {
+    let bad = |field: &str, reason: String| PluginError::invalid_field(key, field, reason);
+    let mode_name = fields.string("mode").unwrap_or_default();
+    let mode = Mode::parse(mode_name).ok_or_else(|| {
+        bad(
+            "mode",
+            format!("unknown mode `{mode_name}` (one of {})", Mode::NAMES.join(", ")),
+        )
+    })?;
+    let flag = |field: &str| -> PluginResult<bool> {
+        match fields.i32(field).unwrap_or(0) {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(bad(field, format!("must be 0 or 1, got {v}"))),
+        }
+    };
+    let align_corners = flag("align_corners")?;
+    let use_scales = flag("use_scales")?;
+    let exclude_outside = flag("exclude_outside")?;
+    let antialias = flag("antialias")?;
+    let size = size_rule(key, mode, fields, use_scales)?;
+
+    let coord_name = fields.string("coordinate_transformation_mode").unwrap_or("");
+    let coord = CoordMode::parse(coord_name).ok_or_else(|| {
+        let reason = if coord_name == "tf_crop_and_resize" {
+            "tf_crop_and_resize is not supported".to_string()
+        } else {
+            format!(
+                "unknown mode `{coord_name}` (one of {:?})",
+                CoordMode::NAMES
+            )
+        };
+        bad("coordinate_transformation_mode", reason)
+    })?;
+    let nearest_name = fields.string("nearest_mode").unwrap_or("");
+    let nearest = NearestMode::parse(nearest_name).ok_or_else(|| {
+        bad(
+            "nearest_mode",
+            format!(
+                "unknown mode `{nearest_name}` (one of {:?})",
+                NearestMode::NAMES
+            ),
+        )
+    })?;
+    let cubic_a = fields.f32("cubic_coeff_a").unwrap_or(-0.75);
+    if !cubic_a.is_finite() {
+        return Err(bad("cubic_coeff_a", format!("must be finite, got {cubic_a}")));
+    }
+    let extrapolation_value = fields.f32("extrapolation_value").unwrap_or(0.0);
+
+    if align_corners {
+        if matches!(mode, Mode::Nearest) || mode.is_pool() {
+            return Err(bad(
+                "align_corners",
+                format!("mode {} does not take align_corners", mode.name()),
+            ));
+        }
+        if !matches!(coord, CoordMode::PyTorch | CoordMode::AlignCorners) {
+            return Err(bad(
+                "align_corners",
+                format!(
+                    "contradicts coordinate_transformation_mode `{}`",
+                    coord.name()
+                ),
+            ));
+        }
+    }
+    if antialias && !matches!(mode, Mode::Linear { .. } | Mode::Cubic) {
+        return Err(bad(
+            "antialias",
+            format!("mode {} has no antialiasing filter", mode.name()),
+        ));
+    }
+    if mode.is_pool() && coord != CoordMode::PyTorch {
+        return Err(bad(
+            "coordinate_transformation_mode",
+            format!("mode {} does not resample", mode.name()),
+        ));
+    }
+    Ok(Config {
+        mode,
+        size,
+        align_corners,
+        coord,
+        nearest,
+        cubic_a,
+        exclude_outside,
+        extrapolation_value,
+        antialias,
+    })
+}
+
+fn size_rule(
+    key: &PluginKey,
+    mode: Mode,
+    fields: &FieldCollection,
+    use_scales: bool,
+) -> PluginResult<SizeRule> {
+    let bad = |field: &str, reason: String| PluginError::invalid_field(key, field, reason);
+    let sizes = fields.i64s("out_size").filter(|v| !v.is_empty());
+    let scales = fields.f64s("scales").filter(|v| !v.is_empty());
+    if use_scales && mode.is_pool() {
+        return Err(bad(
+            "use_scales",
+            format!("mode {} takes out_size, not scales", mode.name()),
+        ));
+    }
+    if use_scales && scales.is_none() {
+        return Err(bad("scales", "use_scales=1 needs scales".to_string()));
+    }
+    let (field, rule) = match (sizes, use_scales) {
+        (Some(_), true) => {
+            return Err(bad(
+                "out_size",
+                "both out_size and scales (use_scales=1) given; give exactly one".to_string(),
+            ));
+        }
+        (Some(v), false) => ("out_size", SizeRule::Sizes(v.to_vec())),
+        (None, true) => {
+            let v = scales.unwrap_or_default();
+            let mut ratios = Vec::with_capacity(v.len());
+            for &s in v {
+                ratios.push(Ratio::from_scale(s).ok_or_else(|| {
+                    bad(
+                        "scales",
+                        format!(
+                            "scale {s} is not a finite number in (0, {}]",
+                            super::size::MAX_SCALE
+                        ),
+                    )
+                })?);
+            }
+            ("scales", SizeRule::Scales(v.to_vec(), ratios))
+        }
+        (None, false) => match fields.i32s("out_shape").filter(|v| !v.is_empty()) {
+            Some(shape) if (3..=5).contains(&shape.len()) => (
+                "out_shape",
+                SizeRule::Sizes(shape[2..].iter().map(|&d| i64::from(d)).collect()),
+            ),
+            Some(shape) => {
+                return Err(bad(
+                    "out_shape",
+                    format!(
+                        "must be a full output shape (N, C, 1 to 3 spatial sizes), got {} dims",
+                        shape.len()
+                    ),
+                ));
+            }
+            None => {
+                return Err(bad(
+                    "out_size",
+                    "neither out_size nor scales (use_scales=1) given; give exactly one"
+                        .to_string(),
+                ));
+            }
+        },
+    };
+    let n = rule.spatial();
+    let wanted = mode.spatial_dims();
+    if !(1..=3).contains(&n) || wanted.is_some_and(|w| w != n) {
+        let expect = wanted.map_or("1 to 3".to_string(), |w| w.to_string());
+        return Err(bad(
+            field,
+            format!(
+                "mode {} needs {expect} spatial sizes, got {n}",
+                mode.name()
+            ),
+        ));
+    }
+    if let SizeRule::Sizes(v) = &rule
+        && let Some(d) = v.iter().find(|&&d| d <= 0)
+    {
+        return Err(bad(field, format!("sizes must be positive, got {d}")));
+    }
+    Ok(rule)
+}
+
+impl Config {
+    /// Number of spatial dimensions; the input rank is this plus 2.
+    pub fn spatial(&self) -> usize {
+        self.size.spatial()
+    }
+
+    /// The normalised fields: re-creating from them gives an identical plugin.
+    pub fn to_fields(&self) -> FieldCollection {
+        let mut f = FieldCollection::new().with("mode", self.mode.name());
+        match &self.size {
+            SizeRule::Sizes(v) => {
+                f.set("out_size", v.clone());
+                f.set("use_scales", 0i32);
+            }
+            SizeRule::Scales(s, _) => {
+                f.set("scales", s.clone());
+                f.set("use_scales", 1i32);
+            }
+        }
+        f.with("align_corners", i32::from(self.align_corners))
+            .with("coordinate_transformation_mode", self.coord.name())
+            .with("nearest_mode", self.nearest.name())
+            .with("cubic_coeff_a", self.cubic_a)
+            .with("exclude_outside", i32::from(self.exclude_outside))
+            .with("extrapolation_value", self.extrapolation_value)
+            .with("antialias", i32::from(self.antialias))
+    }
+}
