@@ -21,7 +21,13 @@ pub trait Backend: Send + Sync {
     /// A short name for logs and `inspect` (`cpu`, `cuda:0`).
     fn name(&self) -> String;
 
-    /// Prepares `layer` for inputs of these dtypes and shapes; `value` is set for inputs that
+    /// The CUDA compute capability `(major, minor)` of the device, `None` for the CPU.
+    fn compute_capability(&self) -> Option<(u32, u32)> {
+        None
+    }
+
+    /// Prepares `layer` (any kind but `Constant` and `Plugin`, which the runtime runs
+    /// itself) for inputs of these dtypes and shapes; `value` is set for inputs that
     /// are constants of the engine. `Err` when the backend has no kernel for this layer or
     /// these dtypes, with a message saying which.
     fn prepare(

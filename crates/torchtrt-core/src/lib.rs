@@ -3,15 +3,23 @@
 //! the engine file format, and the runtime that executes engines through a [`Backend`].
 
 pub mod backend;
+pub mod builder;
+pub mod engine;
 pub mod error;
 pub mod layers;
 pub mod network;
+pub mod registry;
+pub mod runtime;
 pub mod tensor;
 
 pub use backend::{Backend, Kernel};
+pub use builder::{BuildConfig, MemoryPlan, build};
+pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, Target};
 pub use error::{Error, Result};
 pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};
 pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};
+pub use registry::{CreatorInfo, OnDuplicate, PluginRegistry, RegisteredCreator, registry};
+pub use runtime::{ExecutionContext, Runtime};
 pub use tensor::{AlignedBuf, Tensor};
 
 pub use torchtrt_plugin_api as plugin_api;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use torchtrt_plugin_api::{DType, FieldCollection, Plugin, PluginKey, ShapeExpr};
 
 use super::{InferInput, LayerOp, TypeShape};
+use crate::registry::guard_plugin;
 
 /// A plugin layer: the key it was created under, the fields that re-create it, and the
 /// provider (library) it came from. The plugin object itself is re-created through the
@@ -16,20 +17,28 @@ pub struct PluginLayer {
     pub key: PluginKey,
     /// Fields the plugin serialized itself as.
     pub fields: FieldCollection,
-    /// The provider that registered the creator (`torchtrt_plugins 0.1.0`, a library path…).
+    /// The provider that registered the creator (`torchtrt_plugins 0.1.0`, …).
     pub provider: Option<String>,
+    /// The shared library the creator was loaded from at build time, if any.
+    pub library: Option<String>,
     /// The live plugin; absent only between decoding an engine and re-creating plugins.
     #[serde(skip)]
     pub plugin: Option<Arc<dyn Plugin>>,
 }
 
 impl PluginLayer {
-    /// Wraps a created plugin.
-    pub fn new(key: PluginKey, plugin: Box<dyn Plugin>, provider: Option<String>) -> PluginLayer {
+    /// Wraps a created plugin; `provider` and `library` say where its creator came from.
+    pub fn new(
+        key: PluginKey,
+        plugin: Box<dyn Plugin>,
+        provider: Option<String>,
+        library: Option<String>,
+    ) -> PluginLayer {
         PluginLayer {
             fields: plugin.fields_to_serialize(),
             key,
             provider,
+            library,
             plugin: Some(Arc::from(plugin)),
         }
     }
@@ -48,6 +57,7 @@ impl fmt::Debug for PluginLayer {
             .field("key", &self.key.to_string())
             .field("fields", &self.fields)
             .field("provider", &self.provider)
+            .field("library", &self.library)
             .finish()
     }
 }
@@ -69,8 +79,9 @@ impl LayerOp for PluginLayer {
         let p = self.plugin()?;
         let dtypes: Vec<DType> = inputs.iter().map(|i| i.dtype).collect();
         let shapes: Vec<ShapeExpr> = inputs.iter().map(|i| i.shape.to_vec()).collect();
-        let out_dtypes = p.output_dtypes(&dtypes).map_err(|e| e.to_string())?;
-        let out_shapes = p.output_shapes(&shapes).map_err(|e| e.to_string())?;
+        let (out_dtypes, out_shapes) =
+            guard_plugin(|| Ok((p.output_dtypes(&dtypes)?, p.output_shapes(&shapes)?)))
+                .map_err(|e| format!("plugin {}: {e}", self.key))?;
         if out_dtypes.len() != p.num_outputs() || out_shapes.len() != p.num_outputs() {
             return Err(format!(
                 "plugin {} declares {} outputs but gave {} dtypes and {} shapes",

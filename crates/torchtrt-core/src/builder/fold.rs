@@ -1,0 +1,86 @@
+//! Constant folding: a layer whose inputs are all constants is evaluated at build time on
+//! the CPU backend and replaced by constants.
+
+use std::sync::Arc;
+
+use torchtrt_plugin_api::shape_values;
+
+use super::{BuildConfig, Work};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::layers::{Constant, LayerKind, TypeShape};
+use crate::network::{Layer, TensorId};
+use crate::tensor::Tensor;
+
+/// Folds `layer` if it can; returns whether it did.
+pub(crate) fn try_fold(
+    work: &mut Work,
+    cpu: &dyn Backend,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    config: &BuildConfig,
+) -> Result<bool> {
+    if matches!(kind, LayerKind::Constant(_)) || !kind.op().foldable() {
+        return Ok(false);
+    }
+    if inputs
+        .iter()
+        .any(|t| work.tensors[t.index()].value.is_none())
+    {
+        return Ok(false);
+    }
+    let Some(shapes) = types
+        .iter()
+        .map(|t| shape_values(&t.shape))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(false);
+    };
+    let elements: i64 = shapes.iter().map(|s| s.iter().product::<i64>()).sum();
+    if elements as usize > config.max_fold_elements {
+        return Ok(false);
+    }
+    let Ok(kernel) = cpu.prepare(kind, &work.infer_inputs(inputs)) else {
+        return Ok(false);
+    };
+    let values: Vec<Arc<Tensor>> = inputs
+        .iter()
+        .filter_map(|t| work.tensors[t.index()].value.clone())
+        .collect();
+    let refs: Vec<&Tensor> = values.iter().map(|v| v.as_ref()).collect();
+    let mut outs: Vec<Tensor> = types
+        .iter()
+        .zip(&shapes)
+        .map(|(t, s)| {
+            let dims: Vec<usize> = s.iter().map(|&d| d as usize).collect();
+            Tensor::zeros(t.dtype, &dims)
+        })
+        .collect();
+    kernel
+        .execute(&refs, &mut outs)
+        .map_err(|message| Error::Execution {
+            layer: layer.name.clone(),
+            message: format!("while folding constants: {message}"),
+        })?;
+    let many = outs.len() > 1;
+    for (i, (value, ty)) in outs.into_iter().zip(types).enumerate() {
+        let name = if many {
+            format!("{}:{i}", layer.name)
+        } else {
+            layer.name.clone()
+        };
+        work.emit(
+            Layer {
+                name,
+                kind: LayerKind::Constant(Constant::new(value)),
+                inputs: vec![],
+                outputs: vec![layer.outputs[i]],
+            },
+            vec![ty.clone()],
+            torchtrt_plugin_api::DeviceKind::Cpu,
+        );
+    }
+    Ok(true)
+}

@@ -1,0 +1,114 @@
+//! Activation memory planning: lifetimes, release points, and an arena layout at the
+//! optimisation shapes that reuses memory between tensors whose lifetimes do not overlap.
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::DimExpr;
+
+use crate::engine::EnginePlan;
+use crate::error::Result;
+use crate::layers::{LayerKind, TypeShape};
+use crate::network::TensorId;
+use crate::tensor::ALIGN;
+
+/// Where activations live and when they die.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// For each layer, the activations whose last use it is (freed right after it runs).
+    pub release_after: Vec<Vec<TensorId>>,
+    /// Arena offset of each activation at the opt shapes (`None`: not an activation).
+    pub offsets: Vec<Option<u64>>,
+    /// Arena size at the opt shapes, with reuse.
+    pub arena_bytes: u64,
+    /// Sum of all activation sizes at the opt shapes (no reuse), for comparison.
+    pub naive_bytes: u64,
+}
+
+struct Activation {
+    tensor: usize,
+    first: usize,
+    last: usize,
+    size: u64,
+}
+
+/// Plans memory for `plan`, whose tensor types are `types`.
+pub(crate) fn plan(plan: &EnginePlan, types: &[TypeShape]) -> Result<MemoryPlan> {
+    let n = plan.tensor_names.len();
+    let mut first = vec![None; n];
+    let mut last = vec![None; n];
+    let mut pinned = vec![false; n];
+    for i in &plan.inputs {
+        pinned[i.tensor.index()] = true;
+    }
+    for (_, t) in &plan.outputs {
+        pinned[t.index()] = true;
+    }
+    for (li, layer) in plan.layers.iter().enumerate() {
+        for t in &layer.inputs {
+            last[t.index()] = Some(li);
+        }
+        let constant = matches!(layer.kind, LayerKind::Constant(_));
+        for t in &layer.outputs {
+            first[t.index()] = Some(li);
+            last[t.index()].get_or_insert(li);
+            pinned[t.index()] |= constant;
+        }
+    }
+    let opt = |s: &str| {
+        plan.inputs
+            .iter()
+            .flat_map(|i| &i.dims)
+            .find_map(|d| match d {
+                crate::network::Dim::Dynamic { name, opt, .. } if name == s => Some(*opt),
+                _ => None,
+            })
+    };
+    let mut acts: Vec<Activation> = (0..n)
+        .filter(|&t| !pinned[t])
+        .filter_map(|t| {
+            let (f, l) = (first[t]?, last[t]?);
+            let ty = &types[t];
+            let numel = ty
+                .shape
+                .iter()
+                .map(|d: &DimExpr| d.eval(&opt).unwrap_or(0).max(0) as u64)
+                .product::<u64>();
+            let size = (numel * ty.dtype.size() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+            Some(Activation {
+                tensor: t,
+                first: f,
+                last: l.max(f),
+                size,
+            })
+        })
+        .collect();
+    let mut out = MemoryPlan {
+        release_after: vec![Vec::new(); plan.layers.len()],
+        offsets: vec![None; n],
+        arena_bytes: 0,
+        naive_bytes: acts.iter().map(|a| a.size).sum(),
+    };
+    for a in &acts {
+        out.release_after[a.last].push(TensorId(a.tensor as u32));
+    }
+    acts.sort_by(|a, b| b.size.cmp(&a.size).then(a.tensor.cmp(&b.tensor)));
+    let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new();
+    for a in &acts {
+        let mut busy: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|p| p.2 <= a.last && a.first <= p.3)
+            .map(|p| (p.0, p.0 + p.1))
+            .collect();
+        busy.sort_unstable();
+        let mut offset = 0;
+        for (start, end) in busy {
+            if start >= offset + a.size {
+                break;
+            }
+            offset = offset.max(end);
+        }
+        placed.push((offset, a.size, a.first, a.last));
+        out.offsets[a.tensor] = Some(offset);
+        out.arena_bytes = out.arena_bytes.max(offset + a.size);
+    }
+    Ok(out)
+}

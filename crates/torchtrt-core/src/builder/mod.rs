@@ -1,0 +1,365 @@
+//! The builder: network → engine. Infers every tensor's dtype and shape (errors name the
+//! layer), drops layers no output needs, folds constant sub-graphs, converts precision,
+//! negotiates plugin formats, orders execution and plans activation memory.
+
+mod fold;
+mod memory;
+mod negotiate;
+
+pub use memory::MemoryPlan;
+
+use std::sync::Arc;
+
+use torchtrt_plugin_api::{DType, DeviceKind, TensorDesc};
+
+use crate::backend::Backend;
+use crate::engine::{Engine, EnginePlan, Target};
+use crate::error::{Error, Result};
+use crate::layers::{Cast, Constant, InferInput, LayerKind, TypeShape};
+use crate::network::{Layer, NetworkDefinition, NetworkInput, TensorId};
+use crate::tensor::Tensor;
+
+/// How to build an engine.
+#[derive(Clone, Debug)]
+pub struct BuildConfig {
+    /// The device the engine targets.
+    pub device: DeviceKind,
+    /// Precision of floating-point computation: `F32`, `F16` or `BF16`. With a reduced
+    /// precision, f32 inputs are cast on entry, f32 weights converted, and float outputs
+    /// cast back to f32.
+    pub precision: DType,
+    /// Evaluate layers whose inputs are all constants at build time.
+    pub fold_constants: bool,
+    /// Largest output (elements) a folded layer may produce.
+    pub max_fold_elements: usize,
+}
+
+impl Default for BuildConfig {
+    fn default() -> BuildConfig {
+        BuildConfig {
+            device: DeviceKind::Cpu,
+            precision: DType::F32,
+            fold_constants: true,
+            max_fold_elements: 1 << 24,
+        }
+    }
+}
+
+/// What the builder knows about one tensor.
+#[derive(Clone, Default)]
+pub(crate) struct TensorInfo {
+    pub name: String,
+    pub ty: Option<TypeShape>,
+    pub value: Option<Arc<Tensor>>,
+}
+
+/// The graph under construction: layers are emitted in execution order.
+pub(crate) struct Work {
+    pub tensors: Vec<TensorInfo>,
+    pub layers: Vec<Layer>,
+    pub devices: Vec<DeviceKind>,
+}
+
+impl Work {
+    pub fn new_tensor(&mut self, name: String) -> TensorId {
+        self.tensors.push(TensorInfo {
+            name,
+            ..TensorInfo::default()
+        });
+        TensorId(self.tensors.len() as u32 - 1)
+    }
+
+    pub fn ty(&self, t: TensorId) -> &TypeShape {
+        self.tensors[t.index()]
+            .ty
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("tensor {} used before inference", t.0))
+    }
+
+    pub fn infer_inputs(&self, inputs: &[TensorId]) -> Vec<InferInput<'_>> {
+        inputs
+            .iter()
+            .map(|&t| {
+                let ty = self.ty(t);
+                InferInput {
+                    dtype: ty.dtype,
+                    shape: &ty.shape,
+                    value: self.tensors[t.index()].value.as_deref(),
+                }
+            })
+            .collect()
+    }
+
+    /// Infers `kind` on `inputs`, with errors naming the layer.
+    pub fn infer(
+        &self,
+        name: &str,
+        kind: &LayerKind,
+        inputs: &[TensorId],
+    ) -> Result<Vec<TypeShape>> {
+        let op = kind.op();
+        let ins = self.infer_inputs(inputs);
+        let outs = op.infer(&ins).map_err(|message| Error::Layer {
+            layer: name.to_string(),
+            kind: op.kind(),
+            message,
+        })?;
+        Ok(outs)
+    }
+
+    /// Appends a layer whose outputs are the given (typed) tensors.
+    pub fn emit(&mut self, layer: Layer, types: Vec<TypeShape>, device: DeviceKind) {
+        if let LayerKind::Constant(c) = &layer.kind {
+            self.tensors[layer.outputs[0].index()].value = Some(c.value.clone());
+        }
+        for (&t, ty) in layer.outputs.iter().zip(types) {
+            self.tensors[t.index()].ty = Some(ty);
+        }
+        self.layers.push(layer);
+        self.devices.push(device);
+    }
+
+    /// Emits a cast of `input` to `to` and returns the cast's output.
+    pub fn emit_cast(
+        &mut self,
+        input: TensorId,
+        to: DType,
+        device: DeviceKind,
+    ) -> Result<TensorId> {
+        let name = format!("{}/cast_{}", self.tensors[input.index()].name, to);
+        let out = self.new_tensor(name.clone());
+        let kind = LayerKind::Cast(Cast { to });
+        let types = self.infer(&name, &kind, &[input])?;
+        self.emit(
+            Layer {
+                name,
+                kind,
+                inputs: vec![input],
+                outputs: vec![out],
+            },
+            types,
+            device,
+        );
+        Ok(out)
+    }
+}
+
+/// Builds an engine for `config.device` with the given backends (a CPU backend is also used
+/// to fold constants).
+pub fn build(
+    network: &NetworkDefinition,
+    config: &BuildConfig,
+    backends: &[Arc<dyn Backend>],
+) -> Result<Engine> {
+    if !matches!(config.precision, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(Error::InvalidArgument(format!(
+            "precision must be f32, f16 or bf16, got {}",
+            config.precision
+        )));
+    }
+    let backend = backends
+        .iter()
+        .find(|b| b.device() == config.device)
+        .cloned()
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("no {} backend is available", config.device))
+        })?;
+    if network.outputs().is_empty() {
+        return Err(Error::Network("the network has no outputs".into()));
+    }
+    let cpu = backends
+        .iter()
+        .find(|b| b.device() == DeviceKind::Cpu)
+        .cloned();
+    let live = live_layers(network);
+    let mut work = Work {
+        tensors: (0..network.num_tensors())
+            .map(|i| TensorInfo {
+                name: network.tensor_name(TensorId(i as u32)).to_string(),
+                ..TensorInfo::default()
+            })
+            .collect(),
+        layers: Vec::new(),
+        devices: Vec::new(),
+    };
+    let mut remap: Vec<TensorId> = (0..network.num_tensors() as u32).map(TensorId).collect();
+    let reduced = config.precision != DType::F32;
+    for input in network.inputs() {
+        work.tensors[input.tensor.index()].ty = Some(TypeShape::new(input.dtype, input.shape()));
+        if reduced && input.dtype == DType::F32 {
+            remap[input.tensor.index()] =
+                work.emit_cast(input.tensor, config.precision, config.device)?;
+        }
+    }
+    for (layer, _) in network.layers().iter().zip(&live).filter(|(_, l)| **l) {
+        let mut inputs: Vec<TensorId> = layer.inputs.iter().map(|t| remap[t.index()]).collect();
+        let mut kind = layer.kind.clone();
+        if let LayerKind::Constant(c) = &mut kind
+            && reduced
+            && c.value.dtype() == DType::F32
+        {
+            *c = Constant::new(convert_f32(&c.value, config.precision)?);
+        }
+        let mut device = config.device;
+        if let LayerKind::Plugin(p) = &mut kind {
+            device = negotiate::plugin_inputs(&mut work, &layer.name, p, &mut inputs, config)?;
+        }
+        let types = work.infer(&layer.name, &kind, &inputs)?;
+        if let LayerKind::Plugin(p) = &mut kind {
+            negotiate::configure(&work, &layer.name, p, &inputs, &types, device)?;
+        }
+        if config.fold_constants
+            && let Some(cpu) = &cpu
+            && fold::try_fold(
+                &mut work,
+                cpu.as_ref(),
+                layer,
+                &kind,
+                &inputs,
+                &types,
+                config,
+            )?
+        {
+            continue;
+        }
+        work.emit(
+            Layer {
+                name: layer.name.clone(),
+                kind,
+                inputs,
+                outputs: layer.outputs.clone(),
+            },
+            types,
+            device,
+        );
+    }
+    let mut outputs = Vec::new();
+    for (name, t) in network.outputs() {
+        let mut t = remap[t.index()];
+        let dtype = work.ty(t).dtype;
+        if reduced && dtype == config.precision {
+            t = work.emit_cast(t, DType::F32, config.device)?;
+        }
+        outputs.push((name.clone(), t));
+    }
+    let inputs: Vec<NetworkInput> = network.inputs().to_vec();
+    let plan = compact(work, inputs, outputs, config, &backend)?;
+    Engine::from_plan(plan, backend)
+}
+
+/// Marks the layers some output depends on.
+fn live_layers(network: &NetworkDefinition) -> Vec<bool> {
+    let mut needed = vec![false; network.num_tensors()];
+    for (_, t) in network.outputs() {
+        needed[t.index()] = true;
+    }
+    let mut live = vec![false; network.layers().len()];
+    for (i, layer) in network.layers().iter().enumerate().rev() {
+        if layer.outputs.iter().any(|t| needed[t.index()]) {
+            live[i] = true;
+            for t in &layer.inputs {
+                needed[t.index()] = true;
+            }
+        }
+    }
+    live
+}
+
+/// Drops layers folding left unused, renumbers tensors densely, and plans memory.
+fn compact(
+    work: Work,
+    inputs: Vec<NetworkInput>,
+    outputs: Vec<(String, TensorId)>,
+    config: &BuildConfig,
+    backend: &Arc<dyn Backend>,
+) -> Result<EnginePlan> {
+    let mut needed = vec![false; work.tensors.len()];
+    for (_, t) in &outputs {
+        needed[t.index()] = true;
+    }
+    let mut keep = vec![false; work.layers.len()];
+    for (i, layer) in work.layers.iter().enumerate().rev() {
+        if layer.outputs.iter().any(|t| needed[t.index()]) {
+            keep[i] = true;
+            for t in &layer.inputs {
+                needed[t.index()] = true;
+            }
+        }
+    }
+    let mut new_id: Vec<Option<TensorId>> = vec![None; work.tensors.len()];
+    let mut names = Vec::new();
+    let mut dtypes = Vec::new();
+    let mut assign = |t: TensorId, new_id: &mut Vec<Option<TensorId>>| -> TensorId {
+        *new_id[t.index()].get_or_insert_with(|| {
+            names.push(work.tensors[t.index()].name.clone());
+            dtypes.push(work.ty(t).dtype);
+            TensorId(names.len() as u32 - 1)
+        })
+    };
+    let inputs: Vec<NetworkInput> = inputs
+        .into_iter()
+        .map(|mut i| {
+            i.tensor = assign(i.tensor, &mut new_id);
+            i
+        })
+        .collect();
+    let mut layers = Vec::new();
+    let mut devices = Vec::new();
+    for ((layer, device), _) in work
+        .layers
+        .iter()
+        .zip(&work.devices)
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+    {
+        let mut l = layer.clone();
+        l.inputs = l.inputs.iter().map(|&t| assign(t, &mut new_id)).collect();
+        l.outputs = l.outputs.iter().map(|&t| assign(t, &mut new_id)).collect();
+        layers.push(l);
+        devices.push(*device);
+    }
+    let outputs: Vec<(String, TensorId)> = outputs
+        .into_iter()
+        .map(|(n, t)| (n, assign(t, &mut new_id)))
+        .collect();
+    let mut plan = EnginePlan {
+        target: Target::for_backend(backend.as_ref()),
+        precision: config.precision,
+        inputs,
+        outputs,
+        tensor_names: names,
+        tensor_dtypes: dtypes,
+        layers,
+        devices,
+        memory: MemoryPlan::default(),
+    };
+    plan.memory = memory::plan(&plan, &crate::engine::infer_plan(&plan)?)?;
+    Ok(plan)
+}
+
+/// Converts an f32 tensor to f16 or bf16.
+pub(crate) fn convert_f32(t: &Tensor, to: DType) -> Result<Tensor> {
+    let v = t.as_slice::<f32>()?;
+    match to {
+        DType::F16 => Tensor::from_vec(
+            t.shape(),
+            v.iter().map(|&x| half::f16::from_f32(x)).collect(),
+        ),
+        DType::BF16 => Tensor::from_vec(
+            t.shape(),
+            v.iter().map(|&x| half::bf16::from_f32(x)).collect(),
+        ),
+        _ => Ok(t.clone()),
+    }
+}
+
+/// A build-time description of a tensor: dtype and shape with `-1` for symbolic dims.
+pub(crate) fn build_desc(ty: &TypeShape) -> TensorDesc {
+    TensorDesc::new(
+        ty.dtype,
+        ty.shape
+            .iter()
+            .map(|d| d.as_const().unwrap_or(-1))
+            .collect::<Vec<_>>(),
+    )
+}

@@ -1,0 +1,258 @@
+//! The engine file: a 64-byte header, then a postcard-encoded plan, then the weights, each
+//! aligned to 64 bytes from the start of the file so the file can be memory-mapped.
+//!
+//! ```text
+//! 0   magic "TTRTENG\0"      8   format version (u32 LE)   12  target kind (u32: 0 cpu, 1 cuda)
+//! 16  cc major (u32)         20  cc minor (u32)            24  body length (u64)
+//! 32  body checksum (u64)    40  reserved, zero up to 64
+//! 64  body: plan length (u64), plan (postcard), zero padding, weights
+//! ```
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::DType;
+
+use super::{EnginePlan, Target};
+use crate::error::{Error, Result};
+use crate::layers::{Constant, LayerKind};
+use crate::registry::PluginRegistry;
+use crate::tensor::{ALIGN, Tensor};
+
+/// The first bytes of every engine file.
+pub const MAGIC: [u8; 8] = *b"TTRTENG\0";
+/// The format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const HEADER: usize = 64;
+
+#[derive(Serialize, Deserialize)]
+struct WeightRecord {
+    dtype: DType,
+    shape: Vec<u64>,
+    offset: u64,
+    len: u64,
+}
+
+/// A 64-bit FNV-style checksum over 8-byte words; any change within one word changes it.
+pub(crate) fn checksum(bytes: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+        h = (h ^ w).wrapping_mul(PRIME);
+        h ^= h >> 29;
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(PRIME);
+    h ^ (h >> 32)
+}
+
+fn pad_to(buf: &mut Vec<u8>, align: usize) {
+    buf.resize(buf.len().div_ceil(align) * align, 0);
+}
+
+/// Serializes a plan with its weights.
+pub(crate) fn serialize(plan: &EnginePlan) -> Vec<u8> {
+    let mut plan = plan.clone();
+    let mut values: Vec<Arc<Tensor>> = Vec::new();
+    for layer in &mut plan.layers {
+        if let LayerKind::Constant(c) = &mut layer.kind {
+            c.slot = values.len() as u32;
+            values.push(c.value.clone());
+        }
+    }
+    let mut records: Vec<WeightRecord> = values
+        .iter()
+        .map(|v| WeightRecord {
+            dtype: v.dtype(),
+            shape: v.shape().iter().map(|&d| d as u64).collect(),
+            offset: 0,
+            len: v.bytes().len() as u64,
+        })
+        .collect();
+    let encode = |records: &[WeightRecord], plan: &EnginePlan| {
+        postcard::to_stdvec(&(plan, records)).unwrap_or_default()
+    };
+    let meta_len = |records: &[WeightRecord]| encode(records, &plan).len();
+    let mut offset_base = (HEADER + 8 + meta_len(&records)).div_ceil(ALIGN) * ALIGN;
+    loop {
+        let mut off = offset_base as u64;
+        for r in &mut records {
+            r.offset = off;
+            off += r.len.div_ceil(ALIGN as u64) * ALIGN as u64;
+        }
+        let needed = (HEADER + 8 + meta_len(&records)).div_ceil(ALIGN) * ALIGN;
+        if needed <= offset_base {
+            break;
+        }
+        offset_base = needed;
+    }
+    let meta = encode(&records, &plan);
+    let mut body = Vec::new();
+    body.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    body.extend_from_slice(&meta);
+    for (r, v) in records.iter().zip(&values) {
+        body.resize(r.offset as usize - HEADER, 0);
+        body.extend_from_slice(v.bytes());
+    }
+    pad_to(&mut body, 8);
+    let (kind, major, minor) = match plan.target {
+        Target::Cpu => (0u32, 0u32, 0u32),
+        Target::Cuda { major, minor } => (1, major, minor),
+    };
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&kind.to_le_bytes());
+    out.extend_from_slice(&major.to_le_bytes());
+    out.extend_from_slice(&minor.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&checksum(&body).to_le_bytes());
+    out.resize(HEADER, 0);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
+}
+
+/// Reads the header and the body; re-creates plugins through `registry`.
+pub(crate) fn deserialize(bytes: &[u8], registry: &PluginRegistry) -> Result<EnginePlan> {
+    let err = |m: String| Error::Engine(m);
+    if bytes.len() < HEADER {
+        return Err(err(format!(
+            "truncated: {} bytes, shorter than the {HEADER}-byte header",
+            bytes.len()
+        )));
+    }
+    if bytes[..8] != MAGIC {
+        return Err(err("not a torchtrt engine (bad magic bytes)".into()));
+    }
+    let version = u32_at(bytes, 8);
+    if version != FORMAT_VERSION {
+        return Err(err(format!(
+            "format version {version}; this build reads version {FORMAT_VERSION}"
+        )));
+    }
+    let target = match (u32_at(bytes, 12), u32_at(bytes, 16), u32_at(bytes, 20)) {
+        (0, 0, 0) => Target::Cpu,
+        (1, major, minor) => Target::Cuda { major, minor },
+        (k, _, _) => return Err(err(format!("unknown target kind {k} in the header"))),
+    };
+    let body_len = u64_at(bytes, 24);
+    let body = &bytes[HEADER..];
+    if body_len != body.len() as u64 {
+        return Err(err(format!(
+            "truncated or padded: the header announces {body_len} body bytes, the file has {}",
+            body.len()
+        )));
+    }
+    if bytes[40..HEADER].iter().any(|&b| b != 0) {
+        return Err(err("reserved header bytes are not zero".into()));
+    }
+    if checksum(body) != u64_at(bytes, 32) {
+        return Err(err("checksum mismatch: the file is corrupted".into()));
+    }
+    if body.len() < 8 {
+        return Err(err("body too short".into()));
+    }
+    let meta_len = u64_at(body, 0);
+    let meta = usize::try_from(meta_len)
+        .ok()
+        .and_then(|n| body.get(8..8usize.checked_add(n)?))
+        .ok_or_else(|| err(format!("plan length {meta_len} exceeds the body")))?;
+    let (mut plan, weights): (EnginePlan, Vec<WeightRecord>) =
+        postcard::from_bytes(meta).map_err(|e| err(format!("cannot decode the plan: {e}")))?;
+    if plan.target != target {
+        return Err(err(format!(
+            "the header says {target}, the plan says {}",
+            plan.target
+        )));
+    }
+    let values = weights
+        .iter()
+        .enumerate()
+        .map(|(i, r)| read_weight(bytes, i, r).map(Arc::new))
+        .collect::<Result<Vec<_>>>()?;
+    for layer in &mut plan.layers {
+        match &mut layer.kind {
+            LayerKind::Constant(c) => {
+                let v = values.get(c.slot as usize).ok_or_else(|| {
+                    err(format!(
+                        "layer `{}` refers to missing weight {}",
+                        layer.name, c.slot
+                    ))
+                })?;
+                *c = Constant {
+                    value: v.clone(),
+                    slot: c.slot,
+                };
+            }
+            LayerKind::Plugin(p) => {
+                let (plugin, _) = registry
+                    .create(&p.key, &layer.name, &p.fields)
+                    .map_err(|e| match e {
+                        Error::PluginNotFound {
+                            namespace,
+                            name,
+                            version,
+                            ..
+                        } => Error::PluginNotFound {
+                            namespace,
+                            name,
+                            version,
+                            library: p.library.clone().or_else(|| p.provider.clone()),
+                        },
+                        other => other,
+                    })?;
+                p.plugin = Some(Arc::from(plugin));
+            }
+            _ => {}
+        }
+    }
+    super::configure_plugins(&mut plan)?;
+    Ok(plan)
+}
+
+fn read_weight(file: &[u8], index: usize, r: &WeightRecord) -> Result<Tensor> {
+    let err = |m: String| Error::Engine(format!("weight {index}: {m}"));
+    let shape: Vec<usize> = r
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| err(format!("dim {d} too large"))))
+        .collect::<Result<_>>()?;
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| err("element count overflows".into()))?;
+    if numel.checked_mul(r.dtype.size()) != Some(r.len as usize) {
+        return Err(err(format!(
+            "{} bytes do not hold {:?} of {}",
+            r.len, r.shape, r.dtype
+        )));
+    }
+    if r.offset % ALIGN as u64 != 0 {
+        return Err(err(format!(
+            "offset {} is not {ALIGN}-byte aligned",
+            r.offset
+        )));
+    }
+    let bytes = usize::try_from(r.offset)
+        .ok()
+        .zip(usize::try_from(r.len).ok())
+        .and_then(|(o, n)| file.get(o..o.checked_add(n)?))
+        .ok_or_else(|| {
+            err(format!(
+                "bytes {}..+{} lie outside the file",
+                r.offset, r.len
+            ))
+        })?;
+    Tensor::from_bytes(r.dtype, &shape, bytes)
+}

@@ -1,0 +1,202 @@
+//! A readable summary of an engine: what `torchtrtc inspect` prints.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use torchtrt_plugin_api::{DeviceKind, FieldCollection, PluginKey, format_shape};
+
+use super::Engine;
+use crate::layers::LayerKind;
+use crate::network::Dim;
+
+/// One layer in a summary.
+#[derive(Clone, Debug)]
+pub struct LayerSummary {
+    /// Layer name.
+    pub name: String,
+    /// Kind, e.g. `Convolution` or `Plugin torch_tensorrt::Interpolate@1`.
+    pub kind: String,
+    /// Device it runs on.
+    pub device: DeviceKind,
+    /// Inputs and outputs as `name: dtype[shape]`.
+    pub signature: String,
+}
+
+/// One plugin layer in a summary.
+#[derive(Clone, Debug)]
+pub struct PluginSummary {
+    /// Layer name.
+    pub layer: String,
+    /// Registry key.
+    pub key: PluginKey,
+    /// Serialized fields.
+    pub fields: FieldCollection,
+    /// Provider at build time.
+    pub provider: Option<String>,
+    /// Library path at build time.
+    pub library: Option<String>,
+}
+
+/// What an engine contains.
+#[derive(Clone, Debug)]
+pub struct EngineSummary {
+    /// Target and precision.
+    pub target: String,
+    /// Inputs with their ranges, one line each.
+    pub inputs: Vec<String>,
+    /// Outputs, one line each.
+    pub outputs: Vec<String>,
+    /// Layers in execution order.
+    pub layers: Vec<LayerSummary>,
+    /// Plugin layers.
+    pub plugins: Vec<PluginSummary>,
+    /// Libraries (or providers) a deployment must load for the plugins.
+    pub required_libraries: Vec<String>,
+    /// Activation arena at opt shapes and the sum without reuse, in bytes.
+    pub memory: (u64, u64),
+}
+
+pub(crate) fn summarize(engine: &Engine) -> EngineSummary {
+    let plan = engine.plan();
+    let types = engine.tensor_types();
+    let show = |t: &crate::network::TensorId| {
+        let ty = &types[t.index()];
+        format!(
+            "{}: {}{}",
+            plan.tensor_names[t.index()],
+            ty.dtype,
+            format_shape(&ty.shape)
+        )
+    };
+    let inputs = plan
+        .inputs
+        .iter()
+        .map(|i| {
+            let ranges: Vec<String> = i
+                .dims
+                .iter()
+                .filter_map(|d| match d {
+                    Dim::Dynamic {
+                        name,
+                        min,
+                        opt,
+                        max,
+                    } => Some(format!("{name} ∈ [{min}, {max}] opt {opt}")),
+                    Dim::Fixed(_) => None,
+                })
+                .collect();
+            let mut line = show(&i.tensor);
+            if !ranges.is_empty() {
+                line += &format!("  ({})", ranges.join(", "));
+            }
+            line
+        })
+        .collect();
+    let outputs = plan
+        .outputs
+        .iter()
+        .map(|(n, t)| format!("{n} = {}", show(t)))
+        .collect();
+    let mut plugins = Vec::new();
+    let layers = plan
+        .layers
+        .iter()
+        .zip(&plan.devices)
+        .map(|(l, d)| {
+            let kind = match &l.kind {
+                LayerKind::Plugin(p) => {
+                    plugins.push(PluginSummary {
+                        layer: l.name.clone(),
+                        key: p.key.clone(),
+                        fields: p.fields.clone(),
+                        provider: p.provider.clone(),
+                        library: p.library.clone(),
+                    });
+                    format!("Plugin {}", p.key)
+                }
+                k => k.op().kind().to_string(),
+            };
+            let ins: Vec<String> = l.inputs.iter().map(show).collect();
+            let outs: Vec<String> = l.outputs.iter().map(show).collect();
+            LayerSummary {
+                name: l.name.clone(),
+                kind,
+                device: *d,
+                signature: format!("({}) -> ({})", ins.join(", "), outs.join(", ")),
+            }
+        })
+        .collect();
+    let required: BTreeSet<String> = plugins
+        .iter()
+        .map(|p| {
+            p.library
+                .clone()
+                .or_else(|| p.provider.clone())
+                .unwrap_or_else(|| "unknown provider".to_string())
+        })
+        .collect();
+    EngineSummary {
+        target: format!("{} ({})", plan.target, plan.precision),
+        inputs,
+        outputs,
+        layers,
+        plugins,
+        required_libraries: required.into_iter().collect(),
+        memory: (plan.memory.arena_bytes, plan.memory.naive_bytes),
+    }
+}
+
+impl fmt::Display for EngineSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "target: {}", self.target)?;
+        writeln!(f, "inputs:")?;
+        for i in &self.inputs {
+            writeln!(f, "  {i}")?;
+        }
+        writeln!(f, "outputs:")?;
+        for o in &self.outputs {
+            writeln!(f, "  {o}")?;
+        }
+        writeln!(f, "layers ({}):", self.layers.len())?;
+        for (i, l) in self.layers.iter().enumerate() {
+            writeln!(
+                f,
+                "  {i:>4} [{}] {} {} {}",
+                l.device, l.name, l.kind, l.signature
+            )?;
+        }
+        writeln!(f, "plugins ({}):", self.plugins.len())?;
+        for p in &self.plugins {
+            let fields: Vec<String> = p
+                .fields
+                .iter()
+                .map(|fl| format!("{}={}", fl.name, fl.value))
+                .collect();
+            writeln!(
+                f,
+                "  {} {} from {}: {}",
+                p.layer,
+                p.key,
+                p.library
+                    .as_deref()
+                    .or(p.provider.as_deref())
+                    .unwrap_or("unknown provider"),
+                fields.join(" ")
+            )?;
+        }
+        writeln!(
+            f,
+            "activation memory: {} bytes at opt shapes ({} without reuse)",
+            self.memory.0, self.memory.1
+        )?;
+        if self.required_libraries.is_empty() {
+            writeln!(f, "deployment needs: no plugin libraries")
+        } else {
+            writeln!(
+                f,
+                "deployment needs: {}",
+                self.required_libraries.join(", ")
+            )
+        }
+    }
+}

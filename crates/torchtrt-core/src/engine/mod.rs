@@ -1,0 +1,404 @@
+//! Engines: the built, executable form of a network, and its file format.
+
+mod format;
+mod inspect;
+
+pub use format::{FORMAT_VERSION, MAGIC};
+pub use inspect::EngineSummary;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::{DType, DeviceKind, ShapeExpr, TensorDesc};
+
+use crate::backend::{Backend, Kernel};
+use crate::builder::{MemoryPlan, build_desc};
+use crate::error::{Error, Result};
+use crate::layers::{InferInput, LayerKind, TypeShape};
+use crate::network::{Layer, NetworkInput, TensorId};
+use crate::registry::{PluginRegistry, guard_plugin};
+use crate::runtime::{ExecutionContext, PluginKernel};
+
+/// The device an engine was built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Target {
+    /// The host CPU.
+    Cpu,
+    /// A CUDA device of this compute capability.
+    Cuda {
+        /// Major version (9 for Hopper).
+        major: u32,
+        /// Minor version.
+        minor: u32,
+    },
+}
+
+impl Target {
+    /// The target a backend builds for.
+    pub fn for_backend(backend: &dyn Backend) -> Target {
+        match (backend.device(), backend.compute_capability()) {
+            (DeviceKind::Cuda, Some((major, minor))) => Target::Cuda { major, minor },
+            (DeviceKind::Cuda, None) => Target::Cuda { major: 0, minor: 0 },
+            (DeviceKind::Cpu, _) => Target::Cpu,
+        }
+    }
+
+    /// The device kind.
+    pub fn device(self) -> DeviceKind {
+        match self {
+            Target::Cpu => DeviceKind::Cpu,
+            Target::Cuda { .. } => DeviceKind::Cuda,
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Cpu => f.write_str("cpu"),
+            Target::Cuda { major, minor } => write!(f, "cuda sm_{major}{minor}"),
+        }
+    }
+}
+
+/// Everything an engine file stores: the layers in execution order with their tensors,
+/// inputs with their ranges, outputs, per-layer devices and the memory plan.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EnginePlan {
+    /// Build target.
+    pub target: Target,
+    /// Build precision.
+    pub precision: DType,
+    /// Inputs with their dims and ranges.
+    pub inputs: Vec<NetworkInput>,
+    /// Outputs: name and tensor.
+    pub outputs: Vec<(String, TensorId)>,
+    /// Tensor names, indexed by `TensorId`.
+    pub tensor_names: Vec<String>,
+    /// Tensor dtypes, indexed by `TensorId`.
+    pub tensor_dtypes: Vec<DType>,
+    /// Layers in execution order.
+    pub layers: Vec<Layer>,
+    /// The device each layer runs on.
+    pub devices: Vec<DeviceKind>,
+    /// Activation lifetimes and arena layout.
+    pub memory: MemoryPlan,
+}
+
+/// Re-runs shape and dtype inference over a plan, checking that it is well-formed: every
+/// tensor defined once before use, arities, dtypes as recorded. Returns each tensor's type.
+pub(crate) fn infer_plan(plan: &EnginePlan) -> Result<Vec<TypeShape>> {
+    let n = plan.tensor_names.len();
+    let bad = |m: String| Error::Engine(m);
+    if plan.tensor_dtypes.len() != n || plan.devices.len() != plan.layers.len() {
+        return Err(bad("tensor and layer tables disagree in length".into()));
+    }
+    let mut types: Vec<Option<TypeShape>> = vec![None; n];
+    let mut values = vec![None; n];
+    let define = |types: &mut Vec<Option<TypeShape>>, t: TensorId, ty: TypeShape| {
+        let slot = types
+            .get_mut(t.index())
+            .ok_or_else(|| bad(format!("tensor #{} does not exist", t.0)))?;
+        if slot.is_some() {
+            return Err(bad(format!("tensor #{} is defined twice", t.0)));
+        }
+        if plan.tensor_dtypes[t.index()] != ty.dtype {
+            return Err(bad(format!(
+                "tensor `{}` is recorded as {} but computes as {}",
+                plan.tensor_names[t.index()],
+                plan.tensor_dtypes[t.index()],
+                ty.dtype
+            )));
+        }
+        *slot = Some(ty);
+        Ok(())
+    };
+    for input in &plan.inputs {
+        define(
+            &mut types,
+            input.tensor,
+            TypeShape::new(input.dtype, input.shape()),
+        )?;
+    }
+    for layer in &plan.layers {
+        let op = layer.kind.op();
+        let (lo, hi) = op.arity();
+        if layer.inputs.len() < lo
+            || layer.inputs.len() > hi
+            || layer.outputs.len() != op.num_outputs()
+        {
+            return Err(bad(format!(
+                "layer `{}` has the wrong number of tensors",
+                layer.name
+            )));
+        }
+        let ins: Vec<InferInput<'_>> = layer
+            .inputs
+            .iter()
+            .map(|t| {
+                let ty = types
+                    .get(t.index())
+                    .and_then(Option::as_ref)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "layer `{}` reads tensor #{} before it exists",
+                            layer.name, t.0
+                        ))
+                    })?;
+                Ok(InferInput {
+                    dtype: ty.dtype,
+                    shape: &ty.shape,
+                    value: values[t.index()],
+                })
+            })
+            .collect::<Result<_>>()?;
+        let outs = op.infer(&ins).map_err(|message| Error::Layer {
+            layer: layer.name.clone(),
+            kind: op.kind(),
+            message,
+        })?;
+        if outs.len() != layer.outputs.len() {
+            return Err(bad(format!(
+                "layer `{}` has the wrong number of outputs",
+                layer.name
+            )));
+        }
+        for (&t, ty) in layer.outputs.iter().zip(outs) {
+            define(&mut types, t, ty)?;
+        }
+        if let LayerKind::Constant(c) = &layer.kind {
+            values[layer.outputs[0].index()] = Some(c.value.as_ref());
+        }
+    }
+    for (name, t) in &plan.outputs {
+        if types.get(t.index()).and_then(Option::as_ref).is_none() {
+            return Err(bad(format!("output `{name}` is never computed")));
+        }
+    }
+    types
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.ok_or_else(|| {
+                bad(format!(
+                    "tensor `{}` is never defined",
+                    plan.tensor_names[i]
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Configures every plugin layer of a freshly decoded plan with its build-time
+/// descriptions (dtypes, shapes with `-1` for dynamic dims).
+pub(crate) fn configure_plugins(plan: &mut EnginePlan) -> Result<()> {
+    let types = infer_plan(plan)?;
+    for layer in &mut plan.layers {
+        if let LayerKind::Plugin(p) = &mut layer.kind {
+            let ins: Vec<TensorDesc> = layer
+                .inputs
+                .iter()
+                .map(|t| build_desc(&types[t.index()]))
+                .collect();
+            let outs: Vec<TensorDesc> = layer
+                .outputs
+                .iter()
+                .map(|t| build_desc(&types[t.index()]))
+                .collect();
+            let plugin = p.plugin().map_err(Error::Engine)?.clone();
+            let configured = guard_plugin(|| {
+                let mut c = plugin.clone_plugin();
+                c.configure(&ins, &outs)?;
+                Ok(c)
+            })
+            .map_err(|source| Error::Plugin {
+                context: format!("layer `{}` (plugin {})", layer.name, p.key),
+                source,
+            })?;
+            p.plugin = Some(Arc::from(configured));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) struct EngineInner {
+    pub plan: EnginePlan,
+    pub types: Vec<TypeShape>,
+    pub kernels: Vec<Option<Box<dyn Kernel>>>,
+    pub backend: Arc<dyn Backend>,
+}
+
+/// A built engine, ready to run: cheap to clone, `Send + Sync`; many
+/// [`ExecutionContext`]s may run it at once on different threads.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<EngineInner>,
+}
+
+/// A tensor at the engine's boundary: name, dtype and shape (dynamic dims by name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoTensor {
+    /// Name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape; symbolic dims are those bound at run time.
+    pub shape: ShapeExpr,
+}
+
+impl Engine {
+    /// Prepares every layer's kernel on `backend` and wraps the plan.
+    pub(crate) fn from_plan(plan: EnginePlan, backend: Arc<dyn Backend>) -> Result<Engine> {
+        let types = infer_plan(&plan)?;
+        let mut kernels = Vec::with_capacity(plan.layers.len());
+        let mut values = vec![None; types.len()];
+        for layer in &plan.layers {
+            let kernel: Option<Box<dyn Kernel>> = match &layer.kind {
+                LayerKind::Constant(c) => {
+                    values[layer.outputs[0].index()] = Some(c.value.clone());
+                    None
+                }
+                LayerKind::Plugin(p) => {
+                    Some(Box::new(PluginKernel::new(p).map_err(|message| {
+                        Error::Layer {
+                            layer: layer.name.clone(),
+                            kind: "Plugin",
+                            message,
+                        }
+                    })?))
+                }
+                kind => {
+                    let ins: Vec<InferInput<'_>> = layer
+                        .inputs
+                        .iter()
+                        .map(|t| InferInput {
+                            dtype: types[t.index()].dtype,
+                            shape: &types[t.index()].shape,
+                            value: values[t.index()].as_deref(),
+                        })
+                        .collect();
+                    Some(
+                        backend
+                            .prepare(kind, &ins)
+                            .map_err(|message| Error::Layer {
+                                layer: layer.name.clone(),
+                                kind: kind.op().kind(),
+                                message: format!("{} backend: {message}", backend.name()),
+                            })?,
+                    )
+                }
+            };
+            kernels.push(kernel);
+        }
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                plan,
+                types,
+                kernels,
+                backend,
+            }),
+        })
+    }
+
+    /// The plan (layers, tensors, memory plan).
+    pub fn plan(&self) -> &EnginePlan {
+        &self.inner.plan
+    }
+
+    /// Each tensor's inferred dtype and symbolic shape, indexed by `TensorId`.
+    pub fn tensor_types(&self) -> &[TypeShape] {
+        &self.inner.types
+    }
+
+    /// The inputs, in the order `ExecutionContext::execute` takes them.
+    pub fn inputs(&self) -> Vec<IoTensor> {
+        self.inner
+            .plan
+            .inputs
+            .iter()
+            .map(|i| IoTensor {
+                name: i.name.clone(),
+                dtype: i.dtype,
+                shape: i.shape(),
+            })
+            .collect()
+    }
+
+    /// The outputs, in the order `ExecutionContext::execute` returns them.
+    pub fn outputs(&self) -> Vec<IoTensor> {
+        self.inner
+            .plan
+            .outputs
+            .iter()
+            .map(|(name, t)| IoTensor {
+                name: name.clone(),
+                dtype: self.inner.types[t.index()].dtype,
+                shape: self.inner.types[t.index()].shape.clone(),
+            })
+            .collect()
+    }
+
+    /// The backend the engine's kernels were prepared on.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// The build target.
+    pub fn target(&self) -> Target {
+        self.inner.plan.target
+    }
+
+    /// A new execution context with its own activation memory.
+    pub fn create_context(&self) -> ExecutionContext {
+        ExecutionContext::new(self.clone())
+    }
+
+    /// Serializes the engine (see `docs/engine-format.md`).
+    pub fn serialize(&self) -> Vec<u8> {
+        format::serialize(&self.inner.plan)
+    }
+
+    /// Writes the serialized engine to a file.
+    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let path = path.as_ref();
+        std::fs::write(path, self.serialize()).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Reads an engine, re-creating its plugins through `registry` and preparing kernels on
+    /// the backend matching its target.
+    pub fn deserialize(
+        bytes: &[u8],
+        registry: &PluginRegistry,
+        backends: &[Arc<dyn Backend>],
+    ) -> Result<Engine> {
+        let plan = format::deserialize(bytes, registry)?;
+        let backend = backends
+            .iter()
+            .find(|b| Target::for_backend(b.as_ref()) == plan.target)
+            .cloned()
+            .ok_or_else(|| {
+                let have: Vec<String> = backends
+                    .iter()
+                    .map(|b| Target::for_backend(b.as_ref()).to_string())
+                    .collect();
+                Error::Engine(format!(
+                    "the engine targets {}, this runtime has {}",
+                    plan.target,
+                    if have.is_empty() {
+                        "no backend".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                ))
+            })?;
+        Engine::from_plan(plan, backend)
+    }
+
+    /// A summary for `inspect`: inputs, outputs, layers, plugins and required libraries.
+    pub fn summary(&self) -> EngineSummary {
+        inspect::summarize(self)
+    }
+}

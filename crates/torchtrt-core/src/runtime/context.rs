@@ -1,0 +1,290 @@
+//! `ExecutionContext`: runs an engine on concrete inputs with its own activation memory.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use torchtrt_plugin_api::{ShapeDisplay, const_shape, shape_values};
+
+use super::pool::BufferPool;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::layers::{InferInput, LayerKind};
+use crate::network::Dim;
+use crate::tensor::{Tensor, shape_i64};
+
+enum Slot<'a> {
+    Empty,
+    Borrowed(&'a Tensor),
+    Shared(Arc<Tensor>),
+    Owned(Tensor),
+}
+
+impl Slot<'_> {
+    fn get(&self) -> Option<&Tensor> {
+        match self {
+            Slot::Empty => None,
+            Slot::Borrowed(t) => Some(t),
+            Slot::Shared(t) => Some(t),
+            Slot::Owned(t) => Some(t),
+        }
+    }
+}
+
+/// Executes an engine (TensorRT's `IExecutionContext`). Holds the activation buffers it
+/// reuses from run to run; create one per thread.
+pub struct ExecutionContext {
+    engine: Engine,
+    pool: BufferPool,
+}
+
+impl ExecutionContext {
+    pub(crate) fn new(engine: Engine) -> ExecutionContext {
+        ExecutionContext {
+            engine,
+            pool: BufferPool::default(),
+        }
+    }
+
+    /// The engine this context runs.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Bytes of activation memory kept for the next run.
+    pub fn pooled_bytes(&self) -> usize {
+        self.pool.held_bytes()
+    }
+
+    /// Runs the engine on inputs given by name; returns the outputs by name, in the engine's
+    /// output order.
+    pub fn execute_named(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
+        let plan = self.engine.plan();
+        for (name, _) in inputs {
+            if !plan.inputs.iter().any(|i| i.name == *name) {
+                let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
+                return Err(Error::Input(format!(
+                    "the engine has no input `{name}` (inputs: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+        let ordered = plan
+            .inputs
+            .iter()
+            .map(|i| {
+                inputs
+                    .iter()
+                    .find(|(n, _)| *n == i.name)
+                    .map(|(_, t)| *t)
+                    .ok_or_else(|| Error::Input(format!("input `{}` is missing", i.name)))
+            })
+            .collect::<Result<Vec<&Tensor>>>()?;
+        let names: Vec<String> = plan.outputs.iter().map(|(n, _)| n.clone()).collect();
+        Ok(names.into_iter().zip(self.execute(&ordered)?).collect())
+    }
+
+    /// Runs the engine on inputs in the engine's input order; returns outputs in its output
+    /// order.
+    pub fn execute(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let engine = self.engine.clone();
+        let inner = &engine.inner;
+        let plan = &inner.plan;
+        check_inputs(plan, inputs)?;
+        let mut slots: Vec<Slot<'_>> = (0..plan.tensor_names.len()).map(|_| Slot::Empty).collect();
+        for (input, t) in plan.inputs.iter().zip(inputs) {
+            slots[input.tensor.index()] = Slot::Borrowed(t);
+        }
+        let run = (|| {
+            for (li, layer) in plan.layers.iter().enumerate() {
+                if let LayerKind::Constant(c) = &layer.kind {
+                    slots[layer.outputs[0].index()] = Slot::Shared(c.value.clone());
+                    continue;
+                }
+                let kernel = inner.kernels[li].as_ref().ok_or_else(|| Error::Execution {
+                    layer: layer.name.clone(),
+                    message: "no kernel was prepared".into(),
+                })?;
+                let ins: Vec<&Tensor> = layer
+                    .inputs
+                    .iter()
+                    .map(|t| {
+                        slots[t.index()].get().ok_or_else(|| Error::Execution {
+                            layer: layer.name.clone(),
+                            message: format!(
+                                "input `{}` was released early",
+                                plan.tensor_names[t.index()]
+                            ),
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                let mut outs = self.allocate_outputs(layer, &ins)?;
+                kernel
+                    .execute(&ins, &mut outs)
+                    .map_err(|message| Error::Execution {
+                        layer: layer.name.clone(),
+                        message,
+                    })?;
+                for (t, out) in layer.outputs.iter().zip(outs) {
+                    slots[t.index()] = Slot::Owned(out);
+                }
+                for t in &plan.memory.release_after[li] {
+                    if let Slot::Owned(old) = std::mem::replace(&mut slots[t.index()], Slot::Empty)
+                    {
+                        self.pool.put(old.into_buffer());
+                    }
+                }
+            }
+            Ok(())
+        })();
+        let result = run.and_then(|()| {
+            let mut outputs = Vec::with_capacity(plan.outputs.len());
+            for (i, (name, t)) in plan.outputs.iter().enumerate() {
+                let later = plan.outputs[i + 1..].iter().any(|(_, u)| u == t);
+                let value = match std::mem::replace(&mut slots[t.index()], Slot::Empty) {
+                    Slot::Owned(v) if !later => v,
+                    Slot::Owned(v) => {
+                        let c = v.clone();
+                        slots[t.index()] = Slot::Owned(v);
+                        c
+                    }
+                    Slot::Borrowed(v) => {
+                        slots[t.index()] = Slot::Borrowed(v);
+                        v.clone()
+                    }
+                    Slot::Shared(v) => {
+                        let c = (*v).clone();
+                        slots[t.index()] = Slot::Shared(v);
+                        c
+                    }
+                    Slot::Empty => {
+                        return Err(Error::Execution {
+                            layer: name.clone(),
+                            message: "output was not computed".into(),
+                        });
+                    }
+                };
+                outputs.push(value);
+            }
+            Ok(outputs)
+        });
+        for slot in slots {
+            if let Slot::Owned(t) = slot {
+                self.pool.put(t.into_buffer());
+            }
+        }
+        result
+    }
+
+    fn allocate_outputs(
+        &mut self,
+        layer: &crate::network::Layer,
+        ins: &[&Tensor],
+    ) -> Result<Vec<Tensor>> {
+        let shapes: Vec<_> = ins
+            .iter()
+            .map(|t| const_shape(&shape_i64(t.shape())))
+            .collect();
+        let infer: Vec<InferInput<'_>> = ins
+            .iter()
+            .zip(&shapes)
+            .map(|(t, s)| InferInput {
+                dtype: t.dtype(),
+                shape: s,
+                value: Some(t),
+            })
+            .collect();
+        let op = layer.kind.op();
+        let types = op.infer(&infer).map_err(|message| Error::Layer {
+            layer: layer.name.clone(),
+            kind: op.kind(),
+            message,
+        })?;
+        types
+            .iter()
+            .map(|ty| {
+                let dims = shape_values(&ty.shape)
+                    .filter(|d| d.iter().all(|&x| x >= 0))
+                    .ok_or_else(|| Error::Execution {
+                        layer: layer.name.clone(),
+                        message: format!(
+                            "output shape {} is not concrete",
+                            torchtrt_plugin_api::format_shape(&ty.shape)
+                        ),
+                    })?;
+                let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+                let bytes = dims
+                    .iter()
+                    .try_fold(ty.dtype.size(), |a, &d| a.checked_mul(d))
+                    .ok_or_else(|| Error::Execution {
+                        layer: layer.name.clone(),
+                        message: "output size overflows".into(),
+                    })?;
+                Ok(Tensor::with_buffer(ty.dtype, &dims, self.pool.take(bytes)))
+            })
+            .collect()
+    }
+}
+
+fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<()> {
+    if inputs.len() != plan.inputs.len() {
+        return Err(Error::Input(format!(
+            "the engine takes {} inputs, got {}",
+            plan.inputs.len(),
+            inputs.len()
+        )));
+    }
+    let mut bound: HashMap<&str, (i64, &str)> = HashMap::new();
+    for (spec, t) in plan.inputs.iter().zip(inputs) {
+        let shape = shape_i64(t.shape());
+        let expected = || {
+            let dims: Vec<String> = spec
+                .dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(v) => v.to_string(),
+                    Dim::Dynamic { name, min, max, .. } => format!("{name}∈[{min},{max}]"),
+                })
+                .collect();
+            format!("{}[{}]", spec.dtype, dims.join(","))
+        };
+        if t.dtype() != spec.dtype || shape.len() != spec.dims.len() {
+            return Err(Error::Input(format!(
+                "input `{}` is {}{}, expected {}",
+                spec.name,
+                t.dtype(),
+                ShapeDisplay(&shape),
+                expected()
+            )));
+        }
+        for (&v, d) in shape.iter().zip(&spec.dims) {
+            match d {
+                Dim::Fixed(f) if *f != v => {
+                    return Err(Error::Input(format!(
+                        "input `{}` has shape {}, expected {}",
+                        spec.name,
+                        ShapeDisplay(&shape),
+                        expected()
+                    )));
+                }
+                Dim::Dynamic { name, min, max, .. } => {
+                    if v < *min || v > *max {
+                        return Err(Error::Input(format!(
+                            "input `{}`: dim `{name}` = {v} is outside the engine's range [{min}, {max}]",
+                            spec.name
+                        )));
+                    }
+                    if let Some((prev, other)) = bound.insert(name, (v, &spec.name))
+                        && prev != v
+                    {
+                        return Err(Error::Input(format!(
+                            "dim `{name}` is {prev} in input `{other}` but {v} in input `{}`",
+                            spec.name
+                        )));
+                    }
+                }
+                Dim::Fixed(_) => {}
+            }
+        }
+    }
+    Ok(())
+}

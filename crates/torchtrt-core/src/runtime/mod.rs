@@ -1,0 +1,67 @@
+//! The runtime: deserializes engines and executes them.
+
+mod context;
+mod plugin_kernel;
+mod pool;
+
+pub use context::ExecutionContext;
+pub(crate) use plugin_kernel::PluginKernel;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::backend::Backend;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::registry::{PluginRegistry, registry};
+
+/// Deserializes engines for a set of backends, re-creating plugins from a registry
+/// (TensorRT's `IRuntime`).
+#[derive(Clone)]
+pub struct Runtime {
+    backends: Vec<Arc<dyn Backend>>,
+    registry: &'static PluginRegistry,
+}
+
+impl Runtime {
+    /// A runtime over `backends`, using the process-wide plugin registry.
+    pub fn new(backends: Vec<Arc<dyn Backend>>) -> Runtime {
+        Runtime {
+            backends,
+            registry: registry(),
+        }
+    }
+
+    /// A runtime using another registry (tests, isolated hosts).
+    pub fn with_registry(
+        backends: Vec<Arc<dyn Backend>>,
+        registry: &'static PluginRegistry,
+    ) -> Runtime {
+        Runtime { backends, registry }
+    }
+
+    /// The backends.
+    pub fn backends(&self) -> &[Arc<dyn Backend>] {
+        &self.backends
+    }
+
+    /// The registry plugins are re-created from.
+    pub fn registry(&self) -> &'static PluginRegistry {
+        self.registry
+    }
+
+    /// Reads an engine from bytes.
+    pub fn deserialize(&self, bytes: &[u8]) -> Result<Engine> {
+        Engine::deserialize(bytes, self.registry, &self.backends)
+    }
+
+    /// Reads an engine from a file.
+    pub fn deserialize_file(&self, path: impl AsRef<Path>) -> Result<Engine> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.deserialize(&bytes)
+    }
+}

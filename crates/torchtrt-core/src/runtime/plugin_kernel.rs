@@ -1,0 +1,58 @@
+//! Runs a plugin layer on the CPU through `Plugin::enqueue`.
+
+use std::sync::Arc;
+
+use torchtrt_plugin_api::{CpuLaunch, HostTensor, HostTensorMut, Launch, Plugin, TensorDesc};
+
+use crate::backend::Kernel;
+use crate::layers::PluginLayer;
+use crate::registry::guard_plugin;
+use crate::tensor::Tensor;
+
+pub(crate) struct PluginKernel {
+    plugin: Arc<dyn Plugin>,
+    threads: usize,
+}
+
+impl PluginKernel {
+    pub fn new(layer: &PluginLayer) -> Result<PluginKernel, String> {
+        Ok(PluginKernel {
+            plugin: layer.plugin()?.clone(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        })
+    }
+}
+
+impl Kernel for PluginKernel {
+    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        let in_descs: Vec<TensorDesc> = inputs.iter().map(|t| t.desc()).collect();
+        let out_descs: Vec<TensorDesc> = outputs.iter().map(Tensor::desc).collect();
+        let plugin = &self.plugin;
+        guard_plugin(|| {
+            let mut workspace = vec![0u8; plugin.workspace_size(&in_descs, &out_descs)];
+            let host_in: Vec<HostTensor<'_>> = inputs
+                .iter()
+                .zip(&in_descs)
+                .map(|(t, d)| HostTensor {
+                    desc: d.clone(),
+                    data: t.bytes(),
+                })
+                .collect();
+            let mut host_out: Vec<HostTensorMut<'_>> = outputs
+                .iter_mut()
+                .zip(&out_descs)
+                .map(|(t, d)| HostTensorMut {
+                    desc: d.clone(),
+                    data: t.bytes_mut(),
+                })
+                .collect();
+            plugin.enqueue(Launch::Cpu(CpuLaunch {
+                inputs: &host_in,
+                outputs: &mut host_out,
+                workspace: &mut workspace,
+                threads: self.threads,
+            }))
+        })
+        .map_err(|e| e.to_string())
+    }
+}
