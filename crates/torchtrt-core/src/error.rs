@@ -45,7 +45,10 @@ pub enum Error {
     /// The registry refused an operation (duplicate key, unknown key, …).
     #[error("plugin registry: {0}")]
     Registry(String),
-    /// A plugin library could not be loaded.
+    /// A library could not be opened or read as a torchtrt extension.
+    #[error(transparent)]
+    Load(#[from] torchtrt_plugin_api::abi::LoadError),
+    /// A library loaded but could not be registered (a key clash, …).
     #[error("cannot load plugin library `{path}`: {reason}")]
     Library {
         /// The library path.

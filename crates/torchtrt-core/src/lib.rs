@@ -7,6 +7,7 @@ pub mod builder;
 pub mod engine;
 pub mod error;
 pub mod layers;
+mod library;
 pub mod network;
 pub mod registry;
 pub mod runtime;
@@ -18,7 +19,9 @@ pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, Target};
 pub use error::{Error, Result};
 pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};
 pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};
-pub use registry::{CreatorInfo, OnDuplicate, PluginRegistry, RegisteredCreator, registry};
+pub use registry::{
+    CreatorInfo, LibraryInfo, OnDuplicate, PluginRegistry, RegisteredCreator, registry,
+};
 pub use runtime::{ExecutionContext, Runtime};
 pub use tensor::{AlignedBuf, Tensor};
 

@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr};
 
+use torchtrt_plugin_api::{FieldCollection, PluginKey};
+
 use crate::error::{Error, Result};
-use crate::layers::{Constant, LayerKind};
+use crate::layers::{Constant, LayerKind, PluginLayer};
+use crate::registry::PluginRegistry;
 use crate::tensor::Tensor;
 
 /// Identifies a tensor of a network or engine.
@@ -241,6 +244,22 @@ impl NetworkDefinition {
                 out.len()
             ))),
         }
+    }
+
+    /// Creates a plugin through `registry` (fields checked against the creator's schema) and
+    /// adds it as a layer; returns its outputs.
+    pub fn add_plugin(
+        &mut self,
+        name: &str,
+        registry: &PluginRegistry,
+        key: &PluginKey,
+        fields: &FieldCollection,
+        inputs: &[TensorId],
+    ) -> Result<Vec<TensorId>> {
+        let (plugin, entry) = registry.create(key, name, fields)?;
+        let library = entry.library.map(|p| p.display().to_string());
+        let layer = PluginLayer::new(key.clone(), plugin, Some(entry.provider), library);
+        self.add_layer(name, layer, inputs)
     }
 
     /// Adds a constant layer holding `value`.

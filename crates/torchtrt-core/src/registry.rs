@@ -212,6 +212,17 @@ impl PluginRegistry {
             .collect()
     }
 
+    /// Forgets a loaded library and deregisters the keys it registered.
+    pub(crate) fn remove_library(&self, path: &Path) -> Option<()> {
+        let mut inner = self.write();
+        let i = inner.libraries.iter().position(|l| l.path == path)?;
+        let lib = inner.libraries.remove(i);
+        for k in &lib.keys {
+            inner.creators.remove(k);
+        }
+        Some(())
+    }
+
     /// Registers a batch of creators from one provider atomically: a key held by another
     /// provider refuses the whole batch and leaves the registry unchanged; keys already
     /// held by the same provider are skipped. Returns the keys newly registered.

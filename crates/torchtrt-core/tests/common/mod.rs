@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use torchtrt_core::layers::{InferInput, LayerKind, PluginLayer};
+use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_core::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
     PluginKey, PluginResult, PortDesc, ShapeExpr,
@@ -130,13 +130,11 @@ pub fn add_scale(
     scale: f32,
     bias: f32,
 ) -> TensorId {
-    let key = ScaleCreator.key();
     let fields = FieldCollection::new()
         .with("scale", scale)
         .with("bias", bias);
-    let (plugin, entry) = registry.create(&key, name, &fields).expect("create Scale");
-    let layer = PluginLayer::new(key, plugin, Some(entry.provider), None);
-    net.add(name, layer, &[input]).expect("add plugin layer")
+    net.add_plugin(name, registry, &ScaleCreator.key(), &fields, &[input])
+        .expect("add Scale")[0]
 }
 
 /// Deterministic pseudo-random f32 values in [-1, 1).

@@ -1,0 +1,52 @@
+//! Loading extension libraries into the registry.
+
+use std::path::{Path, PathBuf};
+
+use torchtrt_plugin_api::abi::Extension;
+
+use crate::error::{Error, Result};
+use crate::registry::{LibraryInfo, PluginRegistry};
+
+impl PluginRegistry {
+    /// Loads a shared library exporting `torchtrt_extension_v1` and registers its plugin
+    /// creators under the library's provider name. Loading a library whose keys are already
+    /// registered by the same provider (e.g. `libtorchtrt_plugins.so` into a process with the
+    /// built-ins baked in) registers nothing and is not an error; a key held by another
+    /// provider refuses the whole library and leaves the registry as it was.
+    pub fn load_library(&self, path: impl AsRef<Path>) -> Result<LibraryInfo> {
+        let path = path.as_ref();
+        let ext = Extension::load(path)?;
+        let canonical: PathBuf = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some((_, provider)) = self.libraries().into_iter().find(|(p, _)| *p == canonical) {
+            return Ok(LibraryInfo {
+                path: canonical,
+                provider,
+                registered: Vec::new(),
+            });
+        }
+        let registered = self
+            .register_all(ext.creators(), ext.provider(), Some(&canonical))
+            .map_err(|e| Error::Library {
+                path: path.display().to_string(),
+                reason: match e {
+                    Error::Registry(m) => m,
+                    other => other.to_string(),
+                },
+            })?;
+        tracing::debug!(library = %canonical.display(), provider = ext.provider(), count = registered.len(), "loaded plugin library");
+        Ok(LibraryInfo {
+            path: canonical,
+            provider: ext.provider().to_string(),
+            registered,
+        })
+    }
+
+    /// Removes the creators a library registered. Plugins already created from it keep
+    /// the library mapped until they are dropped.
+    pub fn unload_library(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.remove_library(&canonical)
+            .ok_or_else(|| Error::Registry(format!("library {} is not loaded", path.display())))
+    }
+}
