@@ -1,0 +1,203 @@
+//! Rust creators as a C extension: the tables `torchtrt_extension_v1` returns, their
+//! trampolines, and the [`export_plugins!`](crate::export_plugins) macro.
+
+use std::ffi::{CString, c_char, c_void};
+use std::panic::catch_unwind;
+use std::sync::{Arc, OnceLock};
+
+use super::export_plugin::export_plugin;
+use super::fields::read_fields;
+use super::ptr;
+use super::schema::RawSchema;
+use super::status::{guard, panic_message};
+use super::types::{
+    TTRT_ABI_VERSION, TtrtCreator, TtrtErrorBuf, TtrtExtension, TtrtField, TtrtPlugin, TtrtStatus,
+};
+use crate::error::PluginError;
+use crate::plugin::{PluginCreator, create_plugin};
+
+/// Exports plugin creators from a `cdylib` as the C entry point `torchtrt_extension_v1`.
+///
+/// ```ignore
+/// fn creators() -> Vec<Arc<dyn PluginCreator>> { vec![Arc::new(SwishCreator)] }
+/// torchtrt_plugin_api::export_plugins!(provider = "my_lib 0.1.0", creators = creators);
+/// ```
+///
+/// The tables are built once, on the first call; a panic while building them makes the entry
+/// point return NULL, which hosts report as a failed library.
+#[macro_export]
+macro_rules! export_plugins {
+    (provider = $provider:expr, creators = $creators:path $(,)?) => {
+        /// The torchtrt extension entry point (ABI version 1).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn torchtrt_extension_v1() -> *const $crate::abi::TtrtExtension {
+            static EXTENSION: $crate::abi::ExtensionCell = $crate::abi::ExtensionCell::new();
+            $crate::abi::export_entry(&EXTENSION, $provider, $creators)
+        }
+    };
+}
+
+/// Where an exported library keeps its tables (one per library).
+pub type ExtensionCell = OnceLock<Option<ExportedExtension>>;
+
+/// The body of the entry point [`export_plugins!`](crate::export_plugins) generates: builds
+/// the tables in `cell` on the first call and returns them, or NULL when building failed.
+pub fn export_entry(
+    cell: &ExtensionCell,
+    provider: &str,
+    creators: fn() -> Vec<Arc<dyn PluginCreator>>,
+) -> *const TtrtExtension {
+    let built =
+        cell.get_or_init(
+            || match catch_unwind(|| ExportedExtension::new(provider, creators())) {
+                Ok(Ok(ext)) => Some(ext),
+                Ok(Err(reason)) => {
+                    eprintln!("torchtrt extension {provider}: {reason}");
+                    None
+                }
+                Err(payload) => {
+                    eprintln!(
+                        "torchtrt extension {provider}: panicked: {}",
+                        panic_message(payload)
+                    );
+                    None
+                }
+            },
+        );
+    built
+        .as_ref()
+        .map_or(std::ptr::null(), ExportedExtension::as_ptr)
+}
+
+/// The C tables of a set of Rust creators. The pointer [`ExportedExtension::as_ptr`] gives
+/// stays valid while the value is neither moved nor dropped (a `static` in practice).
+pub struct ExportedExtension {
+    raw: TtrtExtension,
+    _provider: CString,
+    creators: Vec<*mut ExportedCreator>,
+    _creator_ptrs: Vec<*const TtrtCreator>,
+}
+
+// SAFETY: the tables are immutable after construction and the creators behind them are
+// `Send + Sync`.
+unsafe impl Send for ExportedExtension {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ExportedExtension {}
+
+impl ExportedExtension {
+    /// Builds the tables; an error when a string holds a NUL byte or a count overflows.
+    pub fn new(
+        provider: &str,
+        creators: Vec<Arc<dyn PluginCreator>>,
+    ) -> Result<ExportedExtension, String> {
+        let provider_c = CString::new(provider)
+            .map_err(|_| format!("provider {provider:?} contains a NUL byte"))?;
+        let mut ext = ExportedExtension {
+            raw: TtrtExtension {
+                abi_version: TTRT_ABI_VERSION,
+                nb_creators: ptr::to_count(creators.len(), "creators")?,
+                provider: provider_c.as_ptr(),
+                creators: std::ptr::null(),
+                nb_converters: 0,
+                reserved0: 0,
+                converters: std::ptr::null(),
+                nb_custom_ops: 0,
+                reserved1: 0,
+                custom_ops: std::ptr::null(),
+            },
+            _provider: provider_c,
+            creators: Vec::with_capacity(creators.len()),
+            _creator_ptrs: Vec::with_capacity(creators.len()),
+        };
+        for c in creators {
+            let exported = Box::into_raw(Box::new(ExportedCreator::new(c)?));
+            ext.creators.push(exported);
+            // SAFETY: `exported` is a live, uniquely owned allocation.
+            unsafe { (*exported).raw.self_ = exported.cast::<c_void>() };
+            // SAFETY: as above; the field's address is stable until the box is freed.
+            ext._creator_ptrs
+                .push(unsafe { &raw const (*exported).raw });
+        }
+        ext.raw.creators = ext._creator_ptrs.as_ptr();
+        Ok(ext)
+    }
+
+    /// The table to return from the entry point.
+    pub fn as_ptr(&self) -> *const TtrtExtension {
+        &self.raw
+    }
+}
+
+impl Drop for ExportedExtension {
+    fn drop(&mut self) {
+        for c in self.creators.drain(..) {
+            // SAFETY: made by `Box::into_raw` in `new` and freed only here.
+            drop(unsafe { Box::from_raw(c) });
+        }
+    }
+}
+
+/// One creator's C table and the Rust creator behind it.
+struct ExportedCreator {
+    raw: TtrtCreator,
+    creator: Arc<dyn PluginCreator>,
+    _strings: [CString; 3],
+    _schema: RawSchema,
+}
+
+impl ExportedCreator {
+    fn new(creator: Arc<dyn PluginCreator>) -> Result<ExportedCreator, String> {
+        let key = creator.key();
+        let c = |s: &str| CString::new(s).map_err(|_| format!("plugin {key}: NUL byte in its key"));
+        let strings = [c(&key.namespace)?, c(&key.name)?, c(&key.version)?];
+        let schema =
+            RawSchema::new(&creator.field_schema()).map_err(|e| format!("plugin {key}: {e}"))?;
+        Ok(ExportedCreator {
+            raw: TtrtCreator {
+                self_: std::ptr::null_mut(),
+                plugin_namespace: strings[0].as_ptr(),
+                name: strings[1].as_ptr(),
+                version: strings[2].as_ptr(),
+                fields: schema.as_slice().as_ptr(),
+                nb_fields: ptr::to_count(schema.as_slice().len(), "schema fields")?,
+                reserved: 0,
+                create: Some(creator_create),
+            },
+            creator,
+            _strings: strings,
+            _schema: schema,
+        })
+    }
+}
+
+/// `TtrtCreator::create` for Rust creators: validates the fields against the schema, fills
+/// in defaults and creates the plugin.
+unsafe extern "C" fn creator_create(
+    this: *mut c_void,
+    layer_name: *const c_char,
+    fields: *const TtrtField,
+    nb_fields: i32,
+    out: *mut *mut TtrtPlugin,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: `this` is the `ExportedCreator` this table was made for.
+        let c = unsafe { this.cast::<ExportedCreator>().cast_const().as_ref() }
+            .ok_or_else(|| PluginError::InvalidInput("create: creator is NULL".into()))?;
+        let key = c.creator.key();
+        let bad = |e: String| PluginError::InvalidInput(format!("plugin {key}: {e}"));
+        // SAFETY: the host passes a NUL-terminated name.
+        let layer = unsafe { ptr::string(layer_name, "layer name") }.map_err(bad)?;
+        // SAFETY: the host passes `nb_fields` valid fields.
+        let fields = unsafe { read_fields(fields, nb_fields) }.map_err(bad)?;
+        if out.is_null() {
+            return Err(bad("create: output pointer is NULL".into()));
+        }
+        let plugin = create_plugin(c.creator.as_ref(), &layer, &fields)?;
+        // SAFETY: non-NULL; the host passes a writable pointer.
+        unsafe { out.write(export_plugin(plugin)) };
+        Ok(())
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}

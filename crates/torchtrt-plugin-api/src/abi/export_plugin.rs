@@ -1,0 +1,380 @@
+//! A Rust plugin behind a C `TtrtPlugin` table: one trampoline per table function, each
+//! catching panics and turning errors into a status and a message.
+
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+use super::desc;
+use super::dims::BuilderDims;
+use super::fields::RawFields;
+use super::ptr;
+use super::status::guard;
+use super::types::{
+    TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin, TtrtPortDesc, TtrtShapeExpr,
+    TtrtStatus, TtrtTensorDesc,
+};
+use crate::dtype::{DType, DeviceKind, TensorDesc};
+use crate::error::{PluginError, PluginResult};
+use crate::plugin::{
+    CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch, Plugin,
+};
+
+/// A plugin and its table; `raw.self_` points at this value.
+struct ExportedPlugin {
+    raw: TtrtPlugin,
+    plugin: RwLock<Box<dyn Plugin>>,
+    serialized: Mutex<Option<RawFields>>,
+}
+
+/// Moves `plugin` behind a new table, owned by the host until it calls `destroy`.
+pub(crate) fn export_plugin(plugin: Box<dyn Plugin>) -> *mut TtrtPlugin {
+    let p = Box::into_raw(Box::new(ExportedPlugin {
+        raw: TtrtPlugin {
+            self_: std::ptr::null_mut(),
+            num_outputs: Some(num_outputs),
+            output_dtypes: Some(output_dtypes),
+            output_shapes: Some(output_shapes),
+            supports: Some(supports),
+            configure: Some(configure),
+            workspace_size: Some(workspace_size),
+            enqueue: Some(enqueue),
+            serialize_fields: Some(serialize_fields),
+            clone: Some(clone),
+            destroy: Some(destroy),
+        },
+        plugin: RwLock::new(plugin),
+        serialized: Mutex::new(None),
+    }));
+    // SAFETY: `p` is a fresh allocation owned by no one else yet.
+    unsafe {
+        (*p).raw.self_ = p.cast::<c_void>();
+        &raw mut (*p).raw
+    }
+}
+
+fn invalid(e: String) -> PluginError {
+    PluginError::InvalidInput(e)
+}
+
+/// # Safety
+/// `this` is NULL or the `self_` of a table made by [`export_plugin`], not yet destroyed.
+unsafe fn this<'a>(this: *mut c_void) -> PluginResult<&'a ExportedPlugin> {
+    // SAFETY: by the caller's promise.
+    unsafe { this.cast::<ExportedPlugin>().cast_const().as_ref() }
+        .ok_or_else(|| invalid("plugin is NULL".into()))
+}
+
+impl ExportedPlugin {
+    fn read(&self) -> PluginResult<RwLockReadGuard<'_, Box<dyn Plugin>>> {
+        self.plugin
+            .read()
+            .map_err(|_| PluginError::Execution("plugin is unusable after a panic".into()))
+    }
+}
+
+unsafe extern "C" fn num_outputs(
+    this_: *mut c_void,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes the table's own `self_`.
+        let n = unsafe { this(this_) }?.read()?.num_outputs();
+        let n = ptr::to_count(n, "outputs").map_err(invalid)?;
+        // SAFETY: the host passes room for one count.
+        unsafe { ptr::write_all(nb, 1, &[n], "num_outputs result") }.map_err(invalid)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn output_dtypes(
+    this_: *mut c_void,
+    inputs: *const i32,
+    nb_inputs: i32,
+    outputs: *mut i32,
+    nb_outputs: i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        let n = ptr::count(nb_inputs, "input dtypes").map_err(invalid)?;
+        // SAFETY: the host passes `nb_inputs` dtypes.
+        let raw = unsafe { ptr::slice(inputs, n, "input dtypes") }.map_err(invalid)?;
+        let dtypes = raw
+            .iter()
+            .map(|&d| DType::from_raw(d).ok_or_else(|| invalid(format!("unknown input dtype {d}"))))
+            .collect::<PluginResult<Vec<_>>>()?;
+        // SAFETY: the host passes the table's own `self_`.
+        let out = unsafe { this(this_) }?.read()?.output_dtypes(&dtypes)?;
+        let out: Vec<i32> = out.iter().map(|&d| d as i32).collect();
+        // SAFETY: the host passes room for `nb_outputs` dtypes.
+        unsafe { ptr::write_all(outputs, nb_outputs, &out, "output dtypes") }.map_err(invalid)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn output_shapes(
+    this_: *mut c_void,
+    inputs: *const TtrtShapeExpr,
+    nb_inputs: i32,
+    outputs: *mut TtrtShapeExpr,
+    nb_outputs: i32,
+    builder: *const TtrtExprBuilder,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host's builder is valid for this call.
+        let mut dims = unsafe { BuilderDims::new(builder) }.map_err(invalid)?;
+        let n = ptr::count(nb_inputs, "input shapes").map_err(invalid)?;
+        // SAFETY: the host passes `nb_inputs` shapes.
+        let raw = unsafe { ptr::slice(inputs, n, "input shapes") }.map_err(invalid)?;
+        let shapes = raw
+            .iter()
+            .map(|s| dims.input_shape(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
+        // SAFETY: the host passes the table's own `self_`.
+        let out = unsafe { this(this_) }?.read()?.output_shapes(&shapes)?;
+        let out = out
+            .iter()
+            .map(|s| dims.output_shape(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(PluginError::Execution)?;
+        // SAFETY: the host passes room for `nb_outputs` shapes.
+        unsafe { ptr::write_all(outputs, nb_outputs, &out, "output shapes") }.map_err(invalid)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn supports(
+    this_: *mut c_void,
+    pos: i32,
+    io: *const TtrtPortDesc,
+    nb_io: i32,
+    nb_inputs: i32,
+    device: i32,
+) -> i32 {
+    let body = || -> Option<bool> {
+        let n = ptr::count(nb_io, "ports").ok()?;
+        // SAFETY: the host passes `nb_io` ports.
+        let raw = unsafe { ptr::slice(io, n, "ports") }.ok()?;
+        let ports = raw
+            .iter()
+            .map(desc::port_from_raw)
+            .collect::<Option<Vec<_>>>()?;
+        let pos = usize::try_from(pos).ok().filter(|&p| p < ports.len())?;
+        let nb_inputs = usize::try_from(nb_inputs).ok()?;
+        let device = DeviceKind::from_raw(device)?;
+        // SAFETY: the host passes the table's own `self_`.
+        let p = unsafe { this(this_) }.ok()?;
+        Some(p.read().ok()?.supports(pos, &ports, nb_inputs, device))
+    };
+    let ok = catch_unwind(AssertUnwindSafe(body)).ok().flatten();
+    i32::from(ok == Some(true))
+}
+
+/// # Safety
+/// Each pointer must hold its count of descriptions.
+unsafe fn descs(
+    inputs: *const TtrtTensorDesc,
+    nb_inputs: i32,
+    outputs: *const TtrtTensorDesc,
+    nb_outputs: i32,
+) -> PluginResult<(Vec<TensorDesc>, Vec<TensorDesc>)> {
+    // SAFETY: forwarded from the caller.
+    let ins = unsafe { desc::from_raw_all(inputs, nb_inputs, "input") }.map_err(invalid)?;
+    // SAFETY: forwarded from the caller.
+    let outs = unsafe { desc::from_raw_all(outputs, nb_outputs, "output") }.map_err(invalid)?;
+    Ok((ins, outs))
+}
+
+unsafe extern "C" fn configure(
+    this_: *mut c_void,
+    inputs: *const TtrtTensorDesc,
+    nb_inputs: i32,
+    outputs: *const TtrtTensorDesc,
+    nb_outputs: i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes its counts of descriptions.
+        let (ins, outs) = unsafe { descs(inputs, nb_inputs, outputs, nb_outputs) }?;
+        // SAFETY: the host passes the table's own `self_`.
+        let p = unsafe { this(this_) }?;
+        let mut plugin = p
+            .plugin
+            .write()
+            .map_err(|_| PluginError::Execution("plugin is unusable after a panic".into()))?;
+        plugin.configure(&ins, &outs)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn workspace_size(
+    this_: *mut c_void,
+    inputs: *const TtrtTensorDesc,
+    nb_inputs: i32,
+    outputs: *const TtrtTensorDesc,
+    nb_outputs: i32,
+    size: *mut usize,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes its counts of descriptions.
+        let (ins, outs) = unsafe { descs(inputs, nb_inputs, outputs, nb_outputs) }?;
+        // SAFETY: the host passes the table's own `self_`.
+        let n = unsafe { this(this_) }?.read()?.workspace_size(&ins, &outs);
+        // SAFETY: the host passes room for one size.
+        unsafe { ptr::write_all(size, 1, &[n], "workspace size") }.map_err(invalid)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn enqueue(
+    this_: *mut c_void,
+    launch: *const TtrtLaunch,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes a valid launch or NULL.
+        let l = unsafe { launch.as_ref() }.ok_or_else(|| invalid("launch is NULL".into()))?;
+        // SAFETY: the host passes the table's own `self_`.
+        let plugin = unsafe { this(this_) }?.read()?;
+        // SAFETY: the launch's pointers hold what its counts and descriptions say.
+        unsafe { run(plugin.as_ref(), l) }
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+/// Runs `plugin` on the buffers `l` describes.
+///
+/// # Safety
+/// Every pointer in `l` holds what its count and description say; outputs and workspace
+/// overlap nothing else.
+unsafe fn run(plugin: &dyn Plugin, l: &TtrtLaunch) -> PluginResult<()> {
+    // SAFETY: forwarded from the caller.
+    let (ins, outs) = unsafe { descs(l.input_descs, l.nb_inputs, l.output_descs, l.nb_outputs) }?;
+    // SAFETY: one pointer per input.
+    let in_ptrs = unsafe { ptr::slice(l.inputs, ins.len(), "input pointers") }.map_err(invalid)?;
+    // SAFETY: one pointer per output.
+    let out_ptrs =
+        unsafe { ptr::slice(l.outputs, outs.len(), "output pointers") }.map_err(invalid)?;
+    match DeviceKind::from_raw(l.device) {
+        Some(DeviceKind::Cpu) => {
+            let bytes = |d: &TensorDesc| {
+                d.byte_len()
+                    .ok_or_else(|| invalid(format!("tensor {d} has no concrete size")))
+            };
+            let mut inputs = Vec::with_capacity(ins.len());
+            for (desc, &p) in ins.into_iter().zip(in_ptrs) {
+                // SAFETY: the input holds its description's bytes.
+                let data = unsafe { ptr::slice(p.cast::<u8>(), bytes(&desc)?, "input") }
+                    .map_err(invalid)?;
+                inputs.push(HostTensor { desc, data });
+            }
+            let mut outputs = Vec::with_capacity(outs.len());
+            for (desc, &p) in outs.into_iter().zip(out_ptrs) {
+                // SAFETY: the output holds its description's bytes and overlaps nothing.
+                let data = unsafe { ptr::slice_mut(p.cast::<u8>(), bytes(&desc)?, "output") }
+                    .map_err(invalid)?;
+                outputs.push(HostTensorMut { desc, data });
+            }
+            // SAFETY: the workspace holds `workspace_size` bytes and overlaps nothing.
+            let workspace =
+                unsafe { ptr::slice_mut(l.workspace.cast::<u8>(), l.workspace_size, "workspace") }
+                    .map_err(invalid)?;
+            plugin.enqueue(Launch::Cpu(CpuLaunch {
+                inputs: &inputs,
+                outputs: &mut outputs,
+                workspace,
+                threads: usize::try_from(l.threads).unwrap_or(1).max(1),
+            }))
+        }
+        Some(DeviceKind::Cuda) => {
+            let device = |(desc, p): (TensorDesc, usize)| DeviceTensor {
+                desc,
+                ptr: p as u64,
+            };
+            let inputs: Vec<_> = ins
+                .into_iter()
+                .zip(in_ptrs.iter().map(|p| p.addr()))
+                .map(device)
+                .collect();
+            let outputs: Vec<_> = outs
+                .into_iter()
+                .zip(out_ptrs.iter().map(|p| p.addr()))
+                .map(device)
+                .collect();
+            plugin.enqueue(Launch::Cuda(CudaLaunch {
+                inputs: &inputs,
+                outputs: &outputs,
+                workspace: l.workspace.addr() as u64,
+                device: l.device_ordinal,
+                stream: l.stream,
+            }))
+        }
+        None => Err(invalid(format!("unknown device kind {}", l.device))),
+    }
+}
+
+unsafe extern "C" fn serialize_fields(
+    this_: *mut c_void,
+    fields: *mut *const TtrtField,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes the table's own `self_`.
+        let p = unsafe { this(this_) }?;
+        let values = p.read()?.fields_to_serialize();
+        let raw = RawFields::new(values.iter().map(|f| (f.name.as_str(), &f.value)))
+            .map_err(PluginError::Execution)?;
+        let count = ptr::to_count(raw.as_slice().len(), "fields").map_err(invalid)?;
+        let first = raw.as_slice().as_ptr();
+        let mut slot = p
+            .serialized
+            .lock()
+            .map_err(|_| PluginError::Execution("plugin is unusable after a panic".into()))?;
+        *slot = Some(raw);
+        // SAFETY: the host passes room for one pointer and one count.
+        unsafe { ptr::write_all(fields, 1, &[first], "fields result") }.map_err(invalid)?;
+        // SAFETY: as above.
+        unsafe { ptr::write_all(nb, 1, &[count], "field count result") }.map_err(invalid)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn clone(
+    this_: *mut c_void,
+    out: *mut *mut TtrtPlugin,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        if out.is_null() {
+            return Err(invalid("clone: output pointer is NULL".into()));
+        }
+        // SAFETY: the host passes the table's own `self_`.
+        let copy = unsafe { this(this_) }?.read()?.clone_plugin();
+        // SAFETY: non-NULL; the host passes a writable pointer.
+        unsafe { out.write(export_plugin(copy)) };
+        Ok(())
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn destroy(this_: *mut c_void) {
+    if this_.is_null() {
+        return;
+    }
+    // SAFETY: made by `Box::into_raw` in `export_plugin`; the host destroys each plugin once.
+    let boxed = unsafe { Box::from_raw(this_.cast::<ExportedPlugin>()) };
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(boxed)));
+}

@@ -1,0 +1,199 @@
+//! The host side: loading an extension library and reading its tables back into
+//! [`PluginCreator`]s.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::host_creator::ForeignCreator;
+use super::ptr;
+use super::types::{TTRT_ABI_VERSION, TTRT_ENTRY_POINT, TtrtEntryPoint};
+use crate::plugin::{PluginCreator, PluginKey};
+
+/// Why a library could not be loaded. Every variant names the library.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file does not exist.
+    #[error("plugin library {} does not exist", .path.display())]
+    NotFound {
+        /// The library.
+        path: PathBuf,
+    },
+    /// The dynamic loader refused the file.
+    #[error("cannot load plugin library {}: {reason}", .path.display())]
+    Open {
+        /// The library.
+        path: PathBuf,
+        /// The loader's message (`dlerror`).
+        reason: String,
+    },
+    /// The library has no `torchtrt_extension_v1` symbol.
+    #[error(
+        "{} is not a torchtrt extension: it exports no `{TTRT_ENTRY_POINT}` symbol",
+        .path.display()
+    )]
+    NotAnExtension {
+        /// The library.
+        path: PathBuf,
+    },
+    /// The library speaks another ABI version.
+    #[error(
+        "plugin library {} has torchtrt ABI version {found}; this host speaks version {expected}",
+        .path.display()
+    )]
+    AbiVersion {
+        /// The library.
+        path: PathBuf,
+        /// The library's version.
+        found: u32,
+        /// This host's version.
+        expected: u32,
+    },
+    /// The tables the library returned break the ABI's rules.
+    #[error("plugin library {} is malformed: {reason}", .path.display())]
+    Malformed {
+        /// The library.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// What keeps a library's code mapped: every creator and plugin from it holds one.
+pub(crate) struct LibHandle {
+    _lib: Option<libloading::Library>,
+}
+
+/// A loaded extension library: its identity and its plugin creators. Creators and plugins
+/// keep the library loaded after the `Extension` is dropped.
+pub struct Extension {
+    path: PathBuf,
+    provider: String,
+    creators: Vec<Arc<ForeignCreator>>,
+}
+
+impl fmt::Debug for Extension {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<PluginKey> = self.creators.iter().map(|c| c.key()).collect();
+        f.debug_struct("Extension")
+            .field("path", &self.path)
+            .field("provider", &self.provider)
+            .field("creators", &keys)
+            .finish()
+    }
+}
+
+impl Extension {
+    /// Loads the library at `path` and reads its `torchtrt_extension_v1` tables.
+    ///
+    /// Loading runs the library's initialisers, and the host then calls into its tables:
+    /// the library is trusted code that must keep the contract of `torchtrt_plugin.h`.
+    /// Everything it hands back is checked, so a library built against another ABI version
+    /// or filling its tables wrongly is an error rather than a crash.
+    pub fn load(path: impl AsRef<Path>) -> Result<Extension, LoadError> {
+        let path = path.as_ref().to_path_buf();
+        if path.components().count() > 1 && !path.exists() {
+            return Err(LoadError::NotFound { path });
+        }
+        // SAFETY: loading runs the library's initialisers; the caller trusts the library.
+        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| LoadError::Open {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        // SAFETY: the symbol, when present, has the entry point's type by the ABI's rules.
+        let entry = unsafe { lib.get::<TtrtEntryPoint>(TTRT_ENTRY_POINT.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|_| LoadError::NotAnExtension { path: path.clone() })?;
+        let handle = Arc::new(LibHandle { _lib: Some(lib) });
+        // SAFETY: `entry` comes from `lib`, which `handle` keeps loaded.
+        unsafe { Extension::read(entry, handle, path) }
+    }
+
+    /// Reads the tables of an entry point linked into this process (e.g. the one
+    /// [`export_plugins!`](crate::export_plugins) generated); `label` stands for the path.
+    ///
+    /// # Safety
+    /// `entry` must keep the contract of `torchtrt_plugin.h`: return NULL or tables whose
+    /// pointers are valid for as long as the process runs.
+    pub unsafe fn from_entry(entry: TtrtEntryPoint, label: &str) -> Result<Extension, LoadError> {
+        let handle = Arc::new(LibHandle { _lib: None });
+        // SAFETY: forwarded from the caller.
+        unsafe { Extension::read(entry, handle, PathBuf::from(label)) }
+    }
+
+    /// # Safety
+    /// `entry` keeps the ABI's contract while `lib` is alive.
+    unsafe fn read(
+        entry: TtrtEntryPoint,
+        lib: Arc<LibHandle>,
+        path: PathBuf,
+    ) -> Result<Extension, LoadError> {
+        let malformed = |reason: String| LoadError::Malformed {
+            path: path.clone(),
+            reason,
+        };
+        // SAFETY: the library's entry point, called as the ABI prescribes.
+        let raw = unsafe { entry() };
+        if raw.is_null() {
+            return Err(malformed(format!(
+                "{TTRT_ENTRY_POINT} returned NULL (the library failed to initialise)"
+            )));
+        }
+        if !raw.is_aligned() {
+            return Err(malformed(format!(
+                "{TTRT_ENTRY_POINT} returned a misaligned pointer"
+            )));
+        }
+        // SAFETY: non-NULL and aligned; every version begins with the `u32` version.
+        let found = unsafe { raw.cast::<u32>().read() };
+        if found != TTRT_ABI_VERSION {
+            return Err(LoadError::AbiVersion {
+                path,
+                found,
+                expected: TTRT_ABI_VERSION,
+            });
+        }
+        // SAFETY: a version-1 table, valid while the library is loaded.
+        let ext = unsafe { &*raw };
+        // SAFETY: a NUL-terminated string by the ABI's rules.
+        let provider = unsafe { ptr::string(ext.provider, "provider") }.map_err(malformed)?;
+        let nb = ptr::count(ext.nb_creators, "creators").map_err(malformed)?;
+        // SAFETY: `nb_creators` pointers by the ABI's rules.
+        let raw_creators =
+            unsafe { ptr::slice(ext.creators, nb, "creators") }.map_err(malformed)?;
+        let mut creators: Vec<Arc<ForeignCreator>> = Vec::with_capacity(nb);
+        for (i, &c) in raw_creators.iter().enumerate() {
+            // SAFETY: NULL or a valid creator table by the ABI's rules.
+            let creator = unsafe { ForeignCreator::new(lib.clone(), c) }
+                .map_err(|e| malformed(format!("creator {i}: {e}")))?;
+            let key = creator.key();
+            if creators.iter().any(|o| o.key() == key) {
+                return Err(malformed(format!("plugin {key} is provided twice")));
+            }
+            creators.push(Arc::new(creator));
+        }
+        Ok(Extension {
+            path,
+            provider,
+            creators,
+        })
+    }
+
+    /// The library's identity, e.g. `torchtrt_plugins 0.1.0`.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The path the library was loaded from (the label for in-process entry points).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The library's plugin creators, in the library's order.
+    pub fn creators(&self) -> Vec<Arc<dyn PluginCreator>> {
+        self.creators
+            .iter()
+            .map(|c| c.clone() as Arc<dyn PluginCreator>)
+            .collect()
+    }
+}

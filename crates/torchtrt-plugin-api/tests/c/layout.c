@@ -1,0 +1,146 @@
+/* Prints the size, alignment and member offsets of every ABI structure, and the value of
+ * every ABI constant, one "name value" pair per line, for tests/header.rs to compare with
+ * the Rust definitions. */
+#include <stdio.h>
+
+#include "torchtrt_plugin.h"
+
+#define SIZE(T) printf(#T " %zu\n" #T ".align %zu\n", sizeof(T), _Alignof(T))
+#define OFF(T, m) printf(#T "." #m " %zu\n", offsetof(T, m))
+#define CONST(c) printf(#c " %lld\n", (long long)(c))
+
+int main(void) {
+  SIZE(TtrtErrorBuf);
+  OFF(TtrtErrorBuf, data);
+  OFF(TtrtErrorBuf, capacity);
+
+  SIZE(TtrtTensorDesc);
+  OFF(TtrtTensorDesc, dtype);
+  OFF(TtrtTensorDesc, format);
+  OFF(TtrtTensorDesc, nb_dims);
+  OFF(TtrtTensorDesc, reserved);
+  OFF(TtrtTensorDesc, dims);
+
+  SIZE(TtrtPortDesc);
+  OFF(TtrtPortDesc, dtype);
+  OFF(TtrtPortDesc, format);
+
+  SIZE(TtrtField);
+  OFF(TtrtField, name);
+  OFF(TtrtField, field_type);
+  OFF(TtrtField, reserved);
+  OFF(TtrtField, length);
+  OFF(TtrtField, data);
+
+  SIZE(TtrtFieldSpec);
+  OFF(TtrtFieldSpec, name);
+  OFF(TtrtFieldSpec, field_type);
+  OFF(TtrtFieldSpec, required);
+  OFF(TtrtFieldSpec, min_len);
+  OFF(TtrtFieldSpec, max_len);
+  OFF(TtrtFieldSpec, default_value);
+  OFF(TtrtFieldSpec, doc);
+
+  SIZE(TtrtShapeExpr);
+  OFF(TtrtShapeExpr, nb_dims);
+  OFF(TtrtShapeExpr, reserved);
+  OFF(TtrtShapeExpr, dims);
+
+  SIZE(TtrtExprBuilder);
+  OFF(TtrtExprBuilder, ctx);
+  OFF(TtrtExprBuilder, constant);
+  OFF(TtrtExprBuilder, operation);
+  OFF(TtrtExprBuilder, constant_value);
+
+  SIZE(TtrtLaunch);
+  OFF(TtrtLaunch, device);
+  OFF(TtrtLaunch, device_ordinal);
+  OFF(TtrtLaunch, nb_inputs);
+  OFF(TtrtLaunch, nb_outputs);
+  OFF(TtrtLaunch, input_descs);
+  OFF(TtrtLaunch, output_descs);
+  OFF(TtrtLaunch, inputs);
+  OFF(TtrtLaunch, outputs);
+  OFF(TtrtLaunch, workspace);
+  OFF(TtrtLaunch, workspace_size);
+  OFF(TtrtLaunch, stream);
+  OFF(TtrtLaunch, threads);
+  OFF(TtrtLaunch, reserved);
+
+  SIZE(TtrtPlugin);
+  OFF(TtrtPlugin, self);
+  OFF(TtrtPlugin, num_outputs);
+  OFF(TtrtPlugin, output_dtypes);
+  OFF(TtrtPlugin, output_shapes);
+  OFF(TtrtPlugin, supports);
+  OFF(TtrtPlugin, configure);
+  OFF(TtrtPlugin, workspace_size);
+  OFF(TtrtPlugin, enqueue);
+  OFF(TtrtPlugin, serialize_fields);
+  OFF(TtrtPlugin, clone);
+  OFF(TtrtPlugin, destroy);
+
+  SIZE(TtrtCreator);
+  OFF(TtrtCreator, self);
+  OFF(TtrtCreator, plugin_namespace);
+  OFF(TtrtCreator, name);
+  OFF(TtrtCreator, version);
+  OFF(TtrtCreator, fields);
+  OFF(TtrtCreator, nb_fields);
+  OFF(TtrtCreator, reserved);
+  OFF(TtrtCreator, create);
+
+  SIZE(TtrtExtension);
+  OFF(TtrtExtension, abi_version);
+  OFF(TtrtExtension, nb_creators);
+  OFF(TtrtExtension, provider);
+  OFF(TtrtExtension, creators);
+  OFF(TtrtExtension, nb_converters);
+  OFF(TtrtExtension, reserved0);
+  OFF(TtrtExtension, converters);
+  OFF(TtrtExtension, nb_custom_ops);
+  OFF(TtrtExtension, reserved1);
+  OFF(TtrtExtension, custom_ops);
+
+  CONST(TTRT_ABI_VERSION);
+  CONST(TTRT_MAX_DIMS);
+  CONST(TTRT_DIM_INVALID);
+  CONST(TTRT_OK);
+  CONST(TTRT_ERROR_INVALID_ARGUMENT);
+  CONST(TTRT_ERROR_UNSUPPORTED);
+  CONST(TTRT_ERROR_EXECUTION);
+  CONST(TTRT_ERROR_PANIC);
+  CONST(TTRT_DTYPE_F32);
+  CONST(TTRT_DTYPE_F16);
+  CONST(TTRT_DTYPE_BF16);
+  CONST(TTRT_DTYPE_F64);
+  CONST(TTRT_DTYPE_I64);
+  CONST(TTRT_DTYPE_I32);
+  CONST(TTRT_DTYPE_I16);
+  CONST(TTRT_DTYPE_I8);
+  CONST(TTRT_DTYPE_U8);
+  CONST(TTRT_DTYPE_BOOL);
+  CONST(TTRT_FORMAT_LINEAR);
+  CONST(TTRT_DEVICE_CPU);
+  CONST(TTRT_DEVICE_CUDA);
+  CONST(TTRT_FIELD_F16);
+  CONST(TTRT_FIELD_F32);
+  CONST(TTRT_FIELD_F64);
+  CONST(TTRT_FIELD_I8);
+  CONST(TTRT_FIELD_I16);
+  CONST(TTRT_FIELD_I32);
+  CONST(TTRT_FIELD_I64);
+  CONST(TTRT_FIELD_BF16);
+  CONST(TTRT_FIELD_CHAR);
+  CONST(TTRT_FIELD_DIMS);
+  CONST(TTRT_FIELD_BYTES);
+  CONST(TTRT_DIM_ADD);
+  CONST(TTRT_DIM_SUB);
+  CONST(TTRT_DIM_MUL);
+  CONST(TTRT_DIM_FLOOR_DIV);
+  CONST(TTRT_DIM_CEIL_DIV);
+  CONST(TTRT_DIM_MIN);
+  CONST(TTRT_DIM_MAX);
+  printf("TTRT_ENTRY_POINT %s\n", TTRT_ENTRY_POINT);
+  return 0;
+}

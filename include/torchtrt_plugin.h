@@ -1,0 +1,266 @@
+/*
+ * torchtrt_plugin.h - the C ABI between torchtrt hosts and extension libraries.
+ *
+ * An extension library (a shared object written in C, C++ or Rust) exports one function,
+ *
+ *     const TtrtExtension* torchtrt_extension_v1(void);
+ *
+ * which returns the library's identity and its plugin creators as tables of function
+ * pointers. A host dlopens the library, calls the entry point, checks `abi_version`, and
+ * from then on talks to the library only through the tables below.
+ *
+ * Versioning. `abi_version` is the first member of TtrtExtension in every version, so a host
+ * can read it whatever the library was built against. Within a version nothing changes;
+ * a new version only appends members to the end of structures and never renumbers
+ * constants. A host refuses a library whose version it does not speak.
+ *
+ * Errors. Every fallible function returns a TtrtStatus (TTRT_OK = 0) and, on failure,
+ * writes a UTF-8 message into the caller's TtrtErrorBuf: at most `capacity - 1` bytes,
+ * then a NUL. `err` may be NULL, and then nothing is written. No exception, panic or
+ * longjmp may leave a function of this ABI.
+ *
+ * Ownership and lifetimes.
+ *   - The TtrtExtension, the creators, their strings and their field schemas belong to the
+ *     library and stay valid and unchanged until the library is unloaded. Hosts keep the
+ *     library loaded while they hold any creator or plugin from it.
+ *   - Everything a host passes in (strings, fields, descriptions, shapes, buffers, the
+ *     expression builder) is valid only during the call. Copy what you keep.
+ *   - A TtrtPlugin returned by `create` or `clone` is owned by the host, which calls its
+ *     `destroy` exactly once. The TtrtPlugin structure itself must stay valid until then
+ *     (typically it lives inside the plugin's state).
+ *   - The fields `serialize_fields` returns belong to the plugin and stay valid until the
+ *     next call to `serialize_fields` on that plugin or its `destroy`.
+ *   - Field data is aligned for its element type. String fields are `length` bytes of
+ *     UTF-8 without a NUL; hosts add a NUL after the data they pass, readers must use
+ *     `length`.
+ *
+ * Threads. A creator's `create` may be called from any thread, concurrently. A plugin's
+ * functions may be called from any thread, and `enqueue` concurrently with itself and with
+ * the other queries; `configure` and `destroy` are never concurrent with any other call on
+ * the same plugin, and neither is `serialize_fields` with itself.
+ *
+ * Symbolic shapes. `output_shapes` receives the input dimensions as opaque handles and an
+ * expression builder (TensorRT's IExprBuilder); it writes one handle per output dimension,
+ * made from input handles, `constant` and `operation`. Handles are valid during the call.
+ */
+#ifndef TORCHTRT_PLUGIN_H
+#define TORCHTRT_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TTRT_ABI_VERSION 1u
+#define TTRT_MAX_DIMS 8
+#define TTRT_ENTRY_POINT "torchtrt_extension_v1"
+
+/* Status codes. */
+typedef int32_t TtrtStatus;
+#define TTRT_OK 0
+#define TTRT_ERROR_INVALID_ARGUMENT 1 /* bad fields, inputs or arguments */
+#define TTRT_ERROR_UNSUPPORTED 2      /* no kernel for this device, dtype or layout */
+#define TTRT_ERROR_EXECUTION 3        /* anything else that failed */
+#define TTRT_ERROR_PANIC 4            /* a panic or exception caught at the boundary */
+
+/* Element types (TtrtTensorDesc.dtype, TtrtPortDesc.dtype). */
+typedef enum TtrtDType {
+  TTRT_DTYPE_F32 = 0,
+  TTRT_DTYPE_F16 = 1,
+  TTRT_DTYPE_BF16 = 2,
+  TTRT_DTYPE_F64 = 3,
+  TTRT_DTYPE_I64 = 4,
+  TTRT_DTYPE_I32 = 5,
+  TTRT_DTYPE_I16 = 6,
+  TTRT_DTYPE_I8 = 7,
+  TTRT_DTYPE_U8 = 8,
+  TTRT_DTYPE_BOOL = 9
+} TtrtDType;
+
+/* Memory layouts: dense row-major only, for now. */
+typedef enum TtrtFormat { TTRT_FORMAT_LINEAR = 0 } TtrtFormat;
+
+/* Devices (TtrtLaunch.device, `supports`). */
+typedef enum TtrtDevice { TTRT_DEVICE_CPU = 0, TTRT_DEVICE_CUDA = 1 } TtrtDevice;
+
+/* Field types (TtrtField.field_type, TtrtFieldSpec.field_type). */
+typedef enum TtrtFieldType {
+  TTRT_FIELD_F16 = 0,
+  TTRT_FIELD_F32 = 1,
+  TTRT_FIELD_F64 = 2,
+  TTRT_FIELD_I8 = 3,
+  TTRT_FIELD_I16 = 4,
+  TTRT_FIELD_I32 = 5,
+  TTRT_FIELD_I64 = 6,
+  TTRT_FIELD_BF16 = 7,
+  TTRT_FIELD_CHAR = 8,  /* a UTF-8 string; length in bytes */
+  TTRT_FIELD_DIMS = 9,  /* int64 dimensions */
+  TTRT_FIELD_BYTES = 10 /* opaque bytes */
+} TtrtFieldType;
+
+/* Operations on dimensions (`operation` of TtrtExprBuilder). */
+typedef enum TtrtDimOp {
+  TTRT_DIM_ADD = 0,
+  TTRT_DIM_SUB = 1,
+  TTRT_DIM_MUL = 2,
+  TTRT_DIM_FLOOR_DIV = 3,
+  TTRT_DIM_CEIL_DIV = 4,
+  TTRT_DIM_MIN = 5,
+  TTRT_DIM_MAX = 6
+} TtrtDimOp;
+
+/* An opaque handle to a dimension expression; TTRT_DIM_INVALID reports a failure. */
+typedef int64_t TtrtDimHandle;
+#define TTRT_DIM_INVALID ((TtrtDimHandle)-1)
+
+/* Caller-owned buffer for an error message. */
+typedef struct TtrtErrorBuf {
+  char* data;      /* may be NULL when capacity is 0 */
+  size_t capacity; /* bytes, NUL included */
+} TtrtErrorBuf;
+
+/* A tensor's dtype, layout and dimensions (-1 for a dimension unknown at build time). */
+typedef struct TtrtTensorDesc {
+  int32_t dtype;  /* TtrtDType */
+  int32_t format; /* TtrtFormat */
+  int32_t nb_dims; /* 0..TTRT_MAX_DIMS */
+  int32_t reserved; /* 0 */
+  int64_t dims[TTRT_MAX_DIMS];
+} TtrtTensorDesc;
+
+/* The dtype and layout of one plugin input or output. */
+typedef struct TtrtPortDesc {
+  int32_t dtype;  /* TtrtDType */
+  int32_t format; /* TtrtFormat */
+} TtrtPortDesc;
+
+/* One named field value. */
+typedef struct TtrtField {
+  const char* name;   /* NUL-terminated UTF-8 */
+  int32_t field_type; /* TtrtFieldType */
+  int32_t reserved;   /* 0 */
+  size_t length;      /* elements (bytes for strings) */
+  const void* data;   /* `length` elements; may be NULL when length is 0 */
+} TtrtField;
+
+/* One entry of a creator's field schema. */
+typedef struct TtrtFieldSpec {
+  const char* name;                /* NUL-terminated UTF-8, unique within the schema */
+  int32_t field_type;              /* TtrtFieldType */
+  int32_t required;                /* nonzero: the field must be given */
+  int64_t min_len;                 /* fewest elements */
+  int64_t max_len;                 /* most elements, -1 for no limit */
+  const TtrtField* default_value;  /* used when the optional field is absent; or NULL */
+  const char* doc;                 /* one line, or NULL */
+} TtrtFieldSpec;
+
+/* A symbolic shape. */
+typedef struct TtrtShapeExpr {
+  int32_t nb_dims;  /* 0..TTRT_MAX_DIMS */
+  int32_t reserved; /* 0 */
+  TtrtDimHandle dims[TTRT_MAX_DIMS];
+} TtrtShapeExpr;
+
+/* The host's dimension-expression builder, valid during one `output_shapes` call. */
+typedef struct TtrtExprBuilder {
+  void* ctx;
+  /* A handle for a constant. */
+  TtrtDimHandle (*constant)(void* ctx, int64_t value);
+  /* A handle for `op(a, b)`, `op` a TtrtDimOp. */
+  TtrtDimHandle (*operation)(void* ctx, int32_t op, TtrtDimHandle a, TtrtDimHandle b);
+  /* 1 and `*value` set when `dim` is a known constant; else 0. */
+  int32_t (*constant_value)(void* ctx, TtrtDimHandle dim, int64_t* value);
+} TtrtExprBuilder;
+
+/* The arguments of one `enqueue`. Descriptions are concrete (no -1). Outputs and the
+ * workspace overlap nothing else. */
+typedef struct TtrtLaunch {
+  int32_t device;          /* TtrtDevice */
+  int32_t device_ordinal;  /* CUDA device; 0 on the CPU */
+  int32_t nb_inputs;
+  int32_t nb_outputs;
+  const TtrtTensorDesc* input_descs;
+  const TtrtTensorDesc* output_descs;
+  const void* const* inputs; /* host or device pointers */
+  void* const* outputs;      /* host or device pointers, to be written entirely */
+  void* workspace;           /* NULL when workspace_size is 0 */
+  size_t workspace_size;     /* bytes */
+  void* stream;              /* the CUstream on CUDA; NULL on the CPU */
+  int32_t threads;           /* threads a CPU kernel may use, at least 1 */
+  int32_t reserved;          /* 0 */
+} TtrtLaunch;
+
+/* A plugin: its state (`self`) and its functions. All functions are required except
+ * `configure` and `workspace_size`, which may be NULL. */
+typedef struct TtrtPlugin {
+  void* self;
+  TtrtStatus (*num_outputs)(void* self, int32_t* nb_outputs, TtrtErrorBuf* err);
+  /* Output dtypes (TtrtDType) for the given input dtypes. */
+  TtrtStatus (*output_dtypes)(void* self, const int32_t* input_dtypes, int32_t nb_inputs,
+                              int32_t* output_dtypes, int32_t nb_outputs, TtrtErrorBuf* err);
+  /* Output shapes as expressions of the input shapes; see TtrtExprBuilder. */
+  TtrtStatus (*output_shapes)(void* self, const TtrtShapeExpr* inputs, int32_t nb_inputs,
+                              TtrtShapeExpr* outputs, int32_t nb_outputs,
+                              const TtrtExprBuilder* exprs, TtrtErrorBuf* err);
+  /* 1 when port `pos` (inputs first, then outputs) may have io[pos] on `device`, given
+   * io[0..pos]; else 0. */
+  int32_t (*supports)(void* self, int32_t pos, const TtrtPortDesc* io, int32_t nb_io,
+                      int32_t nb_inputs, int32_t device);
+  /* Dtypes and shape ranges are fixed (-1 for dynamic dimensions). */
+  TtrtStatus (*configure)(void* self, const TtrtTensorDesc* inputs, int32_t nb_inputs,
+                          const TtrtTensorDesc* outputs, int32_t nb_outputs, TtrtErrorBuf* err);
+  /* Scratch bytes `enqueue` needs for these concrete shapes. */
+  TtrtStatus (*workspace_size)(void* self, const TtrtTensorDesc* inputs, int32_t nb_inputs,
+                               const TtrtTensorDesc* outputs, int32_t nb_outputs, size_t* size,
+                               TtrtErrorBuf* err);
+  TtrtStatus (*enqueue)(void* self, const TtrtLaunch* launch, TtrtErrorBuf* err);
+  /* The fields that re-create this plugin through its creator; owned by the plugin. */
+  TtrtStatus (*serialize_fields)(void* self, const TtrtField** fields, int32_t* nb_fields,
+                                 TtrtErrorBuf* err);
+  /* A copy, configuration included, owned by the caller. */
+  TtrtStatus (*clone)(void* self, struct TtrtPlugin** out, TtrtErrorBuf* err);
+  /* Frees the plugin, its table included. */
+  void (*destroy)(void* self);
+} TtrtPlugin;
+
+/* A plugin creator, identified by (plugin_namespace, name, version). */
+typedef struct TtrtCreator {
+  void* self;
+  const char* plugin_namespace; /* possibly empty */
+  const char* name;
+  const char* version;
+  const TtrtFieldSpec* fields; /* the schema `create` accepts */
+  int32_t nb_fields;
+  int32_t reserved; /* 0 */
+  /* Creates a plugin for layer `layer_name` from `fields` (already checked against the
+   * schema by torchtrt hosts, defaults filled in); on success `*out` is owned by the
+   * caller, on failure `*out` is left alone. */
+  TtrtStatus (*create)(void* self, const char* layer_name, const TtrtField* fields,
+                       int32_t nb_fields, TtrtPlugin** out, TtrtErrorBuf* err);
+} TtrtCreator;
+
+/* What the entry point returns. */
+typedef struct TtrtExtension {
+  uint32_t abi_version; /* TTRT_ABI_VERSION; first in every version */
+  int32_t nb_creators;
+  const char* provider; /* library identity, e.g. "torchtrt_plugins 0.1.0" */
+  const TtrtCreator* const* creators;
+  int32_t nb_converters; /* reserved: 0 */
+  int32_t reserved0;     /* 0 */
+  const void* converters; /* reserved: NULL */
+  int32_t nb_custom_ops; /* reserved: 0 */
+  int32_t reserved1;     /* 0 */
+  const void* custom_ops; /* reserved: NULL */
+} TtrtExtension;
+
+/* The entry point every extension library exports. */
+typedef const TtrtExtension* (*TtrtEntryPoint)(void);
+const TtrtExtension* torchtrt_extension_v1(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TORCHTRT_PLUGIN_H */
