@@ -182,7 +182,7 @@ impl FieldValue {
     pub fn from_bytes(ty: FieldType, bytes: &[u8]) -> Option<FieldValue> {
         fn vec<T: bytemuck::Pod>(b: &[u8]) -> Option<Vec<T>> {
             let n = std::mem::size_of::<T>();
-            (b.len() % n == 0).then(|| {
+            b.len().is_multiple_of(n).then(|| {
                 b.chunks_exact(n)
                     .map(bytemuck::pod_read_unaligned)
                     .collect()

@@ -7,6 +7,11 @@
 //! a C library fills the tables declared in `include/torchtrt_plugin.h`. Either way a host
 //! loads it with `PluginRegistry::load_library` and sees `dyn PluginCreator`s.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "errors carry the plugin key and field by value; they are the cold path"
+)]
+
 pub mod abi;
 mod dims;
 mod dtype;

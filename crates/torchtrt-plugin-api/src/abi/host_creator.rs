@@ -8,7 +8,7 @@ use super::host::LibHandle;
 use super::host_plugin::ForeignPlugin;
 use super::ptr;
 use super::schema::read_schema;
-use super::status::{ErrorBuf, error_of};
+use super::status::{ErrorBuf, context, error_of};
 use super::types::{TTRT_OK, TtrtCreateFn, TtrtCreator};
 use crate::error::{PluginError, PluginResult};
 use crate::field::{FieldCollection, FieldSpec};
@@ -84,8 +84,8 @@ impl PluginCreator for ForeignCreator {
 
     fn create(&self, layer_name: &str, fields: &FieldCollection) -> PluginResult<Box<dyn Plugin>> {
         let key = &self.key;
-        let context = format!("plugin {key} layer `{layer_name}`");
-        let bad = |e: String| PluginError::InvalidInput(format!("{context}: {e}"));
+        let bad =
+            |e: String| PluginError::InvalidInput(format!("{}: {e}", context(key, layer_name)));
         let raw =
             RawFields::new(fields.iter().map(|f| (f.name.as_str(), &f.value))).map_err(bad)?;
         let nb = ptr::to_count(raw.as_slice().len(), "fields").map_err(bad)?;
@@ -106,7 +106,7 @@ impl PluginCreator for ForeignCreator {
             )
         };
         if status != TTRT_OK {
-            return Err(error_of(status, &buf.message(), &context));
+            return Err(error_of(status, &buf.message(), key, layer_name));
         }
         // SAFETY: on success `out` is a plugin table of this library, now owned by the host.
         let plugin = unsafe { ForeignPlugin::new(self.lib.clone(), key.clone(), layer_name, out) }?;

@@ -8,7 +8,7 @@ use super::dims::DimArena;
 use super::fields::read_fields;
 use super::host::LibHandle;
 use super::ptr;
-use super::status::{ErrorBuf, error_of};
+use super::status::{ErrorBuf, context, error_of};
 use super::types::{
     TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtCloneFn, TtrtConfigureFn, TtrtDestroyFn,
     TtrtEnqueueFn, TtrtErrorBuf, TtrtLaunch, TtrtNumOutputsFn, TtrtOutputDtypesFn,
@@ -101,7 +101,7 @@ impl ForeignPlugin {
         layer: &str,
         raw: *mut TtrtPlugin,
     ) -> PluginResult<ForeignPlugin> {
-        let context = format!("plugin {key} layer `{layer}`");
+        let context = context(&key, layer);
         let broken = |e: &str| PluginError::Execution(format!("{context}: {e}"));
         if raw.is_null() || !raw.is_aligned() {
             return Err(broken(
@@ -145,7 +145,7 @@ impl ForeignPlugin {
         if status == TTRT_OK {
             Ok(())
         } else {
-            Err(error_of(status, &buf.message(), &self.context))
+            Err(error_of(status, &buf.message(), &self.key, &self.layer))
         }
     }
 

@@ -8,6 +8,7 @@ use super::types::{
     TTRT_OK, TtrtErrorBuf, TtrtStatus,
 };
 use crate::error::{PluginError, PluginResult};
+use crate::plugin::PluginKey;
 
 /// Bytes of the buffer a host hands to each call for its error message.
 const HOST_ERROR_CAPACITY: usize = 2048;
@@ -45,13 +46,18 @@ pub(crate) fn status_of(e: &PluginError) -> (TtrtStatus, String) {
     }
 }
 
-/// The error a failed call reported, with `context` (the plugin and layer) prefixed unless
-/// the message already names it.
-pub(crate) fn error_of(status: TtrtStatus, msg: &str, context: &str) -> PluginError {
-    let msg = if context.is_empty() || msg.contains(context) {
+/// How messages about the plugin `key` in layer `layer` begin.
+pub(crate) fn context(key: &PluginKey, layer: &str) -> String {
+    format!("plugin {key} layer `{layer}`")
+}
+
+/// The error a failed call reported, prefixed with the plugin and layer unless the message
+/// already names the plugin.
+pub(crate) fn error_of(status: TtrtStatus, msg: &str, key: &PluginKey, layer: &str) -> PluginError {
+    let msg = if msg.contains(&key.to_string()) {
         msg.to_string()
     } else {
-        format!("{context}: {msg}")
+        format!("{}: {msg}", context(key, layer))
     };
     match status {
         TTRT_ERROR_INVALID_ARGUMENT => PluginError::InvalidInput(msg),
@@ -147,6 +153,7 @@ mod tests {
 
     #[test]
     fn statuses_round_trip() {
+        let key = PluginKey::new("ns", "P", "1");
         for e in [
             PluginError::Unsupported("no cuda".into()),
             PluginError::Execution("boom".into()),
@@ -154,9 +161,16 @@ mod tests {
             PluginError::InvalidInput("rank 3".into()),
         ] {
             let (s, m) = status_of(&e);
-            assert_eq!(error_of(s, &m, ""), e);
+            let back = error_of(s, &format!("ns::P@1 {m}"), &key, "l");
+            assert_eq!(
+                back.to_string(),
+                e.to_string().replace(&m, &format!("ns::P@1 {m}"))
+            );
         }
-        let e = error_of(TTRT_ERROR_EXECUTION, "bad", "ns::P@1 `l`");
-        assert_eq!(e.to_string(), "execution failed: ns::P@1 `l`: bad");
+        let e = error_of(TTRT_ERROR_EXECUTION, "bad", &key, "l");
+        assert_eq!(
+            e.to_string(),
+            "execution failed: plugin ns::P@1 layer `l`: bad"
+        );
     }
 }

@@ -2,7 +2,10 @@
 //! `cc`, and running plugins on the CPU with aligned buffers.
 
 #![allow(dead_code, reason = "each test binary uses its own subset")]
-#![allow(clippy::result_large_err, reason = "PluginError is the crate's error type")]
+#![allow(
+    clippy::result_large_err,
+    reason = "PluginError is the crate's error type"
+)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
