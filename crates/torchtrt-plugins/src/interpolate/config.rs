@@ -37,7 +37,10 @@ pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> 
     let mode = Mode::parse(mode_name).ok_or_else(|| {
         bad(
             "mode",
-            format!("unknown mode `{mode_name}` (one of {})", Mode::NAMES.join(", ")),
+            format!(
+                "unknown mode `{mode_name}` (one of {})",
+                Mode::NAMES.join(", ")
+            ),
         )
     })?;
     let flag = |field: &str| -> PluginResult<bool> {
@@ -53,7 +56,9 @@ pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> 
     let antialias = flag("antialias")?;
     let size = size_rule(key, mode, fields, use_scales)?;
 
-    let coord_name = fields.string("coordinate_transformation_mode").unwrap_or("");
+    let coord_name = fields
+        .string("coordinate_transformation_mode")
+        .unwrap_or("");
     let coord = CoordMode::parse(coord_name).ok_or_else(|| {
         let reason = if coord_name == "tf_crop_and_resize" {
             "tf_crop_and_resize is not supported".to_string()
@@ -77,7 +82,10 @@ pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> 
     })?;
     let cubic_a = fields.f32("cubic_coeff_a").unwrap_or(-0.75);
     if !cubic_a.is_finite() {
-        return Err(bad("cubic_coeff_a", format!("must be finite, got {cubic_a}")));
+        return Err(bad(
+            "cubic_coeff_a",
+            format!("must be finite, got {cubic_a}"),
+        ));
     }
     let extrapolation_value = fields.f32("extrapolation_value").unwrap_or(0.0);
 
@@ -194,10 +202,7 @@ fn size_rule(
         let expect = wanted.map_or("1 to 3".to_string(), |w| w.to_string());
         return Err(bad(
             field,
-            format!(
-                "mode {} needs {expect} spatial sizes, got {n}",
-                mode.name()
-            ),
+            format!("mode {} needs {expect} spatial sizes, got {n}", mode.name()),
         ));
     }
     if let SizeRule::Sizes(v) = &rule

@@ -7,15 +7,15 @@ pub enum CoordMode {
     /// `""`: PyTorch's `F.interpolate` rule (`align_corners`, or half-pixel clamped at 0 for
     /// linear; `floor(dst·scale)` for nearest).
     PyTorch,
-    /// `half_pixel`: `(x + 0.5)·ratio − 0.5`.
+    /// `half_pixel`: `(x + 0.5)/scale − 0.5`.
     HalfPixel,
-    /// `asymmetric`: `x·ratio`.
+    /// `asymmetric`: `x/scale`.
     Asymmetric,
     /// `pytorch_half_pixel`: like `half_pixel`, but `−0.5` when the output has length 1.
     PytorchHalfPixel,
     /// `align_corners`: `x·(in − 1)/(out − 1)`, `0` when the output has length 1.
     AlignCorners,
-    /// `tf_half_pixel_for_nn`: `(x + 0.5)·ratio`.
+    /// `tf_half_pixel_for_nn`: `(x + 0.5)/scale`.
     TfHalfPixelForNn,
     /// `half_pixel_symmetric`: `half_pixel` shifted so the centres of input and output align
     /// when `floor(in·scale)` truncates.
@@ -61,27 +61,27 @@ impl CoordMode {
         }
     }
 
-    /// The input coordinate of output index `dst` under one of ONNX's modes, in `f64` as
-    /// ONNX's reference computes it. [`CoordMode::PyTorch`] is answered as `asymmetric`
+    /// The input coordinate of output index `dst` under one of ONNX's modes, in `f64` and
+    /// in the order of operations of ONNX's reference implementation. [`CoordMode::PyTorch`] is answered as `asymmetric`
     /// (what PyTorch's rule is for nearest); the PyTorch rule for linear and cubic is
     /// [`pytorch_source`].
     pub fn onnx_source(self, axis: &AxisGeom, dst: usize) -> f64 {
         let x = dst as f64;
-        let ratio = axis.ratio();
+        let scale = axis.onnx_scale();
         let input = axis.input as f64;
         let resized = axis.resized_len();
         match self {
-            CoordMode::PyTorch | CoordMode::Asymmetric => x * ratio,
-            CoordMode::HalfPixel => (x + 0.5) * ratio - 0.5,
+            CoordMode::PyTorch | CoordMode::Asymmetric => x / scale,
+            CoordMode::HalfPixel => (x + 0.5) / scale - 0.5,
             CoordMode::PytorchHalfPixel if resized == 1.0 => -0.5,
-            CoordMode::PytorchHalfPixel => (x + 0.5) * ratio - 0.5,
+            CoordMode::PytorchHalfPixel => (x + 0.5) / scale - 0.5,
             CoordMode::AlignCorners if resized == 1.0 => 0.0,
             CoordMode::AlignCorners => x * (input - 1.0) / (resized - 1.0),
-            CoordMode::TfHalfPixelForNn => (x + 0.5) * ratio,
+            CoordMode::TfHalfPixelForNn => (x + 0.5) / scale,
             CoordMode::HalfPixelSymmetric => {
                 let adjustment = axis.output as f64 / resized;
                 let offset = input / 2.0 * (1.0 - adjustment);
-                offset + (x + 0.5) * ratio - 0.5
+                offset + (x + 0.5) / scale - 0.5
             }
         }
     }
@@ -165,17 +165,7 @@ pub struct AxisGeom {
 impl AxisGeom {
     /// The scale factor in ONNX's sense: the given scale, else `out / in`.
     pub fn onnx_scale(&self) -> f64 {
-        self.scale
-            .unwrap_or(self.output as f64 / self.input as f64)
-    }
-
-    /// Input coordinate units per output index: `1 / scale` when a scale was given
-    /// (PyTorch's `recompute_scale_factor=False`), else `in / out`.
-    pub fn ratio(&self) -> f64 {
-        match self.scale {
-            Some(s) => 1.0 / s,
-            None => self.input as f64 / self.output as f64,
-        }
+        self.scale.unwrap_or(self.output as f64 / self.input as f64)
     }
 
     /// ONNX's real-valued output length `in·scale` (exactly `out` when sizes were given).
@@ -192,28 +182,52 @@ impl AxisGeom {
         self.input == self.output && (self.onnx_scale() - 1.0).abs() <= 1e-9
     }
 
-    /// The input coordinate of output index `dst` under PyTorch's rule for linear and
-    /// cubic modes, in `f32` as PyTorch's CPU kernels compute it. `clamp` clamps negative
-    /// coordinates to 0 (linear does, cubic does not).
-    pub fn pytorch_source(&self, dst: usize, align_corners: bool, clamp: bool) -> f32 {
+    /// PyTorch's `area_pixel_compute_scale`: input units per output index, `(in − 1)/(out − 1)`
+    /// with `align_corners` (0 for a single output), else `1/scale` when a scale was given,
+    /// else `in/out`.
+    pub fn pytorch_scale(&self, align_corners: bool) -> f64 {
         if align_corners {
             if self.output > 1 {
-                let r = (self.input - 1) as f32 / (self.output - 1) as f32;
-                return r * dst as f32;
+                return (self.input - 1) as f64 / (self.output - 1) as f64;
             }
             return 0.0;
         }
-        let r = self.pytorch_ratio();
-        let src = r * (dst as f32 + 0.5) - 0.5;
+        match self.scale {
+            Some(s) => 1.0 / s,
+            None => self.input as f64 / self.output as f64,
+        }
+    }
+
+    /// The input coordinate of output index `dst` under PyTorch's rule for linear and
+    /// cubic modes (PyTorch's `area_pixel_compute_source_index`, here in `f64`). `clamp`
+    /// clamps negative coordinates to 0 (linear does, cubic does not).
+    pub fn pytorch_source(&self, dst: usize, align_corners: bool, clamp: bool) -> f64 {
+        let r = self.pytorch_scale(align_corners);
+        if align_corners {
+            return r * dst as f64;
+        }
+        let src = r * (dst as f64 + 0.5) - 0.5;
         if clamp && src < 0.0 { 0.0 } else { src }
     }
 
-    /// PyTorch's `compute_scales_value<float>`: `1/scale` when a positive scale was given,
-    /// else `in/out`, rounded to `f32`.
+    /// PyTorch's `compute_scales_value<float>`, which its nearest kernels index with:
+    /// `1/scale` when a scale was given, else `in/out`, in `f32`.
     pub fn pytorch_ratio(&self) -> f32 {
         match self.scale {
             Some(s) if s > 0.0 => (1.0 / s) as f32,
             _ => self.input as f32 / self.output as f32,
+        }
+    }
+}
+
+impl CoordMode {
+    /// The input coordinate of output index `dst` for linear and cubic sampling: PyTorch's
+    /// rule (with `align_corners`, clamping negative coordinates when `clamp`) or the ONNX
+    /// mode.
+    pub fn source(self, axis: &AxisGeom, dst: usize, align_corners: bool, clamp: bool) -> f64 {
+        match self {
+            CoordMode::PyTorch => axis.pytorch_source(dst, align_corners, clamp),
+            mode => mode.onnx_source(axis, dst),
         }
     }
 }

@@ -62,8 +62,12 @@ impl PluginCreator for InterpolateCreator {
                 "",
                 "ONNX Resize nearest rounding; empty for PyTorch's floor",
             ),
-            FieldSpec::with_default("cubic_coeff_a", -0.75f32, "cubic convolution coefficient")
-                .scalar(),
+            FieldSpec::with_default(
+                "cubic_coeff_a",
+                -0.75f32,
+                "cubic convolution coefficient A (PyTorch-rule antialiased bicubic uses -0.5)",
+            )
+            .scalar(),
             FieldSpec::with_default(
                 "exclude_outside",
                 0i32,

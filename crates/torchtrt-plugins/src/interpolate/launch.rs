@@ -1,16 +1,110 @@
-//! Running a configured layer on host tensors.
+//! Running a configured layer on host tensors: dtype dispatch, then planes (and, when
+//! planes are few or large, blocks of output rows) in parallel.
 
-use torchtrt_plugin_api::{HostTensor, HostTensorMut};
+use rayon::prelude::*;
+use torchtrt_plugin_api::{DType, HostTensor, HostTensorMut};
 
 use super::config::Config;
+use super::element::Elem;
+use super::plan::Plan;
+use super::separable::Scratch;
 
-/// Runs `config` from `input` into `output` (shapes already checked) on up to `threads`
-/// threads; errors are messages for the caller to attach the layer to.
+/// Output elements per work unit above which a plane is split (keeps a unit's scratch in
+/// cache).
+const UNIT_ELEMS: usize = 1 << 17;
+/// Work units per thread to aim for, for load balance.
+const UNITS_PER_THREAD: usize = 4;
+
+/// Runs `config` from `input` into `output` (shapes already checked against each other) on
+/// up to `threads` threads; errors are messages for the caller to attach the layer to.
 pub fn run(
-    _config: &Config,
-    _input: &HostTensor<'_>,
-    _output: &mut HostTensorMut<'_>,
-    _threads: usize,
+    config: &Config,
+    input: &HostTensor<'_>,
+    output: &mut HostTensorMut<'_>,
+    threads: usize,
 ) -> Result<(), String> {
-    Err("kernels not implemented yet".to_string())
+    match input.desc.dtype {
+        DType::F32 => run_typed::<f32>(config, input, output, threads),
+        DType::F16 => run_typed::<half::f16>(config, input, output, threads),
+        DType::BF16 => run_typed::<half::bf16>(config, input, output, threads),
+        other => Err(format!("dtype {other} is not supported")),
+    }
+}
+
+fn dims(shape: &[i64]) -> Result<Vec<usize>, String> {
+    shape
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
+        .collect()
+}
+
+fn run_typed<T: Elem>(
+    config: &Config,
+    input: &HostTensor<'_>,
+    output: &mut HostTensorMut<'_>,
+    threads: usize,
+) -> Result<(), String> {
+    let in_dims = dims(&input.desc.shape)?;
+    let out_dims = dims(&output.desc.shape)?;
+    let src = input.typed::<T>().map_err(|e| e.to_string())?;
+    let dst = output.typed_mut::<T>().map_err(|e| e.to_string())?;
+    let in_plane: usize = in_dims[2..].iter().product();
+    let out_plane: usize = out_dims[2..].iter().product();
+    let planes = in_dims[0] * in_dims[1];
+    if src.len() != planes * in_plane || dst.len() != planes * out_plane {
+        return Err(format!(
+            "buffers hold {} and {} elements, shapes need {} and {}",
+            src.len(),
+            dst.len(),
+            planes * in_plane,
+            planes * out_plane
+        ));
+    }
+    if planes == 0 || out_plane == 0 {
+        return Ok(());
+    }
+    let plan = Plan::new(config, &in_dims[2..], &out_dims[2..]);
+    let outer = out_dims[2];
+    let block = out_plane / outer;
+    let threads = threads.max(1);
+    let for_threads = if threads > 1 {
+        (threads * UNITS_PER_THREAD).div_ceil(planes)
+    } else {
+        1
+    };
+    let splits = for_threads
+        .max(out_plane.div_ceil(UNIT_ELEMS))
+        .clamp(1, outer);
+    let rows = outer.div_ceil(splits);
+    let unit = |p: usize, u: usize, chunk: &mut [T], scratch: &mut Scratch| {
+        let start = u * rows;
+        let end = (start + rows).min(outer);
+        plan.run(
+            &src[p * in_plane..(p + 1) * in_plane],
+            start..end,
+            chunk,
+            scratch,
+        );
+    };
+    if threads == 1 {
+        let mut scratch = Scratch::default();
+        for (p, plane) in dst.chunks_mut(out_plane).enumerate() {
+            for (u, chunk) in plane.chunks_mut(rows * block).enumerate() {
+                unit(p, u, chunk, &mut scratch);
+            }
+        }
+        return Ok(());
+    }
+    dst.par_chunks_mut(out_plane)
+        .enumerate()
+        .flat_map(|(p, plane)| {
+            plane
+                .par_chunks_mut(rows * block)
+                .enumerate()
+                .map(move |(u, chunk)| (p, u, chunk))
+        })
+        .for_each_init(Scratch::default, |scratch, (p, u, chunk)| {
+            unit(p, u, chunk, scratch)
+        });
+    Ok(())
 }

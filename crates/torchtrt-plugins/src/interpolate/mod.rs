@@ -6,12 +6,21 @@
 //! tables are built once per launch, then separable passes over contiguous rows run in
 //! parallel over planes (and over output rows when there are few planes).
 
+mod antialias;
 mod config;
 mod coord;
 mod creator;
+mod cubic;
+mod element;
 mod launch;
+mod linear;
 mod mode;
+mod nearest;
+mod plan;
 mod plugin;
+mod pool;
+mod separable;
 mod size;
+mod taps;
 
 pub use creator::InterpolateCreator;

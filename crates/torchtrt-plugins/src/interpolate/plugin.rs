@@ -179,7 +179,13 @@ impl Plugin for InterpolatePlugin {
                         output.desc.dtype, input.desc.dtype
                     )));
                 }
-                if input.desc.shape.iter().chain(&output.desc.shape).any(|&d| d < 0) {
+                if input
+                    .desc
+                    .shape
+                    .iter()
+                    .chain(&output.desc.shape)
+                    .any(|&d| d < 0)
+                {
                     return Err(self.input_error("enqueue needs concrete shapes".to_string()));
                 }
                 self.check_shapes(&input.desc.shape, &output.desc.shape)?;

@@ -1,0 +1,68 @@
+//! The per-launch plan: the mode's per-axis tables for concrete input and output sizes.
+
+use std::ops::Range;
+
+use super::config::Config;
+use super::coord::AxisGeom;
+use super::element::Elem;
+use super::mode::Mode;
+use super::separable::{self, Reduce, Scratch};
+use super::taps::AxisTaps;
+use super::{cubic, linear, nearest, pool};
+
+/// The tables of one launch, shared by every plane.
+pub enum Plan {
+    /// Nearest sampling: source indices per axis, and the input's spatial dims.
+    Nearest(Vec<Vec<usize>>, Vec<usize>),
+    /// Separable resampling or pooling: how taps combine and one table per axis.
+    Separable(Reduce, Vec<AxisTaps>),
+}
+
+impl Plan {
+    /// Builds the tables for spatial input dims `input` and output dims `output` (all ≥ 1).
+    pub fn new(config: &Config, input: &[usize], output: &[usize]) -> Plan {
+        let geoms: Vec<AxisGeom> = input
+            .iter()
+            .zip(output)
+            .enumerate()
+            .map(|(a, (&i, &o))| AxisGeom {
+                input: i,
+                output: o,
+                scale: config.size.scale(a),
+            })
+            .collect();
+        let tables = |f: &dyn Fn(&AxisGeom) -> AxisTaps| geoms.iter().map(f).collect();
+        match config.mode {
+            Mode::Nearest => Plan::Nearest(
+                geoms.iter().map(|g| nearest::indices(config, g)).collect(),
+                input.to_vec(),
+            ),
+            Mode::Linear { .. } => {
+                Plan::Separable(Reduce::Sum, tables(&|g| linear::taps(config, g)))
+            }
+            Mode::Cubic => Plan::Separable(Reduce::Sum, tables(&|g| cubic::taps(config, g))),
+            Mode::AdaptiveAvg { .. } => {
+                Plan::Separable(Reduce::Sum, tables(&|g| pool::taps(g.input, g.output)))
+            }
+            Mode::AdaptiveMax { .. } => {
+                Plan::Separable(Reduce::Max, tables(&|g| pool::taps(g.input, g.output)))
+            }
+        }
+    }
+
+    /// Computes outputs `outer` of the outermost spatial axis of one plane.
+    pub fn run<T: Elem>(
+        &self,
+        src: &[T],
+        outer: Range<usize>,
+        dst: &mut [T],
+        scratch: &mut Scratch,
+    ) {
+        match self {
+            Plan::Nearest(index, dims) => nearest::plane(index, dims, src, outer, dst),
+            Plan::Separable(reduce, axes) => {
+                separable::plane(*reduce, axes, src, outer, dst, scratch)
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Per-axis resampling tables: for every output index a fixed number of (input index,
+//! weight) taps, built once per launch and shared by every plane.
+
+use std::ops::Range;
+
+/// The taps of one axis: output `o` reads `index[o·n + k]` with `weight[o·n + k]`,
+/// `k < n`. Indices are already clamped into the input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AxisTaps {
+    /// Taps per output.
+    pub n: usize,
+    /// Input length.
+    pub input: usize,
+    /// Input indices, `n` per output.
+    pub index: Vec<usize>,
+    /// Weights, `n` per output.
+    pub weight: Vec<f32>,
+    /// True when the table maps every output to the same input index with weight 1.
+    pub identity: bool,
+}
+
+impl AxisTaps {
+    /// An empty table of `n` taps per output over an input of length `input`.
+    pub fn with_taps(n: usize, input: usize, outputs: usize) -> AxisTaps {
+        AxisTaps {
+            n,
+            input,
+            index: Vec::with_capacity(n * outputs),
+            weight: Vec::with_capacity(n * outputs),
+            identity: false,
+        }
+    }
+
+    /// The identity table of an axis of length `len`.
+    pub fn identity(len: usize) -> AxisTaps {
+        AxisTaps {
+            n: 1,
+            input: len,
+            index: (0..len).collect(),
+            weight: vec![1.0; len],
+            identity: true,
+        }
+    }
+
+    /// Number of outputs.
+    pub fn outputs(&self) -> usize {
+        self.index.len().checked_div(self.n).unwrap_or(0)
+    }
+
+    /// Appends the taps of one output: weights `w` for the consecutive input positions
+    /// `base, base + 1, …` (which may lie outside the input). With `exclude`, positions
+    /// outside the input get weight 0 and the others are rescaled to sum to 1 (unless all
+    /// are 0); then positions are clamped to the input (edge replication).
+    pub fn push_window(&mut self, base: i64, w: &mut [f64], exclude: bool) {
+        let last = self.input as i64 - 1;
+        if exclude {
+            for (k, wk) in w.iter_mut().enumerate() {
+                let p = base + k as i64;
+                if p < 0 || p > last {
+                    *wk = 0.0;
+                }
+            }
+            let sum: f64 = w.iter().sum();
+            if sum != 0.0 {
+                w.iter_mut().for_each(|wk| *wk /= sum);
+            }
+        }
+        for (k, &wk) in w.iter().enumerate() {
+            self.index
+                .push((base + k as i64).clamp(0, last.max(0)) as usize);
+            self.weight.push(wk as f32);
+        }
+    }
+
+    /// Appends one output's taps as they are.
+    pub fn push_taps(&mut self, index: &[usize], weight: &[f32]) {
+        self.index.extend_from_slice(index);
+        self.weight.extend_from_slice(weight);
+    }
+
+    /// Marks the table as the identity when it is one.
+    pub fn finish(mut self) -> AxisTaps {
+        let n = self.n;
+        self.identity = self.outputs() == self.input
+            && self
+                .index
+                .chunks_exact(n)
+                .zip(self.weight.chunks_exact(n))
+                .enumerate()
+                .all(|(o, (idx, w))| {
+                    idx.iter()
+                        .zip(w)
+                        .all(|(&i, &wk)| wk == 0.0 || (i == o && wk == 1.0))
+                        && w.contains(&1.0)
+                });
+        self
+    }
+
+    /// The input indices `[lo, hi)` read by the outputs in `outputs`.
+    pub fn input_span(&self, outputs: Range<usize>) -> Range<usize> {
+        let n = self.n;
+        let idx = &self.index[outputs.start * n..outputs.end * n];
+        let lo = idx.iter().copied().min().unwrap_or(0);
+        let hi = idx.iter().copied().max().map_or(0, |m| m + 1);
+        lo..hi.max(lo)
+    }
+}
