@@ -247,12 +247,14 @@ typedef struct TtrtExtension {
   int32_t nb_creators;
   const char* provider; /* library identity, e.g. "torchtrt_plugins 0.1.0" */
   const TtrtCreator* const* creators;
-  int32_t nb_converters; /* reserved: 0 */
-  int32_t reserved0;     /* 0 */
-  const void* converters; /* reserved: NULL */
-  int32_t nb_custom_ops; /* reserved: 0 */
-  int32_t reserved1;     /* 0 */
-  const void* custom_ops; /* reserved: NULL */
+  /* Reserved for converters and custom ops: 0 and NULL until their tables are defined;
+   * hosts that do not know them ignore them. */
+  int32_t nb_converters;
+  int32_t reserved0; /* 0 */
+  const void* converters;
+  int32_t nb_custom_ops;
+  int32_t reserved1; /* 0 */
+  const void* custom_ops;
 } TtrtExtension;
 
 /* The entry point every extension library exports. */

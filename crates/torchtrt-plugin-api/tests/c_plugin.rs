@@ -54,6 +54,22 @@ fn run(plugin: &dyn Plugin, shape: &[i64], x: &[f32]) -> Vec<f32> {
 }
 
 #[test]
+fn extensions_creators_and_plugins_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Extension>();
+    send_sync::<torchtrt_plugin_api::abi::ForeignCreator>();
+    send_sync::<torchtrt_plugin_api::abi::ForeignPlugin>();
+    let p = create_plugin(creator().as_ref(), "l", &fields(2.0, 0.5, 2)).expect("valid fields");
+    let x: Vec<f32> = (1..=6).map(|i| i as f32 * 0.5).collect();
+    let want = reference(&x, 3, 2.0, 0.5, 2);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| assert_eq!(run(p.as_ref(), &[2, 3], &x), want));
+        }
+    });
+}
+
+#[test]
 fn key_provider_and_schema_read_back() {
     let ext = extension();
     assert_eq!(ext.provider(), "scale_shift_c 1.0");
@@ -117,6 +133,7 @@ fn output_shapes_are_symbolic_and_fold() {
     assert!(p.supports(0, &f32_io, 1, DeviceKind::Cpu));
     assert!(!p.supports(0, &f32_io, 1, DeviceKind::Cuda));
     assert!(!p.supports(0, &[PortDesc::linear(DType::F16)], 1, DeviceKind::Cpu));
+    assert!(!p.supports(2, &f32_io, 1, DeviceKind::Cpu));
     assert!(p.output_shapes(&[vec![]]).is_err());
 }
 

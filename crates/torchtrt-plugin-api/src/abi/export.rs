@@ -18,9 +18,35 @@ use crate::plugin::{PluginCreator, create_plugin};
 
 /// Exports plugin creators from a `cdylib` as the C entry point `torchtrt_extension_v1`.
 ///
-/// ```ignore
-/// fn creators() -> Vec<Arc<dyn PluginCreator>> { vec![Arc::new(SwishCreator)] }
+/// ```
+/// use std::sync::Arc;
+/// use torchtrt_plugin_api::abi::Extension;
+/// use torchtrt_plugin_api::{FieldCollection, FieldSpec, Plugin, PluginCreator, PluginError};
+/// use torchtrt_plugin_api::{PluginKey, PluginResult};
+///
+/// struct NothingCreator;
+///
+/// impl PluginCreator for NothingCreator {
+///     fn key(&self) -> PluginKey {
+///         PluginKey::new("my_lib", "Nothing", "1")
+///     }
+///     fn field_schema(&self) -> Vec<FieldSpec> {
+///         Vec::new()
+///     }
+///     fn create(&self, _: &str, _: &FieldCollection) -> PluginResult<Box<dyn Plugin>> {
+///         Err(PluginError::Unsupported("Nothing creates nothing".into()))
+///     }
+/// }
+///
+/// fn creators() -> Vec<Arc<dyn PluginCreator>> {
+///     vec![Arc::new(NothingCreator)]
+/// }
+///
 /// torchtrt_plugin_api::export_plugins!(provider = "my_lib 0.1.0", creators = creators);
+///
+/// // SAFETY: the entry point the macro generated keeps the ABI's contract.
+/// let ext = unsafe { Extension::from_entry(torchtrt_extension_v1, "my_lib") };
+/// assert_eq!(ext.expect("readable tables").provider(), "my_lib 0.1.0");
 /// ```
 ///
 /// The tables are built once, on the first call; a panic while building them makes the entry

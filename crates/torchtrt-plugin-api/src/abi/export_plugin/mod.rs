@@ -1,24 +1,24 @@
 //! A Rust plugin behind a C `TtrtPlugin` table: one trampoline per table function, each
 //! catching panics and turning errors into a status and a message.
 
+mod launch;
+
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
-use super::desc;
-use super::dims::BuilderDims;
-use super::fields::RawFields;
-use super::ptr;
-use super::status::guard;
-use super::types::{
+use crate::abi::desc;
+use crate::abi::dims::BuilderDims;
+use crate::abi::fields::RawFields;
+use crate::abi::ptr;
+use crate::abi::status::guard;
+use crate::abi::types::{
     TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin, TtrtPortDesc, TtrtShapeExpr,
     TtrtStatus, TtrtTensorDesc,
 };
 use crate::dtype::{DType, DeviceKind, TensorDesc};
 use crate::error::{PluginError, PluginResult};
-use crate::plugin::{
-    CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch, Plugin,
-};
+use crate::plugin::Plugin;
 
 /// A plugin and its table; `raw.self_` points at this value.
 struct ExportedPlugin {
@@ -53,7 +53,7 @@ pub(crate) fn export_plugin(plugin: Box<dyn Plugin>) -> *mut TtrtPlugin {
     }
 }
 
-fn invalid(e: String) -> PluginError {
+pub(super) fn invalid(e: String) -> PluginError {
     PluginError::InvalidInput(e)
 }
 
@@ -178,7 +178,7 @@ unsafe extern "C" fn supports(
 
 /// # Safety
 /// Each pointer must hold its count of descriptions.
-unsafe fn descs(
+pub(super) unsafe fn descs(
     inputs: *const TtrtTensorDesc,
     nb_inputs: i32,
     outputs: *const TtrtTensorDesc,
@@ -246,81 +246,10 @@ unsafe extern "C" fn enqueue(
         // SAFETY: the host passes the table's own `self_`.
         let plugin = unsafe { this(this_) }?.read()?;
         // SAFETY: the launch's pointers hold what its counts and descriptions say.
-        unsafe { run(plugin.as_ref(), l) }
+        unsafe { launch::run(plugin.as_ref(), l) }
     };
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }
-}
-
-/// Runs `plugin` on the buffers `l` describes.
-///
-/// # Safety
-/// Every pointer in `l` holds what its count and description say; outputs and workspace
-/// overlap nothing else.
-unsafe fn run(plugin: &dyn Plugin, l: &TtrtLaunch) -> PluginResult<()> {
-    // SAFETY: forwarded from the caller.
-    let (ins, outs) = unsafe { descs(l.input_descs, l.nb_inputs, l.output_descs, l.nb_outputs) }?;
-    // SAFETY: one pointer per input.
-    let in_ptrs = unsafe { ptr::slice(l.inputs, ins.len(), "input pointers") }.map_err(invalid)?;
-    // SAFETY: one pointer per output.
-    let out_ptrs =
-        unsafe { ptr::slice(l.outputs, outs.len(), "output pointers") }.map_err(invalid)?;
-    match DeviceKind::from_raw(l.device) {
-        Some(DeviceKind::Cpu) => {
-            let bytes = |d: &TensorDesc| {
-                d.byte_len()
-                    .ok_or_else(|| invalid(format!("tensor {d} has no concrete size")))
-            };
-            let mut inputs = Vec::with_capacity(ins.len());
-            for (desc, &p) in ins.into_iter().zip(in_ptrs) {
-                // SAFETY: the input holds its description's bytes.
-                let data = unsafe { ptr::slice(p.cast::<u8>(), bytes(&desc)?, "input") }
-                    .map_err(invalid)?;
-                inputs.push(HostTensor { desc, data });
-            }
-            let mut outputs = Vec::with_capacity(outs.len());
-            for (desc, &p) in outs.into_iter().zip(out_ptrs) {
-                // SAFETY: the output holds its description's bytes and overlaps nothing.
-                let data = unsafe { ptr::slice_mut(p.cast::<u8>(), bytes(&desc)?, "output") }
-                    .map_err(invalid)?;
-                outputs.push(HostTensorMut { desc, data });
-            }
-            // SAFETY: the workspace holds `workspace_size` bytes and overlaps nothing.
-            let workspace =
-                unsafe { ptr::slice_mut(l.workspace.cast::<u8>(), l.workspace_size, "workspace") }
-                    .map_err(invalid)?;
-            plugin.enqueue(Launch::Cpu(CpuLaunch {
-                inputs: &inputs,
-                outputs: &mut outputs,
-                workspace,
-                threads: usize::try_from(l.threads).unwrap_or(1).max(1),
-            }))
-        }
-        Some(DeviceKind::Cuda) => {
-            let device = |(desc, p): (TensorDesc, usize)| DeviceTensor {
-                desc,
-                ptr: p as u64,
-            };
-            let inputs: Vec<_> = ins
-                .into_iter()
-                .zip(in_ptrs.iter().map(|p| p.addr()))
-                .map(device)
-                .collect();
-            let outputs: Vec<_> = outs
-                .into_iter()
-                .zip(out_ptrs.iter().map(|p| p.addr()))
-                .map(device)
-                .collect();
-            plugin.enqueue(Launch::Cuda(CudaLaunch {
-                inputs: &inputs,
-                outputs: &outputs,
-                workspace: l.workspace.addr() as u64,
-                device: l.device_ordinal,
-                stream: l.stream,
-            }))
-        }
-        None => Err(invalid(format!("unknown device kind {}", l.device))),
-    }
 }
 
 unsafe extern "C" fn serialize_fields(

@@ -1,19 +1,23 @@
 //! A plugin table from a library, as a [`Plugin`].
 
+mod failed;
+mod launch;
+
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use super::desc;
-use super::dims::DimArena;
-use super::fields::read_fields;
-use super::host::LibHandle;
-use super::ptr;
-use super::status::{ErrorBuf, context, error_of};
-use super::types::{
+use self::failed::FailedClone;
+use crate::abi::desc;
+use crate::abi::dims::DimArena;
+use crate::abi::fields::read_fields;
+use crate::abi::host::LibHandle;
+use crate::abi::ptr;
+use crate::abi::status::{ErrorBuf, context, error_of};
+use crate::abi::types::{
     TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtCloneFn, TtrtConfigureFn, TtrtDestroyFn,
-    TtrtEnqueueFn, TtrtErrorBuf, TtrtLaunch, TtrtNumOutputsFn, TtrtOutputDtypesFn,
-    TtrtOutputShapesFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtShapeExpr, TtrtStatus,
-    TtrtSupportsFn, TtrtWorkspaceSizeFn,
+    TtrtEnqueueFn, TtrtErrorBuf, TtrtNumOutputsFn, TtrtOutputDtypesFn, TtrtOutputShapesFn,
+    TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtShapeExpr, TtrtStatus, TtrtSupportsFn,
+    TtrtWorkspaceSizeFn,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -75,20 +79,6 @@ pub struct ForeignPlugin {
 unsafe impl Send for ForeignPlugin {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for ForeignPlugin {}
-
-/// What a launch hands to the library, in host terms.
-struct RawLaunch<'a> {
-    device: DeviceKind,
-    ordinal: i32,
-    inputs: &'a [TensorDesc],
-    outputs: &'a [TensorDesc],
-    in_ptrs: &'a [*const c_void],
-    out_ptrs: &'a [*mut c_void],
-    workspace: *mut c_void,
-    workspace_size: usize,
-    stream: *mut c_void,
-    threads: usize,
-}
 
 impl ForeignPlugin {
     /// Takes ownership of a plugin table returned by `create` or `clone`.
@@ -217,44 +207,6 @@ impl ForeignPlugin {
         // SAFETY: on success `out` is a new plugin table of the same library, now ours.
         unsafe { ForeignPlugin::new(self.lib.clone(), self.key.clone(), &self.layer, out) }
     }
-
-    fn check_tensors(&self, descs: &[TensorDesc], lens: &[usize], what: &str) -> PluginResult<()> {
-        for (i, (d, &len)) in descs.iter().zip(lens).enumerate() {
-            if d.byte_len() != Some(len) {
-                return Err(self.invalid(&format!("{what} {i} is {d} but holds {len} bytes")));
-            }
-        }
-        Ok(())
-    }
-
-    fn launch(&self, a: RawLaunch<'_>) -> PluginResult<()> {
-        if a.outputs.len() != self.num_outputs {
-            return Err(self.invalid(&format!(
-                "{} outputs given, the plugin has {}",
-                a.outputs.len(),
-                self.num_outputs
-            )));
-        }
-        let ins = desc::to_raw_all(a.inputs).map_err(|e| self.invalid(&e))?;
-        let outs = desc::to_raw_all(a.outputs).map_err(|e| self.invalid(&e))?;
-        let raw = TtrtLaunch {
-            device: a.device as i32,
-            device_ordinal: a.ordinal,
-            nb_inputs: self.count(ins.len(), "inputs")?,
-            nb_outputs: self.count(outs.len(), "outputs")?,
-            input_descs: ins.as_ptr(),
-            output_descs: outs.as_ptr(),
-            inputs: a.in_ptrs.as_ptr(),
-            outputs: a.out_ptrs.as_ptr(),
-            workspace: a.workspace,
-            workspace_size: a.workspace_size,
-            stream: a.stream,
-            threads: i32::try_from(a.threads.max(1)).unwrap_or(i32::MAX),
-            reserved: 0,
-        };
-        // SAFETY: the table's function on its own `self`; `raw` describes live buffers.
-        self.call(|err| unsafe { (self.fns.enqueue)(self.this, &raw, err) })
-    }
 }
 
 impl Drop for ForeignPlugin {
@@ -332,6 +284,9 @@ impl Plugin for ForeignPlugin {
     }
 
     fn supports(&self, pos: usize, io: &[PortDesc], num_inputs: usize, device: DeviceKind) -> bool {
+        if pos >= io.len() {
+            return false;
+        }
         let ports: Vec<TtrtPortDesc> = io.iter().map(desc::port_to_raw).collect();
         let (Ok(pos), Ok(nb_io), Ok(nb_in)) = (
             i32::try_from(pos),
@@ -340,7 +295,7 @@ impl Plugin for ForeignPlugin {
         ) else {
             return false;
         };
-        // SAFETY: the table's function on its own `self`; `ports` holds `nb_io` entries.
+        // SAFETY: the table's function on its own `self`; `ports` holds `nb_io > pos` entries.
         let r = unsafe {
             (self.fns.supports)(self.this, pos, ports.as_ptr(), nb_io, nb_in, device as i32)
         };
@@ -369,65 +324,8 @@ impl Plugin for ForeignPlugin {
 
     fn enqueue(&self, launch: Launch<'_, '_>) -> PluginResult<()> {
         match launch {
-            Launch::Cpu(c) => {
-                let ins: Vec<TensorDesc> = c.inputs.iter().map(|t| t.desc.clone()).collect();
-                let outs: Vec<TensorDesc> = c.outputs.iter().map(|t| t.desc.clone()).collect();
-                let in_lens: Vec<usize> = c.inputs.iter().map(|t| t.data.len()).collect();
-                let out_lens: Vec<usize> = c.outputs.iter().map(|t| t.data.len()).collect();
-                self.check_tensors(&ins, &in_lens, "input")?;
-                self.check_tensors(&outs, &out_lens, "output")?;
-                let needed = self.query_workspace(&ins, &outs)?;
-                if c.workspace.len() < needed {
-                    return Err(self.invalid(&format!(
-                        "workspace of {} bytes, the plugin needs {needed}",
-                        c.workspace.len()
-                    )));
-                }
-                let in_ptrs: Vec<*const c_void> =
-                    c.inputs.iter().map(|t| t.data.as_ptr().cast()).collect();
-                let out_ptrs: Vec<*mut c_void> = c
-                    .outputs
-                    .iter_mut()
-                    .map(|t| t.data.as_mut_ptr().cast())
-                    .collect();
-                self.launch(RawLaunch {
-                    device: DeviceKind::Cpu,
-                    ordinal: 0,
-                    inputs: &ins,
-                    outputs: &outs,
-                    in_ptrs: &in_ptrs,
-                    out_ptrs: &out_ptrs,
-                    workspace: c.workspace.as_mut_ptr().cast(),
-                    workspace_size: c.workspace.len(),
-                    stream: std::ptr::null_mut(),
-                    threads: c.threads,
-                })
-            }
-            Launch::Cuda(c) => {
-                let ins: Vec<TensorDesc> = c.inputs.iter().map(|t| t.desc.clone()).collect();
-                let outs: Vec<TensorDesc> = c.outputs.iter().map(|t| t.desc.clone()).collect();
-                let device_ptr = |p: u64| std::ptr::without_provenance_mut::<c_void>(p as usize);
-                let in_ptrs: Vec<*const c_void> = c
-                    .inputs
-                    .iter()
-                    .map(|t| device_ptr(t.ptr).cast_const())
-                    .collect();
-                let out_ptrs: Vec<*mut c_void> =
-                    c.outputs.iter().map(|t| device_ptr(t.ptr)).collect();
-                let needed = self.query_workspace(&ins, &outs)?;
-                self.launch(RawLaunch {
-                    device: DeviceKind::Cuda,
-                    ordinal: c.device,
-                    inputs: &ins,
-                    outputs: &outs,
-                    in_ptrs: &in_ptrs,
-                    out_ptrs: &out_ptrs,
-                    workspace: device_ptr(c.workspace),
-                    workspace_size: needed,
-                    stream: c.stream,
-                    threads: 1,
-                })
-            }
+            Launch::Cpu(c) => self.enqueue_cpu(c),
+            Launch::Cuda(c) => self.enqueue_cuda(&c),
         }
     }
 
@@ -446,57 +344,5 @@ impl Plugin for ForeignPlugin {
                 fields: self.fields.clone(),
             }),
         }
-    }
-}
-
-/// What `clone_plugin` returns when the library could not clone: every fallible call fails
-/// with the library's error, and nothing is supported.
-struct FailedClone {
-    error: PluginError,
-    num_outputs: usize,
-    fields: FieldCollection,
-}
-
-impl Plugin for FailedClone {
-    fn num_outputs(&self) -> usize {
-        self.num_outputs
-    }
-
-    fn output_dtypes(&self, _inputs: &[DType]) -> PluginResult<Vec<DType>> {
-        Err(self.error.clone())
-    }
-
-    fn output_shapes(&self, _inputs: &[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>> {
-        Err(self.error.clone())
-    }
-
-    fn supports(
-        &self,
-        _pos: usize,
-        _io: &[PortDesc],
-        _num_inputs: usize,
-        _device: DeviceKind,
-    ) -> bool {
-        false
-    }
-
-    fn configure(&mut self, _inputs: &[TensorDesc], _outputs: &[TensorDesc]) -> PluginResult<()> {
-        Err(self.error.clone())
-    }
-
-    fn enqueue(&self, _launch: Launch<'_, '_>) -> PluginResult<()> {
-        Err(self.error.clone())
-    }
-
-    fn fields_to_serialize(&self) -> FieldCollection {
-        self.fields.clone()
-    }
-
-    fn clone_plugin(&self) -> Box<dyn Plugin> {
-        Box::new(FailedClone {
-            error: self.error.clone(),
-            num_outputs: self.num_outputs,
-            fields: self.fields.clone(),
-        })
     }
 }
