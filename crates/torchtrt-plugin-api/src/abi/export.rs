@@ -227,3 +227,28 @@ unsafe extern "C" fn creator_create(
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panicking() -> Vec<Arc<dyn PluginCreator>> {
+        panic!("no creators today")
+    }
+
+    #[test]
+    fn a_panic_while_building_gives_null_for_good() {
+        static CELL: ExtensionCell = ExtensionCell::new();
+        assert!(export_entry(&CELL, "p 1", panicking).is_null());
+        assert!(export_entry(&CELL, "p 1", Vec::new).is_null());
+    }
+
+    #[test]
+    fn builds_once_and_refuses_nul_bytes() {
+        static CELL: ExtensionCell = ExtensionCell::new();
+        let first = export_entry(&CELL, "p 1", Vec::new);
+        assert!(!first.is_null());
+        assert_eq!(export_entry(&CELL, "p 1", Vec::new), first);
+        assert!(ExportedExtension::new("p\0", Vec::new()).is_err());
+    }
+}
