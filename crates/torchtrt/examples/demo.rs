@@ -26,9 +26,17 @@ fn main() -> Result<(), torchtrt::Error> {
     let x = net.add_input(
         "image",
         DType::F32,
-        &[Dim::dynamic("batch", 1, 2, 8), 3.into(), 16.into(), 16.into()],
+        &[
+            Dim::dynamic("batch", 1, 2, 8),
+            3.into(),
+            16.into(),
+            16.into(),
+        ],
     )?;
-    let w = net.add_constant("conv.weight", Tensor::from_vec(&[8, 3, 3, 3], pseudo_random(216, 1))?)?;
+    let w = net.add_constant(
+        "conv.weight",
+        Tensor::from_vec(&[8, 3, 3, 3], pseudo_random(216, 1))?,
+    )?;
     let b = net.add_constant("conv.bias", Tensor::from_vec(&[8], pseudo_random(8, 2))?)?;
     let mut conv = Convolution::new(2);
     conv.pads_begin = vec![1, 1];
@@ -42,23 +50,53 @@ fn main() -> Result<(), torchtrt::Error> {
         .with("relu", 1i32)
         .with("alpha", 0.1f32);
     let key = |ns: &str, name: &str| PluginKey::new(ns, name, "1");
-    let n = net.add_plugin("instance_norm", reg, &key("", "InstanceNormalization_TRT"), &norm, &[c])?[0];
+    let n = net.add_plugin(
+        "instance_norm",
+        reg,
+        &key("", "InstanceNormalization_TRT"),
+        &norm,
+        &[c],
+    )?[0];
     let up = FieldCollection::new()
         .with("mode", "bilinear")
         .with("scales", vec![2.0f64, 2.0])
         .with("use_scales", 1i32);
-    let u = net.add_plugin("upsample", reg, &key("torch_tensorrt", "Interpolate"), &up, &[n])?[0];
-    let g = net.add_plugin("gelu", reg, &key("", "CustomGeluPluginDynamic"), &FieldCollection::new(), &[u])?[0];
+    let u = net.add_plugin(
+        "upsample",
+        reg,
+        &key("torch_tensorrt", "Interpolate"),
+        &up,
+        &[n],
+    )?[0];
+    let g = net.add_plugin(
+        "gelu",
+        reg,
+        &key("", "CustomGeluPluginDynamic"),
+        &FieldCollection::new(),
+        &[u],
+    )?[0];
     let pool = FieldCollection::new()
         .with("mode", "adaptive_max_pool2d")
         .with("out_size", vec![7i64, 7]);
-    let p = net.add_plugin("adaptive_max_pool", reg, &key("torch_tensorrt", "Interpolate"), &pool, &[g])?[0];
+    let p = net.add_plugin(
+        "adaptive_max_pool",
+        reg,
+        &key("torch_tensorrt", "Interpolate"),
+        &pool,
+        &[g],
+    )?[0];
     let l2 = FieldCollection::new()
         .with("order", 2.0f32)
         .with("axes", vec![1i32])
         .with("mode", "normalize")
         .with("eps", 1e-12f32);
-    let z = net.add_plugin("normalize", reg, &key("torch_tensorrt", "NormalizePlugin"), &l2, &[p])?[0];
+    let z = net.add_plugin(
+        "normalize",
+        reg,
+        &key("torch_tensorrt", "NormalizePlugin"),
+        &l2,
+        &[p],
+    )?[0];
     let mean = Reduce {
         op: ReduceOp::Mean,
         axes: vec![2, 3],
@@ -69,11 +107,17 @@ fn main() -> Result<(), torchtrt::Error> {
 
     let engine = torchtrt::compile(&net, &BuildConfig::default())?;
     let bytes = engine.serialize();
-    println!("compiled: {} layers, engine file {} bytes", engine.plan().layers.len(), bytes.len());
+    println!(
+        "compiled: {} layers, engine file {} bytes",
+        engine.plan().layers.len(),
+        bytes.len()
+    );
 
     let engine = Runtime::new()?.deserialize(&bytes)?;
     let input = Tensor::from_vec(&[2, 3, 16, 16], pseudo_random(2 * 3 * 16 * 16, 3))?;
-    let outputs = engine.create_context().execute_named(&[("image", &input)])?;
+    let outputs = engine
+        .create_context()
+        .execute_named(&[("image", &input)])?;
     for (name, t) in &outputs {
         let v = t.as_slice::<f32>()?;
         println!("{name}: {t}");

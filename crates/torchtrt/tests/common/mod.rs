@@ -1,0 +1,43 @@
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// Deterministic pseudo-random f32 values in [-1, 1).
+pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace exists")
+}
+
+/// `|a - b| <= atol + rtol·|b|` element-wise, with the worst element in the message.
+pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "lengths differ");
+    let mut worst = (0usize, 0f32);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let excess = (g - w).abs() - (atol + rtol * w.abs());
+        if excess > worst.1 || g.is_nan() != w.is_nan() {
+            worst = (i, excess.max(f32::MIN_POSITIVE));
+        }
+    }
+    assert!(
+        worst.1 <= 0.0,
+        "element {}: got {}, want {}",
+        worst.0,
+        got[worst.0],
+        want[worst.0]
+    );
+}
