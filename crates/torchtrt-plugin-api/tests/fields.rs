@@ -27,7 +27,10 @@ fn valid_fields_get_defaults() {
     assert_eq!(out.f32("eps"), Some(1e-5));
     assert_eq!(out.string("mode"), Some("linear"));
     assert_eq!(out.i64s("size"), Some(&[4i64, 5][..]));
-    assert!(!out.contains("bias"), "optional without default stays absent");
+    assert!(
+        !out.contains("bias"),
+        "optional without default stays absent"
+    );
 }
 
 #[test]
@@ -111,7 +114,10 @@ fn values_roundtrip_through_bytes_and_convert() {
         FieldValue::F16(vec![torchtrt_plugin_api::f16::from_f32(0.5)]),
     ];
     for v in values {
-        assert_eq!(FieldValue::from_bytes(v.ty(), &v.to_bytes()), Some(v.clone()));
+        assert_eq!(
+            FieldValue::from_bytes(v.ty(), &v.to_bytes()),
+            Some(v.clone())
+        );
     }
     assert_eq!(FieldValue::from_bytes(FieldType::I32, &[1, 2, 3]), None);
     assert_eq!(
