@@ -1,1 +1,19 @@
-//! placeholder
+//! torchtrt-cpu: CPU kernels for every core layer kind of torchtrt.
+//!
+//! [`CpuBackend`] turns a [`LayerKind`](torchtrt_core::LayerKind) into a ready-to-run
+//! [`Kernel`](torchtrt_core::Kernel). Kernels follow the ONNX operator definitions, run
+//! multithreaded on rayon (the global pool, or one the backend owns), and compute f16 and
+//! bf16 in f32. Matrix products and convolutions go through the `gemm` crate via
+//! [`linalg`], the module that fused epilogues extend.
+
+mod backend;
+mod dispatch;
+mod kernels;
+mod linalg;
+mod math;
+mod parallel;
+mod scalar;
+mod strided;
+mod tensor_access;
+
+pub use backend::CpuBackend;

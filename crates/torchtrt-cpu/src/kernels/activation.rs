@@ -1,0 +1,158 @@
+//! Activation functions (ONNX definitions).
+
+use torchtrt_core::layers::{Activation, ActivationKind};
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{InferInput, Kernel, Tensor};
+
+use super::map::{map, map_float};
+use crate::dispatch::{with_float, with_int};
+use crate::scalar::{FloatElem, Int, Real};
+use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
+
+const WHAT: &str = "Activation";
+
+struct ActivationKernel {
+    kind: ActivationKind,
+    dtype: DType,
+}
+
+pub(super) fn prepare(
+    layer: &Activation,
+    inputs: &[InferInput<'_>],
+) -> Result<Box<dyn Kernel>, String> {
+    let dtype = inputs[0].dtype;
+    let int_ok = matches!(
+        layer.kind,
+        ActivationKind::Relu | ActivationKind::Clip { .. }
+    );
+    if !(dtype.is_float() || (int_ok && dtype.is_integer())) {
+        return Err(format!("{:?} has no CPU kernel for {dtype}", layer.kind));
+    }
+    Ok(Box::new(ActivationKernel {
+        kind: layer.kind,
+        dtype,
+    }))
+}
+
+impl Kernel for ActivationKernel {
+    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        check_arity(WHAT, inputs, outputs, 1..=1, 1)?;
+        let x = inputs[0];
+        check_dtype(WHAT, x, self.dtype)?;
+        let out = &mut outputs[0];
+        check_output(WHAT, out, self.dtype, x.shape())?;
+        match self.dtype {
+            d if d.is_float() => with_float!(d, WHAT, T => {
+                activate_float::<T>(self.kind, elems(x)?, elems_mut(out)?);
+                Ok(())
+            }),
+            d => with_int!(d, WHAT, T => activate_int::<T>(self.kind, elems(x)?, elems_mut(out)?)),
+        }
+    }
+}
+
+fn activate_float<T: FloatElem>(kind: ActivationKind, x: &[T], out: &mut [T]) {
+    use ActivationKind as A;
+    let c = |v: f32| T::C::from_f64(f64::from(v));
+    let (zero, one) = (T::C::ZERO, T::C::ONE);
+    match kind {
+        A::Relu => map_float(x, out, move |v| if v < zero { zero } else { v }),
+        A::LeakyRelu { alpha } => {
+            let alpha = c(alpha);
+            map_float(x, out, move |v| if v < zero { alpha * v } else { v })
+        }
+        A::Sigmoid => map_float(x, out, sigmoid),
+        A::Tanh => map_float(x, out, Real::tanh),
+        A::Elu { alpha } => {
+            let alpha = c(alpha);
+            map_float(
+                x,
+                out,
+                move |v| if v < zero { alpha * v.exp_m1() } else { v },
+            )
+        }
+        A::Selu { alpha, gamma } => {
+            let (alpha, gamma) = (c(alpha), c(gamma));
+            map_float(x, out, move |v| {
+                gamma * if v <= zero { alpha * v.exp_m1() } else { v }
+            })
+        }
+        A::Celu { alpha } => {
+            let alpha = c(alpha);
+            map_float(x, out, move |v| {
+                let neg = alpha * (v / alpha).exp_m1();
+                max(zero, v) + min(zero, neg)
+            })
+        }
+        A::Softplus => map_float(x, out, softplus),
+        A::Softsign => map_float(x, out, move |v| v / (one + v.abs())),
+        A::HardSigmoid { alpha, beta } => {
+            let (alpha, beta) = (c(alpha), c(beta));
+            map_float(x, out, move |v| max(zero, min(one, alpha * v + beta)))
+        }
+        A::HardSwish => {
+            let (sixth, half) = (c(1.0 / 6.0), c(0.5));
+            map_float(x, out, move |v| v * max(zero, min(one, v * sixth + half)))
+        }
+        A::Clip { min: lo, max: hi } => {
+            let (lo, hi) = (c(lo), c(hi));
+            map_float(x, out, move |v| {
+                let v = if v < lo { lo } else { v };
+                if v > hi { hi } else { v }
+            })
+        }
+        A::Gelu { tanh: false } => {
+            let (half, inv_sqrt2) = (c(0.5), T::C::from_f64(std::f64::consts::FRAC_1_SQRT_2));
+            map_float(x, out, move |v| half * v * (-v * inv_sqrt2).erfc())
+        }
+        A::Gelu { tanh: true } => {
+            let half = c(0.5);
+            let k = T::C::from_f64((2.0 / std::f64::consts::PI).sqrt());
+            let cubic = T::C::from_f64(0.044_715);
+            map_float(x, out, move |v| {
+                half * v * (one + (k * (v + cubic * v * v * v)).tanh())
+            })
+        }
+        A::Mish => map_float(x, out, |v| v * softplus(v).tanh()),
+        A::ThresholdedRelu { alpha } => {
+            let alpha = c(alpha);
+            map_float(x, out, move |v| if v > alpha { v } else { zero })
+        }
+    }
+}
+
+fn max<C: Real>(a: C, b: C) -> C {
+    if a > b { a } else { b }
+}
+
+fn min<C: Real>(a: C, b: C) -> C {
+    if a < b { a } else { b }
+}
+
+/// `1 / (1 + e^-x)` without overflow for large `|x|`.
+fn sigmoid<C: Real>(v: C) -> C {
+    if v >= C::ZERO {
+        C::ONE / (C::ONE + (-v).exp())
+    } else {
+        let e = v.exp();
+        e / (C::ONE + e)
+    }
+}
+
+/// `ln(1 + e^x)` without overflow for large `x`.
+fn softplus<C: Real>(v: C) -> C {
+    max(v, C::ZERO) + (-v.abs()).exp().ln_1p()
+}
+
+fn activate_int<T: Int>(kind: ActivationKind, x: &[T], out: &mut [T]) -> Result<(), String> {
+    match kind {
+        ActivationKind::Relu => map(x, out, |v| v.max(T::ZERO)),
+        ActivationKind::Clip { min, max } => {
+            let lo = T::from_f64(f64::from(min).ceil());
+            let hi = T::from_f64(f64::from(max).floor());
+            map(x, out, move |v| v.max(lo).min(hi));
+        }
+        other => return Err(format!("{other:?} has no CPU kernel for {}", T::DTYPE)),
+    }
+    Ok(())
+}

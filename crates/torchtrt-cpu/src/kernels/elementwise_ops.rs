@@ -1,0 +1,203 @@
+//! The binary operations themselves, per element family, applied to one run of elements.
+
+use torchtrt_core::layers::ElementwiseOp;
+
+use crate::scalar::{Int, Real};
+
+/// One side of a run: consecutive elements, or one element repeated (broadcast).
+#[derive(Clone, Copy)]
+pub(super) enum Operand<'a, T> {
+    /// Elements read in order.
+    Slice(&'a [T]),
+    /// One element for the whole run.
+    Scalar(T),
+}
+
+/// Writes `f(a_i, b_i)` into each element of `out`, with a loop per operand form so each
+/// vectorises.
+#[inline(always)]
+pub(super) fn zip<A: Copy, O: Copy>(
+    a: Operand<'_, A>,
+    b: Operand<'_, A>,
+    out: &mut [O],
+    f: impl Fn(A, A) -> O,
+) {
+    match (a, b) {
+        (Operand::Slice(a), Operand::Slice(b)) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Operand::Slice(a), Operand::Scalar(y)) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        }
+        (Operand::Scalar(x), Operand::Slice(b)) => {
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Operand::Scalar(x), Operand::Scalar(y)) => out.fill(f(x, y)),
+    }
+}
+
+/// Arithmetic: same dtype in and out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    /// Remainder; `fmod`: sign of the dividend (C), else of the divisor (Python).
+    Mod {
+        fmod: bool,
+    },
+}
+
+/// Comparisons: bool out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Compare {
+    Equal,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+/// Logical operations on bools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Logic {
+    And,
+    Or,
+    Xor,
+}
+
+/// An element-wise operation, by the element family it works on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BinOp {
+    Arith(Arith),
+    Compare(Compare),
+    Logic(Logic),
+}
+
+impl BinOp {
+    /// Classifies a layer's operation.
+    pub(super) fn new(op: ElementwiseOp, fmod: bool) -> BinOp {
+        use ElementwiseOp as E;
+        match op {
+            E::Add => BinOp::Arith(Arith::Add),
+            E::Sub => BinOp::Arith(Arith::Sub),
+            E::Mul => BinOp::Arith(Arith::Mul),
+            E::Div => BinOp::Arith(Arith::Div),
+            E::Pow => BinOp::Arith(Arith::Pow),
+            E::Max => BinOp::Arith(Arith::Max),
+            E::Min => BinOp::Arith(Arith::Min),
+            E::Mod => BinOp::Arith(Arith::Mod { fmod }),
+            E::And => BinOp::Logic(Logic::And),
+            E::Or => BinOp::Logic(Logic::Or),
+            E::Xor => BinOp::Logic(Logic::Xor),
+            E::Equal => BinOp::Compare(Compare::Equal),
+            E::Less => BinOp::Compare(Compare::Less),
+            E::LessOrEqual => BinOp::Compare(Compare::LessOrEqual),
+            E::Greater => BinOp::Compare(Compare::Greater),
+            E::GreaterOrEqual => BinOp::Compare(Compare::GreaterOrEqual),
+        }
+    }
+}
+
+/// Arithmetic on a float compute type; `Max`/`Min` propagate NaN.
+pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C>, out: &mut [C]) {
+    match op {
+        Arith::Add => zip(a, b, out, |x, y| x + y),
+        Arith::Sub => zip(a, b, out, |x, y| x - y),
+        Arith::Mul => zip(a, b, out, |x, y| x * y),
+        Arith::Div => zip(a, b, out, |x, y| x / y),
+        Arith::Pow => zip(a, b, out, |x, y| x.powf(y)),
+        Arith::Max => zip(a, b, out, |x, y| if x > y || x.is_nan() { x } else { y }),
+        Arith::Min => zip(a, b, out, |x, y| if x < y || x.is_nan() { x } else { y }),
+        Arith::Mod { fmod: true } => zip(a, b, out, |x, y| x % y),
+        Arith::Mod { fmod: false } => zip(a, b, out, |x, y| {
+            let r = x % y;
+            if r != C::ZERO && ((r < C::ZERO) != (y < C::ZERO)) {
+                r + y
+            } else {
+                r
+            }
+        }),
+    }
+}
+
+/// Arithmetic on integers: wrapping, division truncating toward zero. Divisors must have
+/// been checked for zeros.
+pub(super) fn arith_int<T: Int>(op: Arith, a: Operand<'_, T>, b: Operand<'_, T>, out: &mut [T]) {
+    match op {
+        Arith::Add => zip(a, b, out, T::wadd),
+        Arith::Sub => zip(a, b, out, T::wsub),
+        Arith::Mul => zip(a, b, out, T::wmul),
+        Arith::Div => zip(a, b, out, T::wdiv),
+        Arith::Pow => zip(a, b, out, |x, y| {
+            T::from_i64(int_pow(x.to_i64(), y.to_i64()))
+        }),
+        Arith::Max => zip(a, b, out, Ord::max),
+        Arith::Min => zip(a, b, out, Ord::min),
+        Arith::Mod { fmod: true } => zip(a, b, out, T::wrem),
+        Arith::Mod { fmod: false } => zip(a, b, out, |x, y| {
+            let r = x.wrem(y);
+            if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
+                r.wadd(y)
+            } else {
+                r
+            }
+        }),
+    }
+}
+
+/// `base^exp`, wrapping; a negative exponent gives the truncated reciprocal power.
+fn int_pow(base: i64, exp: i64) -> i64 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 if exp % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        };
+    }
+    let (mut acc, mut b, mut e) = (1i64, base, exp as u64);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wrapping_mul(b);
+        }
+        b = b.wrapping_mul(b);
+        e >>= 1;
+    }
+    acc
+}
+
+/// Comparisons, writing 0 or 1.
+pub(super) fn compare<T: Copy + PartialOrd>(
+    op: Compare,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    out: &mut [u8],
+) {
+    match op {
+        Compare::Equal => zip(a, b, out, |x, y| u8::from(x == y)),
+        Compare::Less => zip(a, b, out, |x, y| u8::from(x < y)),
+        Compare::LessOrEqual => zip(a, b, out, |x, y| u8::from(x <= y)),
+        Compare::Greater => zip(a, b, out, |x, y| u8::from(x > y)),
+        Compare::GreaterOrEqual => zip(a, b, out, |x, y| u8::from(x >= y)),
+    }
+}
+
+/// Logical operations on bools (any non-zero byte is true), writing 0 or 1.
+pub(super) fn logic(op: Logic, a: Operand<'_, u8>, b: Operand<'_, u8>, out: &mut [u8]) {
+    match op {
+        Logic::And => zip(a, b, out, |x, y| u8::from(x != 0 && y != 0)),
+        Logic::Or => zip(a, b, out, |x, y| u8::from(x != 0 || y != 0)),
+        Logic::Xor => zip(a, b, out, |x, y| u8::from((x != 0) != (y != 0))),
+    }
+}

@@ -1,0 +1,158 @@
+//! Max and average pooling over 1 to 3 spatial dims.
+
+use torchtrt_core::layers::{PoolKind, Pooling};
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{InferInput, Kernel, Tensor};
+
+use crate::dispatch::with_float;
+use crate::linalg::{Window, WindowParams};
+use crate::parallel::for_each_row;
+use crate::scalar::{FloatElem, Real};
+use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
+
+const WHAT: &str = "Pooling";
+
+struct PoolKernel {
+    layer: Pooling,
+    dtype: DType,
+}
+
+pub(super) fn prepare(
+    layer: &Pooling,
+    inputs: &[InferInput<'_>],
+) -> Result<Box<dyn Kernel>, String> {
+    Ok(Box::new(PoolKernel {
+        layer: layer.clone(),
+        dtype: inputs[0].dtype,
+    }))
+}
+
+impl Kernel for PoolKernel {
+    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        check_arity(WHAT, inputs, outputs, 1..=1, 1)?;
+        let x = inputs[0];
+        check_dtype(WHAT, x, self.dtype)?;
+        if x.rank() < 3 {
+            return Err(format!("{WHAT} needs [N,C,spatial…], got {x}"));
+        }
+        let l = &self.layer;
+        let params = WindowParams {
+            kernel: &l.kernel,
+            strides: &l.strides,
+            dilations: &l.dilations,
+            pads_begin: &l.pads_begin,
+            pads_end: &l.pads_end,
+            ceil_mode: l.ceil_mode,
+        };
+        let window = Window::new(&x.shape()[2..], &params).map_err(|e| format!("{WHAT}: {e}"))?;
+        let mut shape = x.shape()[..2].to_vec();
+        shape.extend_from_slice(window.output_dims(x.rank() - 2));
+        let out = &mut outputs[0];
+        check_output(WHAT, out, self.dtype, &shape)?;
+        let pool = Pool {
+            window,
+            kind: l.kind,
+            count_include_pad: l.count_include_pad,
+        };
+        with_float!(self.dtype, WHAT, T => {
+            pool.run::<T>(elems(x)?, elems_mut(out)?);
+            Ok(())
+        })
+    }
+}
+
+struct Pool {
+    window: Window,
+    kind: PoolKind,
+    count_include_pad: bool,
+}
+
+impl Pool {
+    /// Pools every (image, channel) plane, planes in parallel.
+    fn run<T: FloatElem>(&self, x: &[T], out: &mut [T]) {
+        let (plane, outputs) = (self.window.input_len(), self.window.output_len());
+        let work = outputs * self.window.kernel_len();
+        let init = || (Vec::new(), Vec::new());
+        for_each_row(out, outputs, work, init, |(in_buf, out_buf), p, dst| {
+            let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
+            T::write(dst, out_buf, |dst| self.plane(src, dst));
+        });
+    }
+
+    fn plane<C: Real>(&self, src: &[C], dst: &mut [C]) {
+        let w = &self.window;
+        let [o0, o1, o2] = w.output;
+        let [_, i1, i2] = w.input;
+        let mut at = 0;
+        for a in 0..o0 {
+            for b in 0..o1 {
+                for c in 0..o2 {
+                    let (mut acc, mut valid, mut padded) = (self.start::<C>(), 0usize, 0usize);
+                    for t0 in 0..w.kernel[0] {
+                        let p = w.coord(0, a, t0);
+                        for t1 in 0..w.kernel[1] {
+                            let q = w.coord(1, b, t1);
+                            for t2 in 0..w.kernel[2] {
+                                let r = w.coord(2, c, t2);
+                                if [p, q, r]
+                                    .iter()
+                                    .zip(&w.input)
+                                    .all(|(&v, &n)| v >= 0 && (v as usize) < n)
+                                {
+                                    let v = src[(p as usize * i1 + q as usize) * i2 + r as usize];
+                                    acc = self.step(acc, v);
+                                    valid += 1;
+                                }
+                                if self.in_padded(&[p, q, r]) {
+                                    padded += 1;
+                                }
+                            }
+                        }
+                    }
+                    dst[at] = self.finish(acc, valid, padded);
+                    at += 1;
+                }
+            }
+        }
+    }
+
+    fn start<C: Real>(&self) -> C {
+        match self.kind {
+            PoolKind::Max => C::NEG_INFINITY,
+            PoolKind::Average => C::ZERO,
+        }
+    }
+
+    #[inline(always)]
+    fn step<C: Real>(&self, acc: C, v: C) -> C {
+        match self.kind {
+            PoolKind::Max if v > acc => v,
+            PoolKind::Max => acc,
+            PoolKind::Average => acc + v,
+        }
+    }
+
+    /// The result of a window with `valid` input taps and `padded` taps inside the padded
+    /// extent; an average over no taps is 0.
+    fn finish<C: Real>(&self, acc: C, valid: usize, padded: usize) -> C {
+        let count = if self.count_include_pad {
+            padded
+        } else {
+            valid
+        };
+        match self.kind {
+            PoolKind::Max => acc,
+            PoolKind::Average if count == 0 => C::ZERO,
+            PoolKind::Average => acc / C::from_f64(count as f64),
+        }
+    }
+
+    /// True when a tap lies inside the input or its padding.
+    fn in_padded(&self, coords: &[isize; 3]) -> bool {
+        let w = &self.window;
+        (0..3).all(|d| {
+            coords[d] >= -(w.pad_begin[d] as isize)
+                && coords[d] < (w.input[d] + w.pad_end[d]) as isize
+        })
+    }
+}

@@ -1,0 +1,160 @@
+//! A safe front to `gemm::gemm`: strided operands with bounds checked up front.
+
+use gemm::Parallelism;
+use half::bf16;
+use half::slice::HalfFloatSliceExt;
+
+/// Element types the `gemm` crate multiplies natively.
+pub(crate) trait GemmElem: Copy + Send + Sync + 'static {
+    /// 0
+    const ZERO: Self;
+    /// 1
+    const ONE: Self;
+}
+
+impl GemmElem for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+}
+
+impl GemmElem for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+}
+
+impl GemmElem for half::f16 {
+    const ZERO: half::f16 = half::f16::ZERO;
+    const ONE: half::f16 = half::f16::ONE;
+}
+
+/// A `rows × cols` matrix read from `data` with element `(i, j)` at
+/// `i · row_stride + j · col_stride`.
+#[derive(Clone, Copy)]
+pub(crate) struct MatRef<'a, T> {
+    /// The elements.
+    pub(crate) data: &'a [T],
+    /// Number of rows.
+    pub(crate) rows: usize,
+    /// Number of columns.
+    pub(crate) cols: usize,
+    /// Distance between rows, in elements.
+    pub(crate) row_stride: usize,
+    /// Distance between columns, in elements.
+    pub(crate) col_stride: usize,
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// A dense row-major matrix at the start of `data`.
+    pub(crate) fn row_major(data: &'a [T], rows: usize, cols: usize) -> MatRef<'a, T> {
+        MatRef {
+            data,
+            rows,
+            cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
+    /// Checks that every element lies inside `data`.
+    fn check(&self, what: &str) -> Result<(), String> {
+        if self.rows == 0 || self.cols == 0 {
+            return Ok(());
+        }
+        let last = (self.rows - 1)
+            .checked_mul(self.row_stride)
+            .zip((self.cols - 1).checked_mul(self.col_stride))
+            .and_then(|(r, c)| r.checked_add(c));
+        match last {
+            Some(last) if last < self.data.len() => Ok(()),
+            _ => Err(format!(
+                "gemm: {what} of {}×{} with strides ({}, {}) overruns its {} elements",
+                self.rows,
+                self.cols,
+                self.row_stride,
+                self.col_stride,
+                self.data.len()
+            )),
+        }
+    }
+}
+
+/// `dst = lhs · rhs`, or `dst += lhs · rhs` when `accumulate`; `dst` is dense row-major.
+/// With `parallel` the product is split over the current rayon pool.
+pub(crate) fn gemm<T: GemmElem>(
+    dst: &mut [T],
+    lhs: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+    accumulate: bool,
+    parallel: bool,
+) -> Result<(), String> {
+    let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
+    if rhs.rows != k || dst.len() != m * n {
+        return Err(format!(
+            "gemm: cannot multiply {m}×{k} by {}×{n} into {} elements",
+            rhs.rows,
+            dst.len()
+        ));
+    }
+    lhs.check("lhs")?;
+    rhs.check("rhs")?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        if !accumulate {
+            dst.fill(T::ZERO);
+        }
+        return Ok(());
+    }
+    let parallelism = if parallel {
+        Parallelism::Rayon(0)
+    } else {
+        Parallelism::None
+    };
+    let stride = |s: usize| isize::try_from(s).map_err(|_| format!("gemm: stride {s} too large"));
+    let (lhs_rs, lhs_cs) = (stride(lhs.row_stride)?, stride(lhs.col_stride)?);
+    let (rhs_rs, rhs_cs) = (stride(rhs.row_stride)?, stride(rhs.col_stride)?);
+    let dst_rs = stride(n)?;
+    // SAFETY: `T` is one of the types `gemm` supports (f32, f64, f16; the trait is sealed to
+    // them), `dst` holds `m × n` elements at row stride `n`, and `check` proved every
+    // element of `lhs` and `rhs` addressed by the strides lies inside its slice.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_rs,
+            accumulate,
+            lhs.data.as_ptr(),
+            lhs_cs,
+            lhs_rs,
+            rhs.data.as_ptr(),
+            rhs_cs,
+            rhs_rs,
+            T::ONE,
+            T::ONE,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+    Ok(())
+}
+
+/// Runs `f` on f32 copies of bf16 `inputs` and an f32 output, then rounds that output into
+/// `out`: bf16 products are computed in f32.
+pub(crate) fn via_f32<const N: usize>(
+    inputs: [&[bf16]; N],
+    out: &mut [bf16],
+    f: impl FnOnce([&[f32]; N], &mut [f32]) -> Result<(), String>,
+) -> Result<(), String> {
+    let widened: Vec<Vec<f32>> = inputs.iter().map(|x| x.to_f32_vec()).collect();
+    let views: [&[f32]; N] = std::array::from_fn(|i| widened[i].as_slice());
+    let mut result = vec![0f32; out.len()];
+    f(views, &mut result)?;
+    out.convert_from_f32_slice(&result);
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! The matrix-product core shared by MatMul and Convolution: a checked, safe front to the
+//! `gemm` crate, the sliding-window geometry, and im2col.
+//!
+//! Epilogues build on [`gemm()`]'s `accumulate` flag: a bias is written into the destination
+//! first and the product added to it. A fused activation runs over the destination rows
+//! right after the product, while they are still in cache.
+
+mod gemm;
+mod im2col;
+mod window;
+
+pub(crate) use gemm::{GemmElem, MatRef, gemm, via_f32};
+pub(crate) use im2col::im2col;
+pub(crate) use window::{Window, WindowParams};

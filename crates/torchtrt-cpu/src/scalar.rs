@@ -1,0 +1,286 @@
+//! Element traits the kernels are written against: [`Real`] (the f32/f64 compute types),
+//! [`FloatElem`] (storage types and their compute type) and [`Int`] (integer storage).
+
+use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
+
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use torchtrt_core::plugin_api::Element;
+
+use crate::math;
+
+/// A floating-point compute type (f32 or f64).
+pub(crate) trait Real:
+    Copy
+    + Send
+    + Sync
+    + Default
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Rem<Output = Self>
+    + Neg<Output = Self>
+    + 'static
+{
+    /// 0
+    const ZERO: Self;
+    /// 1
+    const ONE: Self;
+    /// +∞
+    const INFINITY: Self;
+    /// −∞
+    const NEG_INFINITY: Self;
+
+    /// Rounds an f64 to this type.
+    fn from_f64(v: f64) -> Self;
+    /// Error function.
+    fn erf(self) -> Self;
+    /// Complementary error function.
+    fn erfc(self) -> Self;
+    /// True for NaN.
+    fn is_nan(self) -> bool;
+    /// Round half to even.
+    fn round_even(self) -> Self;
+
+    /// `|x|`
+    fn abs(self) -> Self;
+    /// `eˣ`
+    fn exp(self) -> Self;
+    /// `eˣ − 1`
+    fn exp_m1(self) -> Self;
+    /// `ln x`
+    fn ln(self) -> Self;
+    /// `ln(1 + x)`
+    fn ln_1p(self) -> Self;
+    /// `√x`
+    fn sqrt(self) -> Self;
+    /// `xʸ`
+    fn powf(self, y: Self) -> Self;
+    /// Round down.
+    fn floor(self) -> Self;
+    /// Round up.
+    fn ceil(self) -> Self;
+    /// Sine.
+    fn sin(self) -> Self;
+    /// Cosine.
+    fn cos(self) -> Self;
+    /// Tangent.
+    fn tan(self) -> Self;
+    /// Arc sine.
+    fn asin(self) -> Self;
+    /// Arc cosine.
+    fn acos(self) -> Self;
+    /// Arc tangent.
+    fn atan(self) -> Self;
+    /// Hyperbolic sine.
+    fn sinh(self) -> Self;
+    /// Hyperbolic cosine.
+    fn cosh(self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh(self) -> Self;
+    /// Inverse hyperbolic sine.
+    fn asinh(self) -> Self;
+    /// Inverse hyperbolic cosine.
+    fn acosh(self) -> Self;
+    /// Inverse hyperbolic tangent.
+    fn atanh(self) -> Self;
+}
+
+macro_rules! real {
+    ($t:ident, $erf:path, $erfc:path) => {
+        impl Real for $t {
+            const ZERO: $t = 0.0;
+            const ONE: $t = 1.0;
+            const INFINITY: $t = $t::INFINITY;
+            const NEG_INFINITY: $t = $t::NEG_INFINITY;
+
+            #[inline(always)]
+            fn from_f64(v: f64) -> $t {
+                v as $t
+            }
+            #[inline(always)]
+            fn erf(self) -> $t {
+                $erf(self)
+            }
+            #[inline(always)]
+            fn erfc(self) -> $t {
+                $erfc(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+            #[inline(always)]
+            fn round_even(self) -> $t {
+                $t::round_ties_even(self)
+            }
+            real!(@forward $t: abs exp exp_m1 ln ln_1p sqrt floor ceil sin cos tan asin acos
+                atan sinh cosh tanh asinh acosh atanh);
+            #[inline(always)]
+            fn powf(self, y: $t) -> $t {
+                $t::powf(self, y)
+            }
+        }
+    };
+    (@forward $t:ident: $($f:ident)*) => {
+        $(
+            #[inline(always)]
+            fn $f(self) -> $t {
+                $t::$f(self)
+            }
+        )*
+    };
+}
+real!(f32, math::erf_f32, math::erfc_f32);
+real!(f64, math::erf_f64, math::erfc_f64);
+
+/// A floating-point storage type and the [`Real`] type it is computed in.
+pub(crate) trait FloatElem: Element {
+    /// The compute type: f64 for f64, f32 for the rest.
+    type C: Real;
+
+    /// `src` in the compute type: borrowed when it already is, else converted into `buf`.
+    fn view<'a>(src: &'a [Self], buf: &'a mut Vec<Self::C>) -> &'a [Self::C];
+
+    /// Lets `f` write `dst` in the compute type: directly when it already is, else through
+    /// `buf`, converted afterwards.
+    fn write(dst: &mut [Self], buf: &mut Vec<Self::C>, f: impl FnOnce(&mut [Self::C]));
+
+    /// One element in the compute type.
+    fn to_c(self) -> Self::C;
+}
+
+macro_rules! float_native {
+    ($t:ident) => {
+        impl FloatElem for $t {
+            type C = $t;
+            #[inline(always)]
+            fn view<'a>(src: &'a [$t], _: &'a mut Vec<$t>) -> &'a [$t] {
+                src
+            }
+            #[inline(always)]
+            fn write(dst: &mut [$t], _: &mut Vec<$t>, f: impl FnOnce(&mut [$t])) {
+                f(dst)
+            }
+            #[inline(always)]
+            fn to_c(self) -> $t {
+                self
+            }
+        }
+    };
+}
+float_native!(f32);
+float_native!(f64);
+
+macro_rules! float_half {
+    ($t:ident) => {
+        impl FloatElem for $t {
+            type C = f32;
+            fn view<'a>(src: &'a [$t], buf: &'a mut Vec<f32>) -> &'a [f32] {
+                buf.clear();
+                buf.resize(src.len(), 0.0);
+                src.convert_to_f32_slice(buf);
+                buf
+            }
+            fn write(dst: &mut [$t], buf: &mut Vec<f32>, f: impl FnOnce(&mut [f32])) {
+                buf.clear();
+                buf.resize(dst.len(), 0.0);
+                f(buf);
+                dst.convert_from_f32_slice(buf);
+            }
+            #[inline(always)]
+            fn to_c(self) -> f32 {
+                self.to_f32()
+            }
+        }
+    };
+}
+float_half!(f16);
+float_half!(bf16);
+
+/// An integer storage type. Arithmetic wraps, as in ONNX runtimes.
+pub(crate) trait Int: Element + Ord {
+    /// 0
+    const ZERO: Self;
+
+    /// Widens (sign- or zero-extending).
+    fn to_i64(self) -> i64;
+    /// Narrows, wrapping.
+    fn from_i64(v: i64) -> Self;
+    /// Converts from f64: truncates toward zero and saturates; NaN is 0.
+    fn from_f64(v: f64) -> Self;
+    /// `a + b`, wrapping.
+    fn wadd(self, b: Self) -> Self;
+    /// `a − b`, wrapping.
+    fn wsub(self, b: Self) -> Self;
+    /// `a · b`, wrapping.
+    fn wmul(self, b: Self) -> Self;
+    /// `a / b` truncated toward zero, wrapping; `b` must not be zero.
+    fn wdiv(self, b: Self) -> Self;
+    /// Remainder of the truncated division (sign of `a`); `b` must not be zero.
+    fn wrem(self, b: Self) -> Self;
+    /// `−a`, wrapping.
+    fn wneg(self) -> Self;
+    /// `|a|`, wrapping.
+    fn wabs(self) -> Self;
+}
+
+macro_rules! int {
+    ($($t:ident: $signed:tt),*) => {$(
+        impl Int for $t {
+            const ZERO: $t = 0;
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> $t {
+                v as $t
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> $t {
+                v as $t
+            }
+            #[inline(always)]
+            fn wadd(self, b: $t) -> $t {
+                self.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn wsub(self, b: $t) -> $t {
+                self.wrapping_sub(b)
+            }
+            #[inline(always)]
+            fn wmul(self, b: $t) -> $t {
+                self.wrapping_mul(b)
+            }
+            #[inline(always)]
+            fn wdiv(self, b: $t) -> $t {
+                self.checked_div(b).unwrap_or_else(|| self.wrapping_neg())
+            }
+            #[inline(always)]
+            fn wrem(self, b: $t) -> $t {
+                self.checked_rem(b).unwrap_or(0)
+            }
+            #[inline(always)]
+            fn wneg(self) -> $t {
+                self.wrapping_neg()
+            }
+            int!(@abs $signed, $t);
+        }
+    )*};
+    (@abs true, $t:ident) => {
+        #[inline(always)]
+        fn wabs(self) -> $t {
+            self.wrapping_abs()
+        }
+    };
+    (@abs false, $t:ident) => {
+        #[inline(always)]
+        fn wabs(self) -> $t {
+            self
+        }
+    };
+}
+int!(i64: true, i32: true, i16: true, i8: true, u8: false);

@@ -1,0 +1,122 @@
+//! Convolution: 1-D to 3-D, groups, strides, dilations, padding, bias, every float dtype.
+
+use proptest::prelude::*;
+use torchtrt_core::layers::Convolution;
+
+use crate::reference::convolution::{ConvParams, conv};
+use crate::support::{Rng, Tol, check, float_dtype, nd, pooled, random, run, run_on};
+
+/// A convolution problem: input shape, weight shape, parameters.
+#[derive(Debug, Clone)]
+struct Case {
+    x: Vec<usize>,
+    w: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pads_begin: Vec<usize>,
+    pads_end: Vec<usize>,
+    groups: usize,
+    bias: bool,
+}
+
+fn cases() -> impl Strategy<Value = Case> {
+    (1usize..=3, any::<u64>()).prop_map(|(spatial, seed)| {
+        let mut rng = Rng::new(seed);
+        let mut r = |lo: i64, hi: i64| rng.int(lo, hi) as usize;
+        let groups = r(1, 3);
+        let (cg, mg, batch) = (r(1, 3), r(1, 3), r(1, 2));
+        let max_in = [0, 9, 7, 5][spatial];
+        let mut case = Case {
+            x: vec![batch, cg * groups],
+            w: vec![mg * groups, cg],
+            strides: vec![],
+            dilations: vec![],
+            pads_begin: vec![],
+            pads_end: vec![],
+            groups,
+            bias: r(0, 1) == 1,
+        };
+        for _ in 0..spatial {
+            let (k, d) = (r(1, 3), r(1, 2));
+            let (pb, pe) = (r(0, 2), r(0, 2));
+            let span = d * (k - 1) + 1;
+            let min_in = span.saturating_sub(pb + pe).max(1);
+            case.x
+                .push(r(min_in as i64, (max_in as i64).max(min_in as i64)));
+            case.w.push(k);
+            case.strides.push(r(1, 3));
+            case.dilations.push(d);
+            case.pads_begin.push(pb);
+            case.pads_end.push(pe);
+        }
+        case
+    })
+}
+
+fn layer(c: &Case) -> Convolution {
+    let v = |x: &[usize]| x.iter().map(|&v| v as i64).collect();
+    Convolution {
+        strides: v(&c.strides),
+        pads_begin: v(&c.pads_begin),
+        pads_end: v(&c.pads_end),
+        dilations: v(&c.dilations),
+        groups: c.groups as i64,
+    }
+}
+
+fn params(c: &Case) -> ConvParams {
+    ConvParams {
+        strides: c.strides.clone(),
+        dilations: c.dilations.clone(),
+        pads_begin: c.pads_begin.clone(),
+        pads_end: c.pads_end.clone(),
+        groups: c.groups,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn matches_reference(case in cases(), dtype in float_dtype(), seed: u64) {
+        let mut rng = Rng::new(seed);
+        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+        let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+        let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
+        let inputs = if case.bias { vec![&x, &w, &b] } else { vec![&x, &w] };
+        let got = run(layer(&case), &inputs)?;
+        let taps: usize = case.w[1..].iter().product();
+        let want = conv(&nd(&x), &nd(&w), case.bias.then(|| nd(&b)).as_ref(), &params(&case));
+        check(&got, &want, Tol::of(dtype).scale((taps as f64).sqrt()))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    /// A 1×1 convolution (no im2col) and a strided 3×3 one on bigger images, both backends.
+    #[test]
+    fn larger_images(c in 4usize..12, m in 4usize..12, hw in 12usize..24, dtype in float_dtype(), seed: u64) {
+        let mut rng = Rng::new(seed);
+        for (k, stride, pad, groups) in [(1, 1, 0, 1), (3, 2, 1, 1), (3, 1, 1, 2)] {
+            let case = Case {
+                x: vec![2, c * groups, hw, hw + 3],
+                w: vec![m * groups, c, k, k],
+                strides: vec![stride; 2],
+                dilations: vec![1; 2],
+                pads_begin: vec![pad; 2],
+                pads_end: vec![pad; 2],
+                groups,
+                bias: true,
+            };
+            let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+            let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+            let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
+            let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
+            let tol = Tol::of(dtype).scale(((c * k * k) as f64).sqrt());
+            check(&run(layer(&case), &[&x, &w, &b])?, &want, tol)?;
+            let got = run_on(pooled(), layer(&case), &[&x, &w, &b]).map_err(TestCaseError::fail)?;
+            check(&got[0], &want, tol)?;
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Every layer kind has a CPU kernel: `prepare` succeeds for each, except the kinds the
+//! runtime executes itself, which are refused with a message saying so.
+
+use std::sync::Arc;
+
+use torchtrt_core::layers::*;
+use torchtrt_core::plugin_api::{DType, FieldCollection, PluginKey, const_shape};
+use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
+
+use crate::support::{global, pooled};
+
+/// Whether the CPU backend must have a kernel for this kind. Exhaustive on purpose: a new
+/// kind does not compile here until it is listed.
+fn needs_kernel(kind: &LayerKind) -> bool {
+    match kind {
+        LayerKind::Constant(_) | LayerKind::Plugin(_) => false,
+        LayerKind::Elementwise(_)
+        | LayerKind::Unary(_)
+        | LayerKind::Activation(_)
+        | LayerKind::MatMul(_)
+        | LayerKind::Convolution(_)
+        | LayerKind::Pooling(_)
+        | LayerKind::Reduce(_)
+        | LayerKind::Softmax(_)
+        | LayerKind::Reshape(_)
+        | LayerKind::Transpose(_)
+        | LayerKind::Concat(_)
+        | LayerKind::Slice(_)
+        | LayerKind::Gather(_)
+        | LayerKind::Cast(_) => true,
+    }
+}
+
+/// A layer and input dtypes and shapes it accepts.
+type Sample = (LayerKind, Vec<(DType, Vec<i64>)>);
+
+/// One layer of every kind.
+fn samples() -> Vec<Sample> {
+    let f = |shape: &[i64]| (DType::F32, shape.to_vec());
+    vec![
+        (Constant::new(Tensor::scalar(1f32)).into(), vec![]),
+        (
+            Elementwise::new(ElementwiseOp::Add).into(),
+            vec![f(&[2, 3]), f(&[3])],
+        ),
+        (Unary { op: UnaryOp::Exp }.into(), vec![f(&[4])]),
+        (
+            Activation {
+                kind: ActivationKind::Relu,
+            }
+            .into(),
+            vec![f(&[4])],
+        ),
+        (MatMul::default().into(), vec![f(&[2, 3]), f(&[3, 4])]),
+        (
+            Convolution::new(2).into(),
+            vec![f(&[1, 2, 5, 5]), f(&[3, 2, 3, 3])],
+        ),
+        (
+            Pooling::new(PoolKind::Max, vec![2, 2]).into(),
+            vec![f(&[1, 2, 4, 4])],
+        ),
+        (
+            Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![],
+                keep_dims: false,
+            }
+            .into(),
+            vec![f(&[2, 3])],
+        ),
+        (
+            Softmax {
+                axis: -1,
+                log: false,
+            }
+            .into(),
+            vec![f(&[2, 3])],
+        ),
+        (Reshape::new(vec![-1]).into(), vec![f(&[2, 3])]),
+        (Transpose { perm: vec![1, 0] }.into(), vec![f(&[2, 3])]),
+        (Concat { axis: 0 }.into(), vec![f(&[2, 3]), f(&[1, 3])]),
+        (
+            Slice {
+                starts: vec![0],
+                ends: vec![1],
+                axes: vec![0],
+                steps: vec![1],
+            }
+            .into(),
+            vec![f(&[2, 3])],
+        ),
+        (
+            Gather { axis: 0 }.into(),
+            vec![f(&[2, 3]), (DType::I64, vec![4])],
+        ),
+        (Cast { to: DType::F16 }.into(), vec![f(&[2, 3])]),
+        (
+            PluginLayer {
+                key: PluginKey::new("", "Anything", "1"),
+                fields: FieldCollection::new(),
+                provider: None,
+                library: None,
+                plugin: None::<Arc<dyn torchtrt_core::plugin_api::Plugin>>,
+            }
+            .into(),
+            vec![f(&[2])],
+        ),
+    ]
+}
+
+#[test]
+fn every_kind_but_constant_and_plugin_has_a_kernel() {
+    let samples = samples();
+    let kinds: std::collections::BTreeSet<&str> =
+        samples.iter().map(|(l, _)| l.op().kind()).collect();
+    assert_eq!(kinds.len(), samples.len(), "one sample per kind");
+    for backend in [global(), pooled()] {
+        for (layer, inputs) in &samples {
+            let shapes: Vec<_> = inputs.iter().map(|(_, s)| const_shape(s)).collect();
+            let infer: Vec<InferInput<'_>> = inputs
+                .iter()
+                .zip(&shapes)
+                .map(|((dtype, _), shape)| InferInput {
+                    dtype: *dtype,
+                    shape,
+                    value: None,
+                })
+                .collect();
+            let result = backend.prepare(layer, &infer);
+            let kind = layer.op().kind();
+            if needs_kernel(layer) {
+                assert!(result.is_ok(), "{kind}: {:?}", result.err());
+            } else {
+                let err = result.err().unwrap_or_default();
+                assert!(
+                    err.contains("runtime"),
+                    "{kind} should be refused, got {err:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn wrong_input_count_and_dtype_are_errors() {
+    let shape = const_shape(&[2]);
+    let one = [InferInput {
+        dtype: DType::F32,
+        shape: &shape,
+        value: None,
+    }];
+    let err = global()
+        .prepare(&MatMul::default().into(), &one)
+        .err()
+        .unwrap_or_default();
+    assert!(err.contains("inputs"), "{err}");
+    let bool_in = [InferInput {
+        dtype: DType::Bool,
+        shape: &shape,
+        value: None,
+    }];
+    assert!(
+        global()
+            .prepare(
+                &Softmax {
+                    axis: 0,
+                    log: false
+                }
+                .into(),
+                &bool_in
+            )
+            .is_err()
+    );
+}
+
+#[test]
+fn backend_identity() {
+    assert_eq!(global().name(), "cpu");
+    assert_eq!(
+        global().device(),
+        torchtrt_core::plugin_api::DeviceKind::Cpu
+    );
+    assert_eq!(pooled().num_threads(), 3);
+}

@@ -1,0 +1,167 @@
+//! Elementwise: arithmetic, comparisons and logic with broadcasting, floats and integers.
+
+use proptest::prelude::*;
+use proptest::sample::select;
+use torchtrt_core::layers::{Elementwise, ElementwiseOp as E};
+use torchtrt_core::plugin_api::DType;
+
+use crate::reference::cast::cast;
+use crate::reference::elementwise::{apply, binary};
+use crate::support::{
+    Rng, Tol, broadcast_pair, check, float_dtype, int_dtype, nd, pooled, random, random_signed,
+    run, run_on,
+};
+
+const ARITH: [E; 8] = [
+    E::Add,
+    E::Sub,
+    E::Mul,
+    E::Div,
+    E::Pow,
+    E::Max,
+    E::Min,
+    E::Mod,
+];
+const COMPARE: [E; 5] = [
+    E::Equal,
+    E::Less,
+    E::LessOrEqual,
+    E::Greater,
+    E::GreaterOrEqual,
+];
+
+fn layer(op: E, fmod: bool) -> Elementwise {
+    Elementwise { op, fmod }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn float_arithmetic(
+        op in select(ARITH.to_vec()),
+        dtype in float_dtype(),
+        (sa, sb) in broadcast_pair(5),
+        fmod: bool,
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let (a, b) = match op {
+            E::Pow => (random(dtype, &sa, &mut rng, 0.5, 2.0), random(dtype, &sb, &mut rng, -2.0, 2.0)),
+            E::Div | E::Mod => (random(dtype, &sa, &mut rng, -4.0, 4.0), random_signed(dtype, &sb, &mut rng, 0.5, 2.0)),
+            _ => (random(dtype, &sa, &mut rng, -3.0, 3.0), random(dtype, &sb, &mut rng, -3.0, 3.0)),
+        };
+        let got = run(layer(op, fmod), &[&a, &b])?;
+        let want = binary(&nd(&a), &nd(&b), |x, y| apply(op, fmod, false, x, y));
+        check(&got, &want, Tol::of(dtype).scale(4.0))?;
+    }
+
+    #[test]
+    fn integer_arithmetic(
+        op in select(ARITH.to_vec()),
+        dtype in int_dtype(),
+        (sa, sb) in broadcast_pair(5),
+        fmod: bool,
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let (a, b) = match op {
+            E::Pow => (random_signed(dtype, &sa, &mut rng, 0.0, 3.0), random(dtype, &sb, &mut rng, 0.0, 5.0)),
+            E::Div | E::Mod => (random_signed(dtype, &sa, &mut rng, 0.0, 120.0), random_signed(dtype, &sb, &mut rng, 1.0, 9.0)),
+            _ => (random_signed(dtype, &sa, &mut rng, 0.0, 120.0), random_signed(dtype, &sb, &mut rng, 0.0, 120.0)),
+        };
+        let got = run(layer(op, fmod), &[&a, &b])?;
+        let want = binary(&nd(&a), &nd(&b), |x, y| cast(apply(op, fmod, true, x, y), DType::I64, dtype));
+        check(&got, &want, Tol::of(dtype))?;
+    }
+
+    #[test]
+    fn comparisons(
+        op in select(COMPARE.to_vec()),
+        dtype in prop_oneof![float_dtype(), int_dtype()],
+        (sa, sb) in broadcast_pair(5),
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let (lo, hi) = if dtype == DType::U8 { (0.0, 4.0) } else { (-2.0, 2.0) };
+        let small = |shape: &[usize], rng: &mut Rng| {
+            let t = random(DType::I64, shape, rng, lo, hi);
+            crate::support::from_f64(dtype, shape, &t.to_f64_vec())
+        };
+        let (a, b) = (small(&sa, &mut rng), small(&sb, &mut rng));
+        let got = run(layer(op, false), &[&a, &b])?;
+        prop_assert_eq!(got.dtype(), DType::Bool);
+        let want = binary(&nd(&a), &nd(&b), |x, y| apply(op, false, false, x, y));
+        check(&got, &want, Tol::of(DType::Bool))?;
+    }
+
+    #[test]
+    fn logic(op in select(vec![E::And, E::Or, E::Xor]), (sa, sb) in broadcast_pair(5), seed: u64) {
+        let mut rng = Rng::new(seed);
+        let a = random(DType::Bool, &sa, &mut rng, 0.0, 1.0);
+        let b = random(DType::Bool, &sb, &mut rng, 0.0, 1.0);
+        let got = run(layer(op, false), &[&a, &b])?;
+        let want = binary(&nd(&a), &nd(&b), |x, y| apply(op, false, false, x, y));
+        check(&got, &want, Tol::of(DType::Bool))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Tensors large enough to be split into parallel chunks, on both backends.
+    #[test]
+    fn large_broadcasts_split_across_threads(
+        rows in 100usize..300,
+        cols in 100usize..300,
+        scalar: bool,
+        dtype in float_dtype(),
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let a = random(dtype, &[rows, cols], &mut rng, -3.0, 3.0);
+        let b_shape = if scalar { vec![] } else { vec![rows, 1] };
+        let b = random(dtype, &b_shape, &mut rng, -3.0, 3.0);
+        let want = binary(&nd(&a), &nd(&b), |x, y| x * y);
+        check(&run(layer(E::Mul, false), &[&a, &b])?, &want, Tol::of(dtype))?;
+        let got = run_on(pooled(), layer(E::Mul, false), &[&a, &b]).map_err(TestCaseError::fail)?;
+        check(&got[0], &want, Tol::of(dtype))?;
+    }
+}
+
+#[test]
+fn integer_division_by_zero_is_an_error() {
+    let a = crate::support::from_f64(DType::I32, &[3], &[1.0, 2.0, 3.0]);
+    let b = crate::support::from_f64(DType::I32, &[3], &[1.0, 0.0, 3.0]);
+    let err = run_on(crate::support::global(), layer(E::Div, false), &[&a, &b]).unwrap_err();
+    assert!(
+        err.contains("division by zero") && err.contains("element 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mismatched_runtime_shapes_are_an_error() {
+    let a = crate::support::from_f64(DType::F32, &[2, 3], &[1.0; 6]);
+    let b = crate::support::from_f64(DType::F32, &[3], &[1.0; 3]);
+    let bad = crate::support::from_f64(DType::F32, &[4], &[1.0; 4]);
+    let backend = crate::support::global();
+    let shapes = [
+        torchtrt_core::plugin_api::const_shape(&[2, 3]),
+        torchtrt_core::plugin_api::const_shape(&[3]),
+    ];
+    let infer: Vec<_> = [&a, &b]
+        .iter()
+        .zip(&shapes)
+        .map(|(t, s)| torchtrt_core::InferInput {
+            dtype: t.dtype(),
+            shape: s,
+            value: None,
+        })
+        .collect();
+    let kernel =
+        torchtrt_core::Backend::prepare(backend, &layer(E::Add, false).into(), &infer).unwrap();
+    let mut out = vec![torchtrt_core::Tensor::zeros(DType::F32, &[2, 3])];
+    let err = kernel.execute(&[&a, &bad], &mut out).unwrap_err();
+    assert!(err.contains("broadcast"), "{err}");
+}

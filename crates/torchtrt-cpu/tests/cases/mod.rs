@@ -1,0 +1,17 @@
+//! One module of property tests per layer kind.
+
+mod activation;
+mod cast;
+mod concat;
+mod convolution;
+mod coverage;
+mod elementwise;
+mod gather;
+mod matmul;
+mod pooling;
+mod reduce;
+mod reshape;
+mod slice;
+mod softmax;
+mod transpose;
+mod unary;

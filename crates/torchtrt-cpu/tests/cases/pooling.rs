@@ -1,0 +1,70 @@
+//! Pooling: max and average, 1-D to 3-D, strides, dilations, padding, ceil mode,
+//! count_include_pad.
+
+use proptest::prelude::*;
+use torchtrt_core::layers::{PoolKind, Pooling};
+
+use crate::reference::pooling::{PoolParams, pool};
+use crate::support::{Rng, Tol, check, float_dtype, nd, random, run};
+
+fn cases() -> impl Strategy<Value = (Vec<usize>, PoolParams)> {
+    (1usize..=3, any::<u64>()).prop_map(|(spatial, seed)| {
+        let mut rng = Rng::new(seed);
+        let mut p = PoolParams {
+            kernel: vec![],
+            strides: vec![],
+            dilations: vec![],
+            pads_begin: vec![],
+            pads_end: vec![],
+            ceil_mode: rng.coin(),
+            count_include_pad: rng.coin(),
+            max: rng.coin(),
+        };
+        let mut shape = vec![rng.int(1, 2) as usize, rng.int(1, 3) as usize];
+        let max_in = [0, 12, 8, 6][spatial];
+        for _ in 0..spatial {
+            let k = rng.int(1, 3) as usize;
+            let d = rng.int(1, 2) as usize;
+            let pb = rng.int(0, (k as i64 - 1).min(1)) as usize;
+            let pe = rng.int(0, (k as i64 - 1).min(1)) as usize;
+            let span = d * (k - 1) + 1;
+            let min_in = span.saturating_sub(pb + pe).max(1);
+            shape.push(rng.int(min_in as i64, max_in.max(min_in) as i64) as usize);
+            p.kernel.push(k);
+            p.strides.push(rng.int(1, 3) as usize);
+            p.dilations.push(d);
+            p.pads_begin.push(pb);
+            p.pads_end.push(pe);
+        }
+        (shape, p)
+    })
+}
+
+fn layer(p: &PoolParams) -> Pooling {
+    let v = |x: &[usize]| x.iter().map(|&v| v as i64).collect();
+    Pooling {
+        kind: if p.max {
+            PoolKind::Max
+        } else {
+            PoolKind::Average
+        },
+        kernel: v(&p.kernel),
+        strides: v(&p.strides),
+        pads_begin: v(&p.pads_begin),
+        pads_end: v(&p.pads_end),
+        dilations: v(&p.dilations),
+        ceil_mode: p.ceil_mode,
+        count_include_pad: p.count_include_pad,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    #[test]
+    fn matches_reference((shape, p) in cases(), dtype in float_dtype(), seed: u64) {
+        let x = random(dtype, &shape, &mut Rng::new(seed), -2.0, 2.0);
+        let got = run(layer(&p), &[&x])?;
+        check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scale(2.0))?;
+    }
+}

@@ -1,0 +1,5 @@
+//! Every CPU kernel against the plain references in `reference/`, on random shapes and data.
+
+mod cases;
+mod reference;
+mod support;
