@@ -1,0 +1,306 @@
+//! The builder with real CPU kernels: constant folding, shape tensors, reduced precision,
+//! plugin format negotiation, and errors that name the layer.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_close, random_f32};
+use torchtrt::layers::{
+    Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul, Reshape,
+};
+use torchtrt::plugin_api::{
+    DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
+    PluginKey, PluginResult, PortDesc, ShapeExpr,
+};
+use torchtrt::{BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, Tensor, registry};
+
+fn kinds(engine: &Engine) -> Vec<&'static str> {
+    engine
+        .plan()
+        .layers
+        .iter()
+        .map(|l| l.kind.op().kind())
+        .collect()
+}
+
+#[test]
+fn constant_subgraphs_fold_away() {
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::F32, &[Dim::Fixed(4)]).unwrap();
+    let a = net
+        .add_constant(
+            "a",
+            Tensor::from_vec(&[4], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap(),
+        )
+        .unwrap();
+    let b = net
+        .add_constant(
+            "b",
+            Tensor::from_vec(&[4], vec![0.5f32, 0.5, 2.0, -1.0]).unwrap(),
+        )
+        .unwrap();
+    let ab = net
+        .add("ab", Elementwise::new(ElementwiseOp::Mul), &[a, b])
+        .unwrap();
+    let y = net
+        .add("y", Elementwise::new(ElementwiseOp::Add), &[x, ab])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    assert_eq!(kinds(&engine), ["Constant", "Elementwise"], "a·b is folded");
+    let out = engine
+        .create_context()
+        .execute(&[&Tensor::from_vec(&[4], vec![1.0f32; 4]).unwrap()])
+        .unwrap();
+    assert_eq!(out[0].as_slice::<f32>().unwrap(), &[1.5, 2.0, 7.0, -3.0]);
+
+    let unfolded = torchtrt::compile(
+        &net,
+        &BuildConfig {
+            fold_constants: false,
+            ..BuildConfig::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        kinds(&unfolded),
+        ["Constant", "Constant", "Elementwise", "Elementwise"]
+    );
+}
+
+#[test]
+fn shape_tensors_from_constants_fold_into_reshape() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("n", 1, 2, 4), Dim::Fixed(6)],
+        )
+        .unwrap();
+    let s1 = net
+        .add_constant("s1", Tensor::from_vec(&[2], vec![3i64, 2]).unwrap())
+        .unwrap();
+    let s0 = net
+        .add_constant("s0", Tensor::from_vec(&[1], vec![-1i64]).unwrap())
+        .unwrap();
+    let shape = net
+        .add("shape", torchtrt::layers::Concat { axis: 0 }, &[s0, s1])
+        .unwrap();
+    let y = net.add("reshape", Reshape::default(), &[x, shape]).unwrap();
+    net.mark_output(y, "y").unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    assert_eq!(kinds(&engine), ["Constant", "Reshape"]);
+    let xs = random_f32(18, 3);
+    let out = engine
+        .create_context()
+        .execute(&[&Tensor::from_vec(&[3, 6], xs.clone()).unwrap()])
+        .unwrap();
+    assert_eq!(out[0].shape(), &[3, 3, 2]);
+    assert_eq!(out[0].as_slice::<f32>().unwrap(), xs.as_slice());
+}
+
+fn mlp(precision: DType) -> Engine {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("n", 1, 4, 8), Dim::Fixed(16)],
+        )
+        .unwrap();
+    let w = net
+        .add_constant("w", Tensor::from_vec(&[16, 8], random_f32(128, 1)).unwrap())
+        .unwrap();
+    let h = net.add("mm", MatMul::default(), &[x, w]).unwrap();
+    let r = net
+        .add(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[h],
+        )
+        .unwrap();
+    net.mark_output(r, "y").unwrap();
+    torchtrt::compile(
+        &net,
+        &BuildConfig {
+            precision,
+            ..BuildConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn reduced_precision_casts_at_the_edges_and_stays_close() {
+    let input = Tensor::from_vec(&[5, 16], random_f32(80, 9)).unwrap();
+    let reference = mlp(DType::F32).create_context().execute(&[&input]).unwrap();
+    for precision in [DType::F16, DType::BF16] {
+        let engine = mlp(precision);
+        assert_eq!(
+            kinds(&engine),
+            ["Cast", "Constant", "MatMul", "Activation", "Cast"]
+        );
+        let types = engine.tensor_types();
+        let mm = &engine.plan().layers[2];
+        assert_eq!(types[mm.outputs[0].index()].dtype, precision);
+        let out = engine.create_context().execute(&[&input]).unwrap();
+        assert_eq!(out[0].dtype(), DType::F32);
+        let tol = if precision == DType::F16 { 1e-2 } else { 4e-2 };
+        assert_close(
+            out[0].as_slice::<f32>().unwrap(),
+            reference[0].as_slice::<f32>().unwrap(),
+            tol,
+            tol,
+        );
+    }
+}
+
+/// Doubles f32 tensors; accepts nothing else, so the builder must cast around it.
+#[derive(Clone)]
+struct DoubleF32;
+
+impl Plugin for DoubleF32 {
+    fn num_outputs(&self) -> usize {
+        1
+    }
+    fn output_dtypes(&self, _: &[DType]) -> PluginResult<Vec<DType>> {
+        Ok(vec![DType::F32])
+    }
+    fn output_shapes(&self, inputs: &[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>> {
+        Ok(vec![inputs[0].clone()])
+    }
+    fn supports(&self, pos: usize, io: &[PortDesc], _: usize, device: DeviceKind) -> bool {
+        device == DeviceKind::Cpu && io[pos].dtype == DType::F32
+    }
+    fn enqueue(&self, launch: Launch<'_, '_>) -> PluginResult<()> {
+        let Launch::Cpu(l) = launch else {
+            return Err(PluginError::Unsupported("cuda".into()));
+        };
+        let x = l.inputs[0].typed::<f32>()?.to_vec();
+        for (o, v) in l.outputs[0].typed_mut::<f32>()?.iter_mut().zip(x) {
+            *o = 2.0 * v;
+        }
+        Ok(())
+    }
+    fn fields_to_serialize(&self) -> FieldCollection {
+        FieldCollection::new()
+    }
+    fn clone_plugin(&self) -> Box<dyn Plugin> {
+        Box::new(self.clone())
+    }
+}
+
+struct DoubleCreator;
+
+impl PluginCreator for DoubleCreator {
+    fn key(&self) -> PluginKey {
+        PluginKey::new("builder_test", "DoubleF32", "1")
+    }
+    fn field_schema(&self) -> Vec<FieldSpec> {
+        Vec::new()
+    }
+    fn create(&self, _: &str, _: &FieldCollection) -> PluginResult<Box<dyn Plugin>> {
+        Ok(Box::new(DoubleF32))
+    }
+}
+
+#[test]
+fn plugins_get_the_dtype_they_support() {
+    torchtrt::init_plugins().unwrap();
+    registry()
+        .register(Arc::new(DoubleCreator), "builder tests", OnDuplicate::Skip)
+        .unwrap();
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::F16, &[Dim::Fixed(3)]).unwrap();
+    let y = net
+        .add_plugin(
+            "double",
+            registry(),
+            &DoubleCreator.key(),
+            &FieldCollection::new(),
+            &[x],
+        )
+        .unwrap();
+    net.mark_output(y[0], "y").unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    assert_eq!(kinds(&engine), ["Cast", "Plugin"]);
+    let input = Tensor::from_vec(&[3], vec![half::f16::from_f32(1.5); 3]).unwrap();
+    let out = engine.create_context().execute(&[&input]).unwrap();
+    assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.0, 3.0, 3.0]);
+
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::I32, &[Dim::Fixed(3)]).unwrap();
+    net.add_plugin(
+        "double",
+        registry(),
+        &DoubleCreator.key(),
+        &FieldCollection::new(),
+        &[x],
+    )
+    .map(|y| net.mark_output(y[0], "y"))
+    .unwrap()
+    .unwrap();
+    let err = torchtrt::compile(&net, &BuildConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("`double`") && err.contains("i32"), "{err}");
+}
+
+#[test]
+fn build_errors_name_the_layer() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::Fixed(1), Dim::Fixed(3), Dim::Fixed(8), Dim::Fixed(8)],
+        )
+        .unwrap();
+    let w = net
+        .add_constant("w", Tensor::zeros(DType::F32, &[4, 2, 3, 3]))
+        .unwrap();
+    let y = net.add("stem_conv", Convolution::new(2), &[x, w]).unwrap();
+    net.mark_output(y, "y").unwrap();
+    let err = torchtrt::compile(&net, &BuildConfig::default())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, Error::Layer { ref layer, kind: "Convolution", .. } if layer == "stem_conv"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("3 channels"), "{err}");
+
+    let empty = NetworkDefinition::new();
+    assert!(torchtrt::compile(&empty, &BuildConfig::default()).is_err());
+
+    let mut net = NetworkDefinition::new();
+    let a = net.add_input("a", DType::F32, &[Dim::Fixed(2)]).unwrap();
+    let b = net.add_input("b", DType::F32, &[Dim::Fixed(3)]).unwrap();
+    let s = net
+        .add(
+            "sum",
+            LayerKind::Elementwise(Elementwise::new(ElementwiseOp::Add)),
+            &[a, b],
+        )
+        .unwrap();
+    net.mark_output(s, "s").unwrap();
+    let err = torchtrt::compile(&net, &BuildConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("`sum`") && err.contains("broadcast"), "{err}");
+}
+
+#[test]
+fn engine_and_contexts_are_thread_safe_types() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Engine>();
+    send_sync::<torchtrt::Runtime>();
+    send::<torchtrt::ExecutionContext>();
+}
