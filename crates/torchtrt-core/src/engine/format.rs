@@ -238,7 +238,7 @@ fn read_weight(file: &[u8], index: usize, r: &WeightRecord) -> Result<Tensor> {
             r.len, r.shape, r.dtype
         )));
     }
-    if r.offset % ALIGN as u64 != 0 {
+    if !r.offset.is_multiple_of(ALIGN as u64) {
         return Err(err(format!(
             "offset {} is not {ALIGN}-byte aligned",
             r.offset

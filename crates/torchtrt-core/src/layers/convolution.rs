@@ -134,10 +134,10 @@ impl LayerOp for Convolution {
             return Err(format!("bias must be [{m}], got {}", format_shape(b.shape)));
         }
         let mut shape = vec![x.shape[0].clone(), DimExpr::Const(m)];
-        for i in 0..spatial {
+        for (i, (input, &k)) in x.shape[2..].iter().zip(&kernel).enumerate() {
             let o = window_out(
-                &x.shape[2 + i],
-                kernel[i],
+                input,
+                k,
                 self.strides[i],
                 self.dilations[i],
                 self.pads_begin[i],
