@@ -292,6 +292,16 @@ impl Registrar for PluginRegistry {
             .map(|_| ())
             .map_err(|e| PluginError::Registration(e.to_string()))
     }
+
+    fn register_creators(
+        &self,
+        creators: Vec<Arc<dyn PluginCreator>>,
+        provider: &str,
+    ) -> PluginResult<()> {
+        self.register_all(creators, provider, None)
+            .map(|_| ())
+            .map_err(|e| PluginError::Registration(e.to_string()))
+    }
 }
 
 /// Runs plugin code, turning a panic into [`PluginError::Panic`].

@@ -220,4 +220,16 @@ pub trait Registrar {
     /// by another provider, [`PluginError::Registration`].
     fn register_creator(&self, creator: Arc<dyn PluginCreator>, provider: &str)
     -> PluginResult<()>;
+
+    /// Registers a library's creators together. Registries that can should make this
+    /// atomic (all or none); the default registers them one by one.
+    fn register_creators(
+        &self,
+        creators: Vec<Arc<dyn PluginCreator>>,
+        provider: &str,
+    ) -> PluginResult<()> {
+        creators
+            .into_iter()
+            .try_for_each(|c| self.register_creator(c, provider))
+    }
 }
