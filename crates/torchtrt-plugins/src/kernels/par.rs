@@ -1,0 +1,44 @@
+//! Parallel execution: the thread count a launch asks for, and how work is cut into tasks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+/// Fewest input bytes a parallel task should cover, so scheduling stays cheap.
+pub(crate) const MIN_TASK_BYTES: usize = 32 * 1024;
+
+/// Tasks per thread to aim for, so uneven tasks still balance.
+const TASKS_PER_THREAD: usize = 4;
+
+/// Runs `f` on a pool of `threads` threads; `0` means the global rayon pool.
+pub(crate) fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    if threads == 0 || threads == rayon::current_num_threads() {
+        return f();
+    }
+    match pool(threads) {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
+fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(Mutex::default);
+    let mut pools = pools.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = pools.get(&threads) {
+        return Some(p.clone());
+    }
+    let p = Arc::new(ThreadPoolBuilder::new().num_threads(threads).build().ok()?);
+    pools.insert(threads, p.clone());
+    Some(p)
+}
+
+/// Items per task when `total` items of `item_bytes` bytes each are split over the current
+/// pool: at least [`MIN_TASK_BYTES`] per task, and a few tasks per thread when there is
+/// enough work.
+pub(crate) fn chunk_len(total: usize, item_bytes: usize) -> usize {
+    let min_items = MIN_TASK_BYTES.div_ceil(item_bytes.max(1));
+    let tasks = rayon::current_num_threads() * TASKS_PER_THREAD;
+    total.div_ceil(tasks.max(1)).max(min_items).max(1)
+}
