@@ -88,10 +88,11 @@ impl<const K: usize> Strided<K> {
         mut f: impl FnMut(usize, [usize; K], usize),
     ) {
         let rank = self.dims.len();
+        if start >= end {
+            return;
+        }
         if rank == 0 {
-            if start < end {
-                f(start, self.base.map(|b| b as usize), 1);
-            }
+            f(start, self.base.map(|b| b as usize), 1);
             return;
         }
         let mut index = vec![0usize; rank];

@@ -91,7 +91,7 @@ fn activate_float<T: FloatElem>(kind: ActivationKind, x: &[T], out: &mut [T]) {
             map_float(x, out, move |v| max(zero, min(one, alpha * v + beta)))
         }
         A::HardSwish => {
-            let (sixth, half) = (c(1.0 / 6.0), c(0.5));
+            let (sixth, half) = (T::C::from_f64(1.0 / 6.0), c(0.5));
             map_float(x, out, move |v| v * max(zero, min(one, v * sixth + half)))
         }
         A::Clip { min: lo, max: hi } => {

@@ -5,6 +5,7 @@ mod cast;
 mod concat;
 mod convolution;
 mod coverage;
+mod dynamic;
 mod elementwise;
 mod gather;
 mod matmul;

@@ -8,7 +8,7 @@ use torchtrt_core::plugin_api::DType;
 
 use crate::reference::cast::cast;
 use crate::reference::reduce::reduce;
-use crate::support::{Rng, Tol, check, float_dtype, int_dtype, nd, random, run, shape};
+use crate::support::{Rng, Tol, check, float_dtype, from_f64, int_dtype, nd, random, run, shape};
 
 const OPS: [R; 9] = [
     R::Sum,
@@ -74,12 +74,21 @@ proptest! {
 
     #[test]
     fn integer_reductions(op in select(OPS.to_vec()), (shape, axes) in shape_and_axes(), keep_dims: bool, dtype in int_dtype(), seed: u64) {
-        let (lo, hi) = match (op, dtype) {
-            (R::Prod, _) => (1.0, 3.0),
-            (_, DType::U8) => (0.0, 9.0),
-            _ => (-9.0, 9.0),
+        let mut rng = Rng::new(seed);
+        let x = match (op, dtype) {
+            (R::Prod, _) => {
+                let n = shape.iter().product();
+                let factor = |rng: &mut Rng| match rng.int(0, 9) {
+                    0 => 2.0,
+                    1 if dtype != DType::U8 => -1.0,
+                    _ => 1.0,
+                };
+                let values: Vec<f64> = (0..n).map(|_| factor(&mut rng)).collect();
+                from_f64(dtype, &shape, &values)
+            }
+            (_, DType::U8) => random(dtype, &shape, &mut rng, 0.0, 9.0),
+            _ => random(dtype, &shape, &mut rng, -9.0, 9.0),
         };
-        let x = random(dtype, &shape, &mut Rng::new(seed), lo, hi);
         let got = run(Reduce { op, axes: axes.clone(), keep_dims }, &[&x])?;
         let want = reduce(&nd(&x), op, &resolve(&axes, shape.len()), keep_dims, true)
             .map(|v| cast(v, DType::I64, dtype));
