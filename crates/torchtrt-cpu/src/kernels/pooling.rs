@@ -83,34 +83,27 @@ impl Pool {
         let w = &self.window;
         let [o0, o1, o2] = w.output;
         let [_, i1, i2] = w.input;
-        let mut at = 0;
+        let mut out = dst.iter_mut();
         for a in 0..o0 {
+            let (r0, n0) = (w.valid_taps(0, a), w.padded_taps(0, a));
             for b in 0..o1 {
+                let (r1, n1) = (w.valid_taps(1, b), w.padded_taps(1, b));
                 for c in 0..o2 {
-                    let (mut acc, mut valid, mut padded) = (self.start::<C>(), 0usize, 0usize);
-                    for t0 in 0..w.kernel[0] {
-                        let p = w.coord(0, a, t0);
-                        for t1 in 0..w.kernel[1] {
-                            let q = w.coord(1, b, t1);
-                            for t2 in 0..w.kernel[2] {
-                                let r = w.coord(2, c, t2);
-                                if [p, q, r]
-                                    .iter()
-                                    .zip(&w.input)
-                                    .all(|(&v, &n)| v >= 0 && (v as usize) < n)
-                                {
-                                    let v = src[(p as usize * i1 + q as usize) * i2 + r as usize];
-                                    acc = self.step(acc, v);
-                                    valid += 1;
-                                }
-                                if self.in_padded(&[p, q, r]) {
-                                    padded += 1;
-                                }
+                    let (r2, n2) = (w.valid_taps(2, c), w.padded_taps(2, c));
+                    let mut acc = self.start::<C>();
+                    for t0 in r0.clone() {
+                        let p = w.coord(0, a, t0) as usize;
+                        for t1 in r1.clone() {
+                            let row = (p * i1 + w.coord(1, b, t1) as usize) * i2;
+                            for t2 in r2.clone() {
+                                acc = self.step(acc, src[row + w.coord(2, c, t2) as usize]);
                             }
                         }
                     }
-                    dst[at] = self.finish(acc, valid, padded);
-                    at += 1;
+                    let valid = r0.len() * r1.len() * r2.len();
+                    if let Some(o) = out.next() {
+                        *o = self.finish(acc, valid, n0 * n1 * n2);
+                    }
                 }
             }
         }
@@ -145,14 +138,5 @@ impl Pool {
             PoolKind::Average if count == 0 => C::ZERO,
             PoolKind::Average => acc / C::from_f64(count as f64),
         }
-    }
-
-    /// True when a tap lies inside the input or its padding.
-    fn in_padded(&self, coords: &[isize; 3]) -> bool {
-        let w = &self.window;
-        (0..3).all(|d| {
-            coords[d] >= -(w.pad_begin[d] as isize)
-                && coords[d] < (w.input[d] + w.pad_end[d]) as isize
-        })
     }
 }

@@ -1,6 +1,8 @@
 //! Sliding-window geometry over up to three spatial dims, shared by convolution and
 //! pooling. 1-D and 2-D windows are stored as 3-D ones with leading dims of size 1.
 
+use std::ops::Range;
+
 /// A window's sizes per spatial dim, outermost first, always three of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Window {
@@ -142,6 +144,36 @@ impl Window {
     #[inline(always)]
     pub(crate) fn coord(&self, dim: usize, o: usize, k: usize) -> isize {
         (o * self.stride[dim] + k * self.dilation[dim]) as isize - self.pad_begin[dim] as isize
+    }
+
+    /// The taps of output `o` along `dim` whose coordinates lie in `lo..hi`.
+    pub(crate) fn taps_within(&self, dim: usize, o: usize, lo: isize, hi: isize) -> Range<usize> {
+        let base = self.coord(dim, o, 0);
+        let d = self.dilation[dim] as isize;
+        let k = self.kernel[dim];
+        let first = if lo > base {
+            ((lo - base + d - 1) / d) as usize
+        } else {
+            0
+        };
+        let end = if hi > base {
+            ((hi - base + d - 1) / d) as usize
+        } else {
+            0
+        };
+        first.min(k)..end.min(k).max(first.min(k))
+    }
+
+    /// The taps of output `o` along `dim` that read the input (not padding).
+    pub(crate) fn valid_taps(&self, dim: usize, o: usize) -> Range<usize> {
+        self.taps_within(dim, o, 0, self.input[dim] as isize)
+    }
+
+    /// How many taps of output `o` along `dim` lie inside the input or its padding.
+    pub(crate) fn padded_taps(&self, dim: usize, o: usize) -> usize {
+        let lo = -(self.pad_begin[dim] as isize);
+        let hi = (self.input[dim] + self.pad_end[dim]) as isize;
+        self.taps_within(dim, o, lo, hi).len()
     }
 
     /// The input coordinate along `dim` of tap `k` of output `o`, or `None` in padding.
