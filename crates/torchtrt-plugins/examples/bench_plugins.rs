@@ -14,103 +14,13 @@
 //! one JSON object per line (a case whose plugin cannot be created is a line with
 //! `"skipped"`).
 
+#[path = "../benches/common/cases.rs"]
+mod cases;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use torchtrt_plugin_api::{
-    CpuLaunch, DType, FieldCollection, HostTensor, HostTensorMut, Launch, Plugin, TensorDesc,
-    const_shape, create_plugin, numel, shape_values,
-};
-
-/// One row of the benchmark table.
-struct Case {
-    name: &'static str,
-    plugin: &'static str,
-    fields: FieldCollection,
-    shape: Vec<i64>,
-}
-
-fn cases() -> Vec<Case> {
-    let big = vec![8, 64, 64, 64];
-    let interp = |mode: &str, size: [i64; 2]| {
-        FieldCollection::new()
-            .with("mode", mode)
-            .with("out_size", size.to_vec())
-            .with("align_corners", 0i32)
-            .with("use_scales", 0i32)
-    };
-    let channels: Vec<f32> = (0..64).map(|c| 0.5 + c as f32 / 64.0).collect();
-    let shifts: Vec<f32> = (0..64).map(|c| c as f32 / 32.0 - 1.0).collect();
-    vec![
-        Case {
-            name: "resize_linear_x2",
-            plugin: "Interpolate",
-            fields: interp("bilinear", [128, 128]),
-            shape: big.clone(),
-        },
-        Case {
-            name: "resize_linear_align_corners_x2",
-            plugin: "Interpolate",
-            fields: interp("bilinear", [128, 128]).with("align_corners", 1i32),
-            shape: big.clone(),
-        },
-        Case {
-            name: "resize_nearest_x2",
-            plugin: "Interpolate",
-            fields: interp("nearest", [128, 128]),
-            shape: big.clone(),
-        },
-        Case {
-            name: "lp_normalization_p2_axis1",
-            plugin: "NormalizePlugin",
-            fields: FieldCollection::new()
-                .with("order", 2.0f32)
-                .with("axes", vec![1i32])
-                .with("mode", "normalize"),
-            shape: big.clone(),
-        },
-        Case {
-            name: "instance_normalization",
-            plugin: "InstanceNormalization_TRT",
-            fields: FieldCollection::new()
-                .with("epsilon", 1e-5f32)
-                .with("scales", channels)
-                .with("bias", shifts),
-            shape: big.clone(),
-        },
-        Case {
-            name: "gelu_erf",
-            plugin: "CustomGeluPluginDynamic",
-            fields: FieldCollection::new().with("approximate", "none"),
-            shape: big.clone(),
-        },
-        Case {
-            name: "gelu_tanh",
-            plugin: "CustomGeluPluginDynamic",
-            fields: FieldCollection::new().with("approximate", "tanh"),
-            shape: big.clone(),
-        },
-        Case {
-            name: "global_max_pool",
-            plugin: "Interpolate",
-            fields: interp("adaptive_max_pool2d", [1, 1]),
-            shape: big.clone(),
-        },
-        Case {
-            name: "adaptive_max_pool_64_to_32",
-            plugin: "Interpolate",
-            fields: interp("adaptive_max_pool2d", [32, 32]),
-            shape: big,
-        },
-        Case {
-            name: "adaptive_max_pool_30x45_to_7x7",
-            plugin: "Interpolate",
-            fields: interp("adaptive_max_pool2d", [7, 7]),
-            shape: vec![8, 64, 30, 45],
-        },
-    ]
-}
 
 /// Command-line options.
 struct Options {
@@ -147,19 +57,6 @@ fn parse_args() -> Result<Options, String> {
 
 fn parse_count(s: &str) -> Result<usize, String> {
     s.parse().map_err(|_| format!("`{s}` is not a count"))
-}
-
-/// Deterministic values in `[-3, 3)`.
-fn random_values(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 * 6.0 - 3.0
-        })
-        .collect()
 }
 
 fn median_ms(
@@ -199,59 +96,17 @@ struct Timing {
     par_copy: Stats,
 }
 
-fn run_case(case: &Case, o: &Options, pool: &rayon::ThreadPool) -> Result<Timing, String> {
-    let creator = torchtrt_plugins::register::creators()
-        .into_iter()
-        .find(|c| c.key().name == case.plugin)
-        .ok_or_else(|| format!("no built-in plugin `{}`", case.plugin))?;
-    let mut plugin: Box<dyn Plugin> =
-        create_plugin(creator.as_ref(), case.name, &case.fields).map_err(|e| e.to_string())?;
-    let out = plugin
-        .output_shapes(&[const_shape(&case.shape)])
-        .map_err(|e| e.to_string())?;
-    let out_shape = out
-        .first()
-        .and_then(|s| shape_values(s))
-        .ok_or("output shape is not constant")?;
-    let in_desc = TensorDesc::new(DType::F32, case.shape.clone());
-    let out_desc = TensorDesc::new(DType::F32, out_shape.clone());
-    plugin
-        .configure(
-            std::slice::from_ref(&in_desc),
-            std::slice::from_ref(&out_desc),
-        )
-        .map_err(|e| e.to_string())?;
-    let n_in = numel(&case.shape).ok_or("bad input shape")?;
-    let n_out = numel(&out_shape).ok_or("bad output shape")?;
-    let x = random_values(n_in, 0x9e37_79b9_7f4a_7c15);
-    let mut y = vec![0f32; n_out];
-    let ours = median_ms(o.iters, o.warmup, || {
-        let inputs = [HostTensor {
-            desc: in_desc.clone(),
-            data: bytemuck::cast_slice(&x),
-        }];
-        let mut outputs = [HostTensorMut {
-            desc: out_desc.clone(),
-            data: bytemuck::cast_slice_mut(&mut y),
-        }];
-        plugin
-            .enqueue(Launch::Cpu(CpuLaunch {
-                inputs: &inputs,
-                outputs: &mut outputs,
-                workspace: &mut [],
-                threads: o.threads,
-            }))
-            .map_err(|e| e.to_string())
-    })?;
-    let copy_len = (n_in + n_out) / 2;
-    let src = random_values(copy_len, 7);
-    let mut dst = vec![0f32; copy_len];
-    let chunk = copy_len.div_ceil(o.threads.max(1) * 4).max(8192);
+fn run_case(case: &cases::Case, o: &Options, pool: &rayon::ThreadPool) -> Result<Timing, String> {
+    let mut prepared = cases::Prepared::new(case)?;
+    let ours = median_ms(o.iters, o.warmup, || prepared.run(o.threads))?;
+    let (bytes_in, bytes_out) = prepared.bytes();
+    let src = cases::random_values((bytes_in + bytes_out) / 8, 7);
+    let mut dst = vec![0f32; src.len()];
     let copy = median_ms(o.iters, o.warmup, || {
-        dst.copy_from_slice(&src);
-        std::hint::black_box(&mut dst);
+        dst.copy_from_slice(std::hint::black_box(&src));
         Ok(())
     })?;
+    let chunk = src.len().div_ceil(o.threads.max(1) * 4).max(8192);
     let par_copy = median_ms(o.iters, o.warmup, || {
         pool.install(|| {
             dst.par_chunks_mut(chunk)
@@ -261,9 +116,9 @@ fn run_case(case: &Case, o: &Options, pool: &rayon::ThreadPool) -> Result<Timing
         Ok(())
     })?;
     Ok(Timing {
-        out_shape,
-        bytes_in: n_in * 4,
-        bytes_out: n_out * 4,
+        out_shape: prepared.out_shape().to_vec(),
+        bytes_in,
+        bytes_out,
         ours,
         copy,
         par_copy,
@@ -299,7 +154,7 @@ fn main() -> ExitCode {
             "case", "ours ms", "ours min", "copy ms", "copy min", "par copy", "fraction"
         );
     }
-    for case in cases() {
+    for case in cases::cases() {
         if o.filter.as_deref().is_some_and(|f| !case.name.contains(f)) {
             continue;
         }

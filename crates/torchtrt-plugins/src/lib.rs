@@ -30,17 +30,14 @@ mod support;
 /// The provider name the creators are registered under: `torchtrt_plugins <version>`.
 pub const PROVIDER: &str = concat!("torchtrt_plugins ", env!("CARGO_PKG_VERSION"));
 
-/// Registers every built-in creator with `registrar`, exactly once per process. Later and
-/// concurrent calls wait for the first to finish and return its result without registering
-/// anything again.
+/// Registers every built-in creator with `registrar` in one batch
+/// ([`Registrar::register_creators`], all or none where the registry supports it), exactly
+/// once per process. Later and concurrent calls wait for the first to finish and return its
+/// result without registering anything again.
 pub fn init(registrar: &dyn Registrar) -> PluginResult<()> {
     static DONE: OnceLock<PluginResult<()>> = OnceLock::new();
-    DONE.get_or_init(|| {
-        register::creators()
-            .into_iter()
-            .try_for_each(|c| registrar.register_creator(c, PROVIDER))
-    })
-    .clone()
+    DONE.get_or_init(|| registrar.register_creators(register::creators(), PROVIDER))
+        .clone()
 }
 
 torchtrt_plugin_api::export_plugins!(provider = PROVIDER, creators = register::creators);
