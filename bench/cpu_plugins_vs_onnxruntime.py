@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Times torchtrt's built-in CPU plugins against onnxruntime's equivalent single-node models
+and against a plain memory copy of the same bytes, in one run, and prints a table.
+
+    python bench/cpu_plugins_vs_onnxruntime.py [--iters 50] [--warmup 10] [--threads 2]
+        [--skip-build] [--markdown]
+
+Needs `pip install onnx onnxruntime numpy`. Our side is
+`cargo run --release -p torchtrt-plugins --example bench_plugins -- --json`; onnxruntime runs
+each model with `intra_op_num_threads = --threads` and preallocated, bound outputs. The copy
+is one memcpy of (input + output bytes) / 2 between preallocated buffers, measured by the
+example in the same run; a fraction is copy_ms / ms (1.0 = as fast as copying the bytes).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIG = [8, 64, 64, 64]
+
+
+def resize(coord, mode, nearest_mode=None):
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord}
+    if nearest_mode:
+        attrs["nearest_mode"] = nearest_mode
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)
+    sizes = numpy_helper.from_array(np.array([8, 64, 128, 128], np.int64), "sizes")
+    return [node], [sizes], BIG, ""
+
+
+def single(op, shape=BIG, inits=(), inputs=("x",), note="", **attrs):
+    return [helper.make_node(op, list(inputs), ["y"], **attrs)], list(inits), shape, note
+
+
+def instance_norm():
+    c = np.arange(64, dtype=np.float32)
+    scale = numpy_helper.from_array(0.5 + c / 64.0, "scale")
+    bias = numpy_helper.from_array(c / 32.0 - 1.0, "bias")
+    return single("InstanceNormalization", inits=(scale, bias), inputs=("x", "scale", "bias"),
+                  epsilon=1e-5)
+
+
+# Our case name -> the equivalent onnxruntime model (nodes, initializers, input shape, note).
+ORT_CASES = {
+    "resize_linear_x2": resize("half_pixel", "linear"),
+    "resize_linear_align_corners_x2": resize("align_corners", "linear"),
+    "resize_nearest_x2": resize("asymmetric", "nearest", "floor"),
+    "lp_normalization_p2_axis1": single("LpNormalization", axis=1, p=2),
+    "instance_normalization": instance_norm(),
+    "gelu_erf": single("Gelu"),
+    "gelu_tanh": single("Gelu", approximate="tanh"),
+    "global_max_pool": single("GlobalMaxPool"),
+    "adaptive_max_pool_64_to_32": single("MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+    "adaptive_max_pool_30x45_to_7x7": single(
+        "MaxPool", shape=[8, 64, 30, 45], kernel_shape=[6, 8], strides=[4, 6],
+        note="ORT has no adaptive pooling: MaxPool k(6,8) s(4,6), same output, similar windows"),
+}
+
+
+def ort_ms(nodes, inits, shape, threads, iters, warmup):
+    graph = helper.make_graph(
+        nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).uniform(-3, 3, shape).astype(np.float32)
+    y = sess.run(None, {"x": x})[0]
+    out = np.empty_like(y)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_output("y", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+    for _ in range(warmup):
+        sess.run_with_iobinding(binding)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        sess.run_with_iobinding(binding)
+        times.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(times))
+
+
+def ours(args):
+    exe = os.path.join(ROOT, "target", "release", "examples", "bench_plugins")
+    if not args.skip_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchtrt-plugins",
+                        "--example", "bench_plugins"], cwd=ROOT, check=True)
+    out = subprocess.run([exe, "--json", "--iters", str(args.iters), "--warmup",
+                          str(args.warmup), "--threads", str(args.threads)],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def fmt(v, spec):
+    return "n/a" if v is None else format(v, spec)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--skip-build", action="store_true")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = p.parse_args()
+
+    rows, notes = [], []
+    for r in ours(args):
+        case = r["case"]
+        nodes, inits, shape, note = ORT_CASES[case]
+        ort_t = ort_ms(nodes, inits, shape, args.threads, args.iters, args.warmup)
+        if note:
+            notes.append(f"{case}: {note}")
+        if "skipped" in r:
+            notes.append(f"{case}: ours skipped ({r['skipped']})")
+            rows.append((case, None, ort_t, None, None, None))
+            continue
+        copy = r["copy_ms"]
+        rows.append((case, r["ours_ms"], ort_t, copy, copy / r["ours_ms"], copy / ort_t))
+
+    header = ("case", "ours ms", "ORT ms", "copy ms", "ours/copy", "ORT/copy", "ORT/ours")
+    lines = []
+    for case, o, t, c, fo, ft in rows:
+        speed = None if o is None else t / o
+        lines.append((case, fmt(o, ".3f"), fmt(t, ".3f"), fmt(c, ".3f"), fmt(fo, ".2f"),
+                      fmt(ft, ".2f"), fmt(speed, ".2f")))
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        print(f"{header[0]:<32}" + "".join(f"{h:>11}" for h in header[1:]))
+        for line in lines:
+            print(f"{line[0]:<32}" + "".join(f"{v:>11}" for v in line[1:]))
+    print(f"\nthreads {args.threads}, median of {args.iters} after {args.warmup} warm-up runs; "
+          f"onnxruntime {ort.__version__}; fractions are copy ms / ms.")
+    for n in notes:
+        print(f"- {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
