@@ -89,7 +89,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real {
-    ($t:ident, $erf:path, $erfc:path) => {
+    ($t:ident) => {
         impl Real for $t {
             const ZERO: $t = 0.0;
             const ONE: $t = 1.0;
@@ -102,11 +102,11 @@ macro_rules! real {
             }
             #[inline(always)]
             fn erf(self) -> $t {
-                $erf(self)
+                math::erf(self)
             }
             #[inline(always)]
             fn erfc(self) -> $t {
-                $erfc(self)
+                math::erfc(self)
             }
             #[inline(always)]
             fn is_nan(self) -> bool {
@@ -133,8 +133,36 @@ macro_rules! real {
         )*
     };
 }
-real!(f32, math::erf_f32, math::erfc_f32);
-real!(f64, math::erf_f64, math::erfc_f64);
+real!(f32);
+real!(f64);
+
+/// `Σ x` with eight independent partial sums, so the loop vectorises.
+pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {
+    let mut lanes = [C::ZERO; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, &v) in lanes.iter_mut().zip(chunk) {
+            *l = *l + v;
+        }
+    }
+    let head = lanes.iter().fold(C::ZERO, |a, &l| a + l);
+    tail.iter().fold(head, |a, &v| a + v)
+}
+
+/// The largest element (−∞ for none; NaNs are skipped), with eight independent lanes.
+pub(crate) fn lane_max<C: Real>(x: &[C]) -> C {
+    let mut lanes = [C::NEG_INFINITY; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, &v) in lanes.iter_mut().zip(chunk) {
+            *l = if v > *l { v } else { *l };
+        }
+    }
+    let all = lanes.iter().chain(tail);
+    all.fold(C::NEG_INFINITY, |a, &v| if v > a { v } else { a })
+}
 
 /// A floating-point storage type and the [`Real`] type it is computed in.
 pub(crate) trait FloatElem: Element {

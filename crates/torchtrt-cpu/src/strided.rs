@@ -73,6 +73,11 @@ impl<const K: usize> Strided<K> {
         }
     }
 
+    /// Dims and strides after merging.
+    pub(crate) fn dims(&self) -> (&[usize], &[[isize; K]], [isize; K]) {
+        (&self.dims, &self.strides, self.base)
+    }
+
     /// The strides of the innermost dim.
     pub(crate) fn inner_strides(&self) -> [isize; K] {
         self.strides.last().copied().unwrap_or([1; K])

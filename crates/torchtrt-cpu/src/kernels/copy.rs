@@ -1,7 +1,12 @@
 //! Element moves shared by the data-movement kernels.
 
-use crate::parallel::for_each_chunk;
+use rayon::prelude::*;
+
+use crate::parallel::{MIN_TASK, for_each_chunk};
 use crate::strided::Strided;
+
+/// Side of the square tiles of a blocked transpose.
+const TILE: usize = 16;
 
 /// Copies `src` into `dst` (equal lengths), in parallel for large buffers.
 pub(super) fn copy_parallel<W: Copy + Send + Sync>(src: &[W], dst: &mut [W]) {
@@ -12,6 +17,13 @@ pub(super) fn copy_parallel<W: Copy + Send + Sync>(src: &[W], dst: &mut [W]) {
 
 /// Fills the dense `dst` with `src` read along `walk`.
 pub(super) fn strided_copy<W: Copy + Send + Sync>(walk: &Strided<1>, src: &[W], dst: &mut [W]) {
+    if dst.is_empty() {
+        return;
+    }
+    if let Some(t) = Transposes::of(walk) {
+        t.copy(src, dst);
+        return;
+    }
     let [step] = walk.inner_strides();
     for_each_chunk(dst, |start, chunk| {
         walk.for_each_run(start, start + chunk.len(), |o, [at], len| {
@@ -25,4 +37,72 @@ pub(super) fn strided_copy<W: Copy + Send + Sync>(walk: &Strided<1>, src: &[W], 
             }
         });
     });
+}
+
+/// A walk that is a batch of 2-D transposes: output `[batch…, rows, cols]` where element
+/// `(b, r, c)` reads `src[batch[b] + r + c · col_stride]`. Done in square tiles so reads
+/// and writes both stay in cache.
+struct Transposes {
+    batch: Vec<usize>,
+    rows: usize,
+    cols: usize,
+    col_stride: usize,
+}
+
+impl Transposes {
+    fn of(walk: &Strided<1>) -> Option<Transposes> {
+        let (dims, strides, [base]) = walk.dims();
+        let r = dims.len();
+        if r < 2 || strides[r - 2][0] != 1 || strides[r - 1][0] <= 1 || dims[r - 2] < TILE {
+            return None;
+        }
+        let mut batch = vec![base as usize];
+        for (&d, &[s]) in dims[..r - 2].iter().zip(strides) {
+            batch = batch
+                .iter()
+                .flat_map(|&b| (0..d).map(move |i| (b as isize + i as isize * s) as usize))
+                .collect();
+        }
+        Some(Transposes {
+            batch,
+            rows: dims[r - 2],
+            cols: dims[r - 1],
+            col_stride: strides[r - 1][0] as usize,
+        })
+    }
+
+    fn copy<W: Copy + Send + Sync>(&self, src: &[W], dst: &mut [W]) {
+        let total_rows = self.batch.len() * self.rows;
+        let threads = rayon::current_num_threads();
+        let band = (MIN_TASK / self.cols.max(1))
+            .max(total_rows.div_ceil(threads * 4))
+            .next_multiple_of(TILE);
+        let work = |(i, out): (usize, &mut [W])| self.band(src, i * band, out);
+        if total_rows <= band || threads == 1 {
+            work((0, dst));
+        } else {
+            dst.par_chunks_mut(band * self.cols)
+                .enumerate()
+                .for_each(work);
+        }
+    }
+
+    /// Writes the output rows from global row `first` on into `out`.
+    fn band<W: Copy>(&self, src: &[W], first: usize, out: &mut [W]) {
+        let rows = out.len() / self.cols;
+        let origin = |g: usize| self.batch[g / self.rows] + g % self.rows;
+        for r0 in (0..rows).step_by(TILE) {
+            let r1 = (r0 + TILE).min(rows);
+            for c0 in (0..self.cols).step_by(TILE) {
+                let c1 = (c0 + TILE).min(self.cols);
+                for r in r0..r1 {
+                    let at = origin(first + r);
+                    let line = &mut out[r * self.cols + c0..r * self.cols + c1];
+                    for (c, v) in (c0..c1).zip(line) {
+                        *v = src[at + c * self.col_stride];
+                    }
+                }
+            }
+        }
+    }
 }

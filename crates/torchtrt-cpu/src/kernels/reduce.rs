@@ -7,7 +7,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 use super::reduce_int::reduce_int;
 use crate::dispatch::{with_float, with_int};
 use crate::parallel::for_each_row;
-use crate::scalar::{FloatElem, Real};
+use crate::scalar::{FloatElem, Real, lane_sum};
 use crate::tensor_access::{
     check_arity, check_dtype, check_output, contiguous_strides, elems, elems_mut,
 };
@@ -144,7 +144,7 @@ fn reduce_real<C: Real>(plan: &ReducePlan, op: ReduceOp, x: &[C], out: &mut [C])
             let base = plan.outer[o];
             if inner == 1 {
                 dst[0] = if contiguous {
-                    fold(op, x[base..base + count].iter().copied(), count)
+                    fold_slice(op, &x[base..base + count])
                 } else {
                     fold(op, plan.reduced.iter().map(|&r| x[base + r]), count)
                 };
@@ -171,6 +171,15 @@ fn fold<C: Real>(op: ReduceOp, values: impl Iterator<Item = C> + Clone, count: u
             let m = values.clone().fold(C::NEG_INFINITY, max_nan);
             log_sum_exp(m, values.fold(C::ZERO, |a, v| a + (v - m).exp()))
         }
+    }
+}
+
+/// [`fold`] of consecutive values, the sums with independent lanes.
+fn fold_slice<C: Real>(op: ReduceOp, x: &[C]) -> C {
+    match op {
+        ReduceOp::Sum => lane_sum(x),
+        ReduceOp::Mean => lane_sum(x) / C::from_f64(x.len() as f64),
+        _ => fold(op, x.iter().copied(), x.len()),
     }
 }
 

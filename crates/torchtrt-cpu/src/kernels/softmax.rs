@@ -6,7 +6,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use crate::dispatch::with_float;
 use crate::parallel::for_each_row;
-use crate::scalar::{FloatElem, Real};
+use crate::scalar::{FloatElem, Real, lane_max, lane_sum};
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
 const WHAT: &str = "Softmax";
@@ -69,14 +69,11 @@ fn softmax<C: Real>(x: &[C], out: &mut [C], len: usize, inner: usize, log: bool)
 
 /// Softmax of one contiguous row.
 fn softmax_row<C: Real>(src: &[C], dst: &mut [C], log: bool) {
-    let m = src
-        .iter()
-        .fold(C::NEG_INFINITY, |a, &v| if v > a { v } else { a });
-    let mut sum = C::ZERO;
+    let m = lane_max(src);
     for (d, &v) in dst.iter_mut().zip(src) {
         *d = (v - m).exp();
-        sum = sum + *d;
     }
+    let sum = lane_sum(dst);
     if log {
         let shift = m + sum.ln();
         for (d, &v) in dst.iter_mut().zip(src) {

@@ -30,3 +30,26 @@ fn large_matrix_transpose() {
     let got = run(Transpose { perm: vec![1, 0] }, &[&x]).unwrap();
     check(&got, &transpose(&nd(&x), &[1, 0]), Tol::of(DType::I64)).unwrap();
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Shapes big enough for the tiled path (batched 2-D transposes), every element width.
+    #[test]
+    fn tiled_transposes(
+        dims in prop::collection::vec(1usize..40, 3..=4),
+        perm_pick: u64,
+        dtype in select(vec![DType::F32, DType::F16, DType::I8, DType::I64]),
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let x = random(dtype, &dims, &mut rng, -100.0, 100.0);
+        let perms: Vec<Vec<usize>> = match dims.len() {
+            3 => vec![vec![0, 2, 1], vec![2, 1, 0], vec![1, 2, 0], vec![2, 0, 1]],
+            _ => vec![vec![0, 2, 3, 1], vec![0, 3, 1, 2], vec![0, 1, 3, 2], vec![3, 2, 1, 0]],
+        };
+        let perm = perms[(perm_pick % perms.len() as u64) as usize].clone();
+        let got = run(Transpose { perm: perm.clone() }, &[&x])?;
+        check(&got, &transpose(&nd(&x), &perm), Tol::of(DType::I64))?;
+    }
+}
