@@ -25,6 +25,10 @@ pub(crate) fn try_fold(
     if matches!(kind, LayerKind::Constant(_)) || !kind.op().foldable() {
         return Ok(false);
     }
+    if let Some(values) = kind.op().eval_from_shapes(&work.infer_inputs(inputs)) {
+        emit_constants(work, layer, types, values);
+        return Ok(true);
+    }
     if inputs
         .iter()
         .any(|t| work.tensors[t.index()].value.is_none())
@@ -64,8 +68,14 @@ pub(crate) fn try_fold(
             layer: layer.name.clone(),
             message: format!("while folding constants: {message}"),
         })?;
-    let many = outs.len() > 1;
-    for (i, (value, ty)) in outs.into_iter().zip(types).enumerate() {
+    emit_constants(work, layer, types, outs);
+    Ok(true)
+}
+
+/// Replaces `layer` by one constant layer per output.
+fn emit_constants(work: &mut Work, layer: &Layer, types: &[TypeShape], values: Vec<Tensor>) {
+    let many = values.len() > 1;
+    for (i, (value, ty)) in values.into_iter().zip(types).enumerate() {
         let name = if many {
             format!("{}:{i}", layer.name)
         } else {
@@ -82,5 +92,4 @@ pub(crate) fn try_fold(
             torchtrt_plugin_api::DeviceKind::Cpu,
         );
     }
-    Ok(true)
 }

@@ -99,11 +99,12 @@ impl Work {
     ) -> Result<Vec<TypeShape>> {
         let op = kind.op();
         let ins = self.infer_inputs(inputs);
-        let outs = op.infer(&ins).map_err(|message| Error::Layer {
+        let mut outs = op.infer(&ins).map_err(|message| Error::Layer {
             layer: name.to_string(),
             kind: op.kind(),
             message,
         })?;
+        crate::layers::name_unknown_dims(name, &mut outs);
         Ok(outs)
     }
 

@@ -152,11 +152,12 @@ pub(crate) fn infer_plan(plan: &EnginePlan) -> Result<Vec<TypeShape>> {
                 })
             })
             .collect::<Result<_>>()?;
-        let outs = op.infer(&ins).map_err(|message| Error::Layer {
+        let mut outs = op.infer(&ins).map_err(|message| Error::Layer {
             layer: layer.name.clone(),
             kind: op.kind(),
             message,
         })?;
+        crate::layers::name_unknown_dims(&layer.name, &mut outs);
         if outs.len() != layer.outputs.len() {
             return Err(bad(format!(
                 "layer `{}` has the wrong number of outputs",

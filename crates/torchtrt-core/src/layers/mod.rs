@@ -71,6 +71,29 @@ impl TypeShape {
     }
 }
 
+/// The name a shape rule gives a dimension it cannot know at build time, because it depends
+/// on the value of an input that is only computed at run time. The builder renames each such
+/// dimension to a unique symbol; at run time every value is known and shapes are concrete.
+pub const UNKNOWN_DIM: &str = "?";
+
+/// A dimension known only at run time (see [`UNKNOWN_DIM`]).
+pub fn unknown_dim() -> DimExpr {
+    DimExpr::sym(UNKNOWN_DIM)
+}
+
+/// Renames every [`UNKNOWN_DIM`] in `outputs` to a symbol unique to this layer, output and
+/// dimension (`layer#0.2`).
+pub(crate) fn name_unknown_dims(layer: &str, outputs: &mut [TypeShape]) {
+    for (o, ty) in outputs.iter_mut().enumerate() {
+        for (d, dim) in ty.shape.iter_mut().enumerate() {
+            if dim.symbols().iter().any(|s| &**s == UNKNOWN_DIM) {
+                let name = format!("{layer}#{o}.{d}");
+                *dim = dim.substitute(&|s| (s == UNKNOWN_DIM).then(|| DimExpr::sym(&name)));
+            }
+        }
+    }
+}
+
 /// The contract every layer kind fulfils: its name, how many inputs it takes, and its
 /// shape/dtype rule. Errors are plain messages; the builder adds the layer's name and kind.
 pub trait LayerOp {
@@ -89,7 +112,8 @@ pub trait LayerOp {
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String>;
 
     /// Indices of inputs whose *values* (not only shapes) `infer` needs, e.g. a reshape's
-    /// shape tensor.
+    /// shape tensor. When such a value is unknown at build time, `infer` returns
+    /// [`unknown_dim`]s for what depends on it.
     fn value_inputs(&self) -> &'static [usize] {
         &[]
     }
@@ -97,6 +121,12 @@ pub trait LayerOp {
     /// Whether the layer may be evaluated at build time when all inputs are constant.
     fn foldable(&self) -> bool {
         true
+    }
+
+    /// The outputs, when they follow from the inputs' dtypes and shapes alone (`Shape`,
+    /// `Size`) and those are known; lets the builder fold such layers without input values.
+    fn eval_from_shapes(&self, _inputs: &[InferInput<'_>]) -> Option<Vec<Tensor>> {
+        None
     }
 }
 

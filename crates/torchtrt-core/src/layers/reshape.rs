@@ -92,7 +92,16 @@ impl LayerOp for Reshape {
         let dims = match inputs.get(1) {
             None => self.dims.clone(),
             Some(s) => {
-                let v = s.value.ok_or("the shape input of Reshape must be known")?;
+                let Some(v) = s.value else {
+                    let rank = match s.shape {
+                        [n] => n
+                            .as_const()
+                            .ok_or("the shape input of Reshape needs a known length")?,
+                        _ => return Err("the shape input must be 1-D".into()),
+                    };
+                    let shape = (0..rank).map(|_| super::unknown_dim()).collect();
+                    return Ok(vec![TypeShape::new(x.dtype, shape)]);
+                };
                 if v.rank() != 1 {
                     return Err(format!("the shape input must be 1-D, got {v}"));
                 }
