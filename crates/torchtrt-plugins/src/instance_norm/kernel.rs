@@ -10,6 +10,9 @@ use crate::kernels::{Float, par};
 const LANES: usize = 32;
 /// Elements summed in f32 before flushing into f64.
 const FLUSH: usize = 1024;
+/// Elements per step of the apply pass, which walks a plane backwards so that it starts
+/// with what the statistics pass left in cache.
+const APPLY_CHUNK: usize = 4096;
 
 /// What the kernel applies after normalising.
 pub(crate) struct Params<'a> {
@@ -44,7 +47,9 @@ pub(crate) fn instance_norm<T: Float>(x: &[T], y: &mut [T], plane: usize, p: &Pa
                     let shift = x[0].to_f32();
                     let (sum, sq) = stats(x, shift);
                     let (mean, scale) = normalizer((sum, sq, shift), plane, c, p);
-                    apply(x, y, mean, scale, p.bias[c], p.leaky_slope);
+                    for (y, x) in y.chunks_mut(APPLY_CHUNK).zip(x.chunks(APPLY_CHUNK)).rev() {
+                        apply(x, y, mean, scale, p.bias[c], p.leaky_slope);
+                    }
                 }
             });
     } else {

@@ -274,7 +274,7 @@ fn normalize_cols<T: Float, R: Reduce>(
                 for (y, x) in y.chunks_mut(slab).zip(x.chunks(slab)) {
                     col_acc(x, inner, r, red, &mut inv);
                     inv.iter_mut().for_each(|a| *a = inverse(red, *a, eps));
-                    for (y, x) in y.chunks_mut(inner).zip(x.chunks(inner)) {
+                    for (y, x) in y.chunks_mut(inner).zip(x.chunks(inner)).rev() {
                         scale_each(x, y, &inv);
                     }
                 }
@@ -299,7 +299,7 @@ fn normalize_cols<T: Float, R: Reduce>(
         let mut inv = vec![0f32; width];
         col_acc(&x[start..], inner, r, red, &mut inv);
         inv.iter_mut().for_each(|a| *a = inverse(red, *a, eps));
-        for (i, seg) in segs.iter_mut().enumerate() {
+        for (i, seg) in segs.iter_mut().enumerate().rev() {
             scale_each(&x[start + i * inner..start + i * inner + width], seg, &inv);
         }
     });
