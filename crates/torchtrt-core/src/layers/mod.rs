@@ -3,31 +3,47 @@
 //! [`layer_kinds!`] (and a kernel per backend).
 
 mod activation;
+mod arg_reduce;
 mod cast;
 mod concat;
 mod constant;
 mod convolution;
+mod cum_sum;
+mod deconvolution;
+mod depth_to_space;
+mod einsum;
 mod elementwise;
 mod gather;
 mod matmul;
+mod normalization;
 mod plugin;
 mod pooling;
 mod reduce;
 mod reshape;
+mod scalar_input;
 mod shape_util;
 mod slice;
 mod softmax;
+mod space_to_depth;
+mod top_k;
 mod transpose;
+mod trilu;
 mod unary;
 
 pub use activation::{Activation, ActivationKind};
+pub use arg_reduce::ArgReduce;
 pub use cast::Cast;
 pub use concat::Concat;
 pub use constant::Constant;
 pub use convolution::Convolution;
+pub use cum_sum::CumSum;
+pub use deconvolution::Deconvolution;
+pub use depth_to_space::{DepthToSpace, DepthToSpaceMode};
+pub use einsum::{Einsum, EinsumPlan};
 pub use elementwise::{Elementwise, ElementwiseOp};
 pub use gather::Gather;
 pub use matmul::MatMul;
+pub use normalization::Normalization;
 pub use plugin::PluginLayer;
 pub use pooling::{PoolKind, Pooling};
 pub use reduce::{Reduce, ReduceOp};
@@ -35,7 +51,10 @@ pub use reshape::Reshape;
 pub use shape_util::{broadcast_shapes, normalize_axis};
 pub use slice::Slice;
 pub use softmax::Softmax;
+pub use space_to_depth::SpaceToDepth;
+pub use top_k::TopK;
 pub use transpose::Transpose;
+pub use trilu::Trilu;
 pub use unary::{Unary, UnaryOp};
 
 use serde::{Deserialize, Serialize};
@@ -83,7 +102,7 @@ pub fn unknown_dim() -> DimExpr {
 
 /// Renames every [`UNKNOWN_DIM`] in `outputs` to a symbol unique to this layer, output and
 /// dimension (`layer#0.2`).
-pub(crate) fn name_unknown_dims(layer: &str, outputs: &mut [TypeShape]) {
+pub fn name_unknown_dims(layer: &str, outputs: &mut [TypeShape]) {
     for (o, ty) in outputs.iter_mut().enumerate() {
         for (d, dim) in ty.shape.iter_mut().enumerate() {
             if dim.symbols().iter().any(|s| &**s == UNKNOWN_DIM) {
@@ -176,6 +195,15 @@ layer_kinds! {
     Gather(Gather),
     Cast(Cast),
     Plugin(PluginLayer),
+    Deconvolution(Deconvolution),
+    Normalization(Normalization),
+    ArgReduce(ArgReduce),
+    CumSum(CumSum),
+    TopK(TopK),
+    DepthToSpace(DepthToSpace),
+    SpaceToDepth(SpaceToDepth),
+    Trilu(Trilu),
+    Einsum(Einsum),
 }
 
 fn require_float(what: &str, dtype: DType) -> Result<(), String> {
