@@ -84,15 +84,17 @@ fn creator() -> InterpolateCreator {
     InterpolateCreator
 }
 
-/// Creates, shapes, configures and runs a plugin; returns the output shape, the input as
-/// the dtype rounded it, and the output.
+/// What one run gives: the output shape, the input as the dtype rounded it, the output.
+type Ran = (Vec<usize>, Vec<f64>, Vec<f64>);
+
+/// Creates, shapes, configures and runs a plugin.
 fn run(
     fields: &FieldCollection,
     dtype: DType,
     shape: &[usize],
     data: &[f32],
     threads: usize,
-) -> Result<(Vec<usize>, Vec<f64>, Vec<f64>), PluginError> {
+) -> Result<Ran, PluginError> {
     let mut plugin = create_plugin(&creator(), "interp", fields)?;
     run_plugin(plugin.as_mut(), dtype, shape, data, threads)
 }
@@ -103,7 +105,7 @@ fn run_plugin(
     shape: &[usize],
     data: &[f32],
     threads: usize,
-) -> Result<(Vec<usize>, Vec<f64>, Vec<f64>), PluginError> {
+) -> Result<Ran, PluginError> {
     let in_shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     let exprs: Vec<DimExpr> = in_shape.iter().map(|&d| DimExpr::Const(d)).collect();
     let out_exprs = plugin.output_shapes(&[exprs])?;
@@ -114,7 +116,10 @@ fn run_plugin(
     assert_eq!(plugin.output_dtypes(&[dtype])?, vec![dtype]);
     let in_desc = TensorDesc::new(dtype, in_shape.clone());
     let out_desc = TensorDesc::new(dtype, out_shape.clone());
-    plugin.configure(&[in_desc.clone()], &[out_desc.clone()])?;
+    plugin.configure(
+        std::slice::from_ref(&in_desc),
+        std::slice::from_ref(&out_desc),
+    )?;
     let input = Buf::from_f32(dtype, data);
     let out_len: usize = out_shape.iter().map(|&d| d as usize).product();
     let mut output = Buf::zeros(dtype, out_len);
@@ -682,7 +687,10 @@ fn shape_and_launch_errors() {
     let good_out = TensorDesc::new(DType::F32, vec![1, 2, 4, 4]);
     assert!(
         plugin
-            .configure(&[good_in.clone()], &[good_out.clone()])
+            .configure(
+                std::slice::from_ref(&good_in),
+                std::slice::from_ref(&good_out)
+            )
             .is_ok()
     );
     let dynamic = TensorDesc::new(DType::F32, vec![-1, 2, -1, 3]);
@@ -696,15 +704,27 @@ fn shape_and_launch_errors() {
     );
     let wrong_out = TensorDesc::new(DType::F32, vec![1, 2, 4, 5]);
     assert!(matches!(
-        plugin.configure(&[good_in.clone()], &[wrong_out]),
+        plugin.configure(std::slice::from_ref(&good_in), &[wrong_out]),
         Err(PluginError::InvalidInput(_))
     ));
     let wrong_c = TensorDesc::new(DType::F32, vec![1, 3, 4, 4]);
-    assert!(plugin.configure(&[good_in.clone()], &[wrong_c]).is_err());
+    assert!(
+        plugin
+            .configure(std::slice::from_ref(&good_in), &[wrong_c])
+            .is_err()
+    );
     let f16_out = TensorDesc::new(DType::F16, vec![1, 2, 4, 4]);
-    assert!(plugin.configure(&[good_in.clone()], &[f16_out]).is_err());
+    assert!(
+        plugin
+            .configure(std::slice::from_ref(&good_in), &[f16_out])
+            .is_err()
+    );
     let empty = TensorDesc::new(DType::F32, vec![1, 2, 0, 3]);
-    assert!(plugin.configure(&[empty], &[good_out.clone()]).is_err());
+    assert!(
+        plugin
+            .configure(&[empty], std::slice::from_ref(&good_out))
+            .is_err()
+    );
 
     let cuda = plugin.enqueue(Launch::Cuda(CudaLaunch {
         inputs: &[],

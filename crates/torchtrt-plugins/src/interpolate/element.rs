@@ -53,17 +53,12 @@ macro_rules! half_elem {
 half_elem!(f16);
 half_elem!(bf16);
 
-/// Runs `f` on an `f32` view of `dst`: `dst` itself for `f32`, else `buf` (resized), which
-/// is then narrowed into `dst`.
-pub fn with_f32_out<T: Elem>(dst: &mut [T], buf: &mut Vec<f32>, f: impl FnOnce(&mut [f32])) {
-    if let Some(d) = T::as_f32_mut(dst) {
-        f(d);
-        return;
+/// Writes `src` into `dst` (same length), narrowing to `T`.
+pub fn store<T: Elem>(src: &[f32], dst: &mut [T]) {
+    match T::as_f32_mut(dst) {
+        Some(d) => d.copy_from_slice(src),
+        None => T::store(src, dst),
     }
-    buf.clear();
-    buf.resize(dst.len(), 0.0);
-    f(buf);
-    T::store(buf, dst);
 }
 
 /// An `f32` view of `src`: `src` itself for `f32`, else `buf` (resized) holding it widened.
@@ -71,8 +66,10 @@ pub fn f32_view<'a, T: Elem>(src: &'a [T], buf: &'a mut Vec<f32>) -> &'a [f32] {
     if let Some(s) = T::as_f32(src) {
         return s;
     }
-    buf.clear();
-    buf.resize(src.len(), 0.0);
+    if buf.len() < src.len() {
+        buf.resize(src.len(), 0.0);
+    }
+    let buf = &mut buf[..src.len()];
     T::load(src, buf);
     buf
 }

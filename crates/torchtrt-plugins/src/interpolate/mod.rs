@@ -6,6 +6,8 @@
 //! tables are built once per launch, then separable passes over contiguous rows run in
 //! parallel over planes (and over output rows when there are few planes).
 
+#![allow(clippy::result_large_err)]
+
 mod antialias;
 mod config;
 mod coord;
@@ -18,6 +20,7 @@ mod mode;
 mod nearest;
 mod plan;
 mod plugin;
+mod poly;
 mod pool;
 mod separable;
 mod size;

@@ -6,14 +6,15 @@ use super::config::Config;
 use super::coord::AxisGeom;
 use super::element::Elem;
 use super::mode::Mode;
+use super::nearest::NearestPlan;
 use super::separable::{self, Reduce, Scratch};
 use super::taps::AxisTaps;
 use super::{cubic, linear, nearest, pool};
 
 /// The tables of one launch, shared by every plane.
 pub enum Plan {
-    /// Nearest sampling: source indices per axis, and the input's spatial dims.
-    Nearest(Vec<Vec<usize>>, Vec<usize>),
+    /// Nearest sampling.
+    Nearest(NearestPlan),
     /// Separable resampling or pooling: how taps combine and one table per axis.
     Separable(Reduce, Vec<AxisTaps>),
 }
@@ -33,10 +34,10 @@ impl Plan {
             .collect();
         let tables = |f: &dyn Fn(&AxisGeom) -> AxisTaps| geoms.iter().map(f).collect();
         match config.mode {
-            Mode::Nearest => Plan::Nearest(
+            Mode::Nearest => Plan::Nearest(NearestPlan::new(
                 geoms.iter().map(|g| nearest::indices(config, g)).collect(),
                 input.to_vec(),
-            ),
+            )),
             Mode::Linear { .. } => {
                 Plan::Separable(Reduce::Sum, tables(&|g| linear::taps(config, g)))
             }
@@ -59,7 +60,7 @@ impl Plan {
         scratch: &mut Scratch,
     ) {
         match self {
-            Plan::Nearest(index, dims) => nearest::plane(index, dims, src, outer, dst),
+            Plan::Nearest(plan) => plan.plane(src, outer, dst),
             Plan::Separable(reduce, axes) => {
                 separable::plane(*reduce, axes, src, outer, dst, scratch)
             }

@@ -4,8 +4,10 @@
 
 use std::ops::Range;
 
-use super::element::{Elem, f32_view, with_f32_out};
+use super::element::{Elem, f32_view, store};
+use super::poly;
 use super::taps::AxisTaps;
+use crate::kernels::simd::{Madd, multiversion};
 
 /// How the taps of an output combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +32,13 @@ pub struct Scratch {
     out: Vec<f32>,
 }
 
-/// Resamples the plane `src` (input dims `dims`, outermost first) into `dst`: the outputs
-/// `outer` of the outermost axis and every output of the inner axes.
+/// Outputs computed between stores: small enough to stay in L1.
+const CHUNK: usize = 2048;
+
+/// Resamples the plane `src` into `dst`: the outputs `outer` of the outermost axis and
+/// every output of the inner axes. Inner axes are resampled once into scratch; the
+/// outermost pass then runs a few rows at a time into an `f32` buffer that is stored to
+/// `dst`.
 pub fn plane<T: Elem>(
     reduce: Reduce,
     axes: &[AxisTaps],
@@ -44,9 +51,59 @@ pub fn plane<T: Elem>(
     if levels.len() < axes.len() {
         levels.resize_with(axes.len(), Vec::new);
     }
-    with_f32_out(dst, out, |d| {
-        resample(reduce, axes, src, outer, d, levels, row);
-    });
+    let Some((axis, inner)) = axes.split_first() else {
+        return;
+    };
+    let out_block: usize = inner.iter().map(AxisTaps::outputs).product();
+    let rows = (CHUNK / out_block.max(1)).max(1);
+    let chunks = (outer.start..outer.end)
+        .step_by(rows)
+        .map(|o| o..(o + rows).min(outer.end))
+        .zip(dst.chunks_mut(rows * out_block.max(1)));
+    if inner.is_empty() {
+        let span = if axis.identity {
+            outer.clone()
+        } else {
+            axis.input_span(outer.clone())
+        };
+        let view = f32_view(&src[span.clone()], row);
+        for (part, d) in chunks {
+            let buf = sized(out, d.len());
+            rows_pass(reduce, axis, view, span.len(), span.start, part, buf);
+            store(buf, d);
+        }
+        return;
+    }
+    let in_block = src.len() / axis.input.max(1);
+    let Some((tmp, rest)) = levels.split_first_mut() else {
+        return;
+    };
+    if axis.identity {
+        for (part, d) in chunks {
+            let buf = sized(out, d.len());
+            let s = &src[part.start * in_block..part.end * in_block];
+            slab(reduce, inner, s, in_block, buf, rest, row);
+            store(buf, d);
+        }
+        return;
+    }
+    let span = axis.input_span(outer.clone());
+    let tmp = sized(tmp, span.len() * out_block);
+    let s = &src[span.start * in_block..span.end * in_block];
+    slab(reduce, inner, s, in_block, tmp, rest, row);
+    for (part, d) in chunks {
+        let buf = sized(out, d.len());
+        blocks(reduce, axis, tmp, span.start, out_block, part, buf);
+        store(buf, d);
+    }
+}
+
+/// The first `len` elements of `buf`, growing it when needed.
+fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
 }
 
 fn resample<T: Elem>(
@@ -68,36 +125,102 @@ fn resample<T: Elem>(
             axis.input_span(outer.clone())
         };
         let view = f32_view(&src[span.clone()], row);
-        row_pass(reduce, axis, view, span.start, outer, dst);
+        rows_pass(reduce, axis, view, span.len(), span.start, outer, dst);
         return;
     }
     let in_block = src.len() / axis.input.max(1);
     let out_block: usize = inner.iter().map(AxisTaps::outputs).product();
-    let full = 0..inner[0].outputs();
-    if axis.identity {
-        for (o, d) in outer.zip(dst.chunks_exact_mut(out_block.max(1))) {
-            let s = &src[o * in_block..(o + 1) * in_block];
-            resample(reduce, inner, s, full.clone(), d, &mut levels[1..], row);
-        }
-        return;
-    }
-    let span = axis.input_span(outer.clone());
     let Some((tmp, rest)) = levels.split_first_mut() else {
         return;
     };
-    tmp.clear();
-    tmp.resize(span.len() * out_block, 0.0);
-    for (r, t) in span.clone().zip(tmp.chunks_exact_mut(out_block.max(1))) {
-        let s = &src[r * in_block..(r + 1) * in_block];
-        resample(reduce, inner, s, full.clone(), t, rest, row);
+    if axis.identity {
+        let s = &src[outer.start * in_block..outer.end * in_block];
+        slab(reduce, inner, s, in_block, dst, rest, row);
+        return;
     }
-    for (o, d) in outer.zip(dst.chunks_exact_mut(out_block.max(1))) {
-        block_pass(reduce, axis, tmp, span.start, out_block, o, d);
+    let span = axis.input_span(outer.clone());
+    let tmp = sized(tmp, span.len() * out_block);
+    let s = &src[span.start * in_block..span.end * in_block];
+    slab(reduce, inner, s, in_block, tmp, rest, row);
+    blocks(reduce, axis, tmp, span.start, out_block, outer, dst);
+}
+
+/// Resamples consecutive slices of `in_block` inputs along the axes `axes`, all outputs
+/// of each, into consecutive blocks of `dst`.
+fn slab<T: Elem>(
+    reduce: Reduce,
+    axes: &[AxisTaps],
+    src: &[T],
+    in_block: usize,
+    dst: &mut [f32],
+    levels: &mut [Vec<f32>],
+    row: &mut Vec<f32>,
+) {
+    let Some(first) = axes.first() else {
+        return;
+    };
+    if axes.len() == 1 {
+        let view = f32_view(src, row);
+        rows_pass(reduce, first, view, in_block, 0, 0..first.outputs(), dst);
+        return;
+    }
+    let out_block: usize = axes.iter().map(AxisTaps::outputs).product();
+    for (s, d) in src
+        .chunks_exact(in_block.max(1))
+        .zip(dst.chunks_exact_mut(out_block.max(1)))
+    {
+        resample(reduce, axes, s, 0..first.outputs(), d, levels, row);
     }
 }
 
-/// Gathers along a contiguous row: `src[0]` is input index `lo`; writes outputs `outputs`.
-fn row_pass(
+multiversion! {
+    /// Resamples rows of `in_len` inputs (input index `lo` first) along the innermost axis,
+    /// writing outputs `outputs` of each row. A periodic interior goes through the
+    /// vectorised kernels of [`poly`], the rest element by element.
+    fn rows_pass<M: Madd>(
+        reduce: Reduce,
+        axis: &AxisTaps,
+        src: &[f32],
+        in_len: usize,
+        lo: usize,
+        outputs: Range<usize>,
+        dst: &mut [f32],
+    ) {
+        let (in_len, width) = (in_len.max(1), outputs.len().max(1));
+        if axis.identity {
+            for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
+                d.copy_from_slice(&s[outputs.start - lo..outputs.end - lo]);
+            }
+            return;
+        }
+        let at = |r: &Range<usize>| r.start - outputs.start..r.end - outputs.start;
+        if let (Reduce::Sum, Some(p)) = (reduce, &axis.periodic) {
+            let (head, mid, _) = p.split(outputs.clone());
+            let done = if mid.is_empty() {
+                0
+            } else {
+                poly::sum_rows::<M>(p, src, in_len, lo, outputs.clone(), mid.clone(), dst)
+            };
+            if done > 0 {
+                let tail = mid.start + done..outputs.end;
+                for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
+                    gather::<M>(reduce, axis, s, lo, head.clone(), &mut d[at(&head)]);
+                    gather::<M>(reduce, axis, s, lo, tail.clone(), &mut d[at(&tail)]);
+                }
+                return;
+            }
+        }
+        for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
+            gather::<M>(reduce, axis, s, lo, outputs.clone(), d);
+        }
+    }
+}
+
+/// The element-by-element row kernel. Sums run tap by tap in order, as the periodic
+/// kernels do, so both give identical results on finite data; weight-0 taps are skipped
+/// (an infinite input under a window's padding tap stays out of an average).
+#[inline(always)]
+fn gather<M: Madd>(
     reduce: Reduce,
     axis: &AxisTaps,
     src: &[f32],
@@ -105,36 +228,17 @@ fn row_pass(
     outputs: Range<usize>,
     dst: &mut [f32],
 ) {
-    if axis.identity {
-        dst.copy_from_slice(&src[outputs.start - lo..outputs.end - lo]);
-        return;
-    }
     let n = axis.n;
     let idx = &axis.index[outputs.start * n..outputs.end * n];
     let w = &axis.weight[outputs.start * n..outputs.end * n];
     match (reduce, n) {
-        (Reduce::Sum, 1) => {
-            for ((d, &i), &wk) in dst.iter_mut().zip(idx).zip(w) {
-                *d = wk * src[i - lo];
-            }
-        }
         (Reduce::Sum, 2) => {
             for ((d, i), wk) in dst
                 .iter_mut()
                 .zip(idx.chunks_exact(2))
                 .zip(w.chunks_exact(2))
             {
-                *d = wk[0] * src[i[0] - lo] + wk[1] * src[i[1] - lo];
-            }
-        }
-        (Reduce::Sum, 4) => {
-            for ((d, i), wk) in dst
-                .iter_mut()
-                .zip(idx.chunks_exact(4))
-                .zip(w.chunks_exact(4))
-            {
-                *d = (wk[0] * src[i[0] - lo] + wk[1] * src[i[1] - lo])
-                    + (wk[2] * src[i[2] - lo] + wk[3] * src[i[3] - lo]);
+                *d = M::madd(wk[1], src[i[1] - lo], wk[0] * src[i[0] - lo]);
             }
         }
         (Reduce::Sum, _) => {
@@ -146,7 +250,7 @@ fn row_pass(
                 let mut acc = 0.0;
                 for (&ik, &wk) in i.iter().zip(wk) {
                     if wk != 0.0 {
-                        acc += wk * src[ik - lo];
+                        acc = M::madd(wk, src[ik - lo], acc);
                     }
                 }
                 *d = acc;
@@ -162,9 +266,26 @@ fn row_pass(
     }
 }
 
-/// Combines whole blocks of `len` values: `src` holds blocks for input indices `lo…`;
-/// writes output `o` into `dst`.
-fn block_pass(
+multiversion! {
+    /// Combines whole blocks of `len` values along an outer axis: `src` holds the blocks of
+    /// input indices `lo…`; writes the blocks of outputs `outputs` into `dst`.
+    fn blocks<M: Madd>(
+        reduce: Reduce,
+        axis: &AxisTaps,
+        src: &[f32],
+        lo: usize,
+        len: usize,
+        outputs: Range<usize>,
+        dst: &mut [f32],
+    ) {
+        for (o, d) in outputs.zip(dst.chunks_exact_mut(len.max(1))) {
+            block::<M>(reduce, axis, src, lo, len, o, d);
+        }
+    }
+}
+
+#[inline(always)]
+fn block<M: Madd>(
     reduce: Reduce,
     axis: &AxisTaps,
     src: &[f32],
@@ -182,7 +303,7 @@ fn block_pass(
             let (a, b) = (block(idx[0]), block(idx[1]));
             let (w0, w1) = (w[0], w[1]);
             for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
-                *d = w0 * x + w1 * y;
+                *d = M::madd(w1, y, w0 * x);
             }
         }
         Reduce::Sum => {
@@ -190,7 +311,7 @@ fn block_pass(
             for (&i, &wk) in idx.iter().zip(w) {
                 if wk != 0.0 {
                     for (d, &x) in dst.iter_mut().zip(block(i)) {
-                        *d += wk * x;
+                        *d = M::madd(wk, x, *d);
                     }
                 }
             }

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use super::poly::Periodic;
+
 /// The taps of one axis: output `o` reads `index[o·n + k]` with `weight[o·n + k]`,
 /// `k < n`. Indices are already clamped into the input.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +19,12 @@ pub struct AxisTaps {
     pub weight: Vec<f32>,
     /// True when the table maps every output to the same input index with weight 1.
     pub identity: bool,
+    /// Per output, the smallest and one past the largest input index it reads.
+    reach: Vec<(usize, usize)>,
+    /// True when both ends of `reach` never decrease from one output to the next.
+    monotone: bool,
+    /// The table's periodic interior, if it has one.
+    pub periodic: Option<Periodic>,
 }
 
 impl AxisTaps {
@@ -28,6 +36,9 @@ impl AxisTaps {
             index: Vec::with_capacity(n * outputs),
             weight: Vec::with_capacity(n * outputs),
             identity: false,
+            reach: Vec::new(),
+            monotone: false,
+            periodic: None,
         }
     }
 
@@ -39,6 +50,9 @@ impl AxisTaps {
             index: (0..len).collect(),
             weight: vec![1.0; len],
             identity: true,
+            reach: (0..len).map(|i| (i, i + 1)).collect(),
+            monotone: true,
+            periodic: None,
         }
     }
 
@@ -78,9 +92,24 @@ impl AxisTaps {
         self.weight.extend_from_slice(weight);
     }
 
-    /// Marks the table as the identity when it is one.
+    /// Marks the table as the identity when it is one, records what each output reads, and
+    /// finds its periodic interior (whose weights are then made exactly periodic, so every
+    /// kernel computes the same sums).
     pub fn finish(mut self) -> AxisTaps {
         let n = self.n;
+        self.reach = self
+            .index
+            .chunks_exact(n)
+            .map(|idx| {
+                let lo = idx.iter().copied().min().unwrap_or(0);
+                let hi = idx.iter().copied().max().map_or(0, |m| m + 1);
+                (lo, hi)
+            })
+            .collect();
+        self.monotone = self
+            .reach
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1);
         self.identity = self.outputs() == self.input
             && self
                 .index
@@ -93,15 +122,27 @@ impl AxisTaps {
                         .all(|(&i, &wk)| wk == 0.0 || (i == o && wk == 1.0))
                         && w.contains(&1.0)
                 });
+        if !self.identity {
+            self.periodic = Periodic::detect(&self.index, &self.weight, n);
+        }
+        if let Some(p) = &self.periodic {
+            for (i, o) in p.outputs().enumerate() {
+                let ph = i % p.p;
+                self.weight[o * n..(o + 1) * n].copy_from_slice(&p.weight[ph * n..(ph + 1) * n]);
+            }
+        }
         self
     }
 
-    /// The input indices `[lo, hi)` read by the outputs in `outputs`.
+    /// The input indices `[lo, hi)` read by the outputs in `outputs` (non-empty).
     pub fn input_span(&self, outputs: Range<usize>) -> Range<usize> {
-        let n = self.n;
-        let idx = &self.index[outputs.start * n..outputs.end * n];
-        let lo = idx.iter().copied().min().unwrap_or(0);
-        let hi = idx.iter().copied().max().map_or(0, |m| m + 1);
-        lo..hi.max(lo)
+        let reach = &self.reach[outputs];
+        let (lo, hi) = match (self.monotone, reach.first(), reach.last()) {
+            (true, Some(first), Some(last)) => (first.0, last.1),
+            _ => reach
+                .iter()
+                .fold((usize::MAX, 0), |(lo, hi), r| (lo.min(r.0), hi.max(r.1))),
+        };
+        lo.min(hi)..hi
     }
 }
