@@ -152,7 +152,7 @@ impl Plugin for GeluPlugin {
         self.check_bias(&shape)?;
         let x = cpu.inputs[0].data;
         let y = &mut *cpu.outputs[0].data;
-        par::install(cpu.threads, || match dtype {
+        par::install(cpu.threads, x.len(), || match dtype {
             DType::F32 => self.run::<f32>(x, y),
             DType::F16 => self.run::<f16>(x, y),
             DType::BF16 => self.run::<bf16>(x, y),

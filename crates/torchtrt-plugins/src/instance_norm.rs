@@ -167,7 +167,7 @@ impl Plugin for InstanceNormPlugin {
         self.check_channels(&shape)?;
         let x = cpu.inputs[0].data;
         let y = &mut *cpu.outputs[0].data;
-        par::install(cpu.threads, || match dtype {
+        par::install(cpu.threads, x.len(), || match dtype {
             DType::F32 => self.run::<f32>(x, y, &shape),
             DType::F16 => self.run::<f16>(x, y, &shape),
             DType::BF16 => self.run::<bf16>(x, y, &shape),

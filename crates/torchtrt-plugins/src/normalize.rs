@@ -232,7 +232,7 @@ impl Plugin for NormalizePlugin {
         let dtype = self.origin.check_unary_launch(&cpu, &expected)?;
         let x = cpu.inputs[0].data;
         let y = &mut *cpu.outputs[0].data;
-        par::install(cpu.threads, || match dtype {
+        par::install(cpu.threads, x.len(), || match dtype {
             DType::F32 => self.run::<f32>(x, y, &shape),
             DType::F16 => self.run::<f16>(x, y, &shape),
             DType::BF16 => self.run::<bf16>(x, y, &shape),

@@ -11,9 +11,12 @@ pub(crate) const MIN_TASK_BYTES: usize = 32 * 1024;
 /// Tasks per thread to aim for, so uneven tasks still balance.
 const TASKS_PER_THREAD: usize = 4;
 
-/// Runs `f` on a pool of `threads` threads; `0` means the global rayon pool.
-pub(crate) fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    if threads == 0 || threads == rayon::current_num_threads() {
+/// Runs `f`, whose kernels touch about `bytes` bytes, on a pool of `threads` threads (`0`:
+/// the global rayon pool). Work too small to split runs on the calling thread: kernels
+/// then make a single task, which rayon runs in place.
+pub(crate) fn install<R: Send>(threads: usize, bytes: usize, f: impl FnOnce() -> R + Send) -> R {
+    let single_task = bytes <= MIN_TASK_BYTES;
+    if single_task || threads == 0 || threads == rayon::current_num_threads() {
         return f();
     }
     match pool(threads) {
