@@ -11,9 +11,9 @@ use torchtrt_core::{Backend, NetworkDefinition, PluginRegistry, TensorId};
 use crate::ctx::Ctx;
 use crate::error::{OnnxError, Result};
 use crate::node::{Node, normalize_domain};
-use crate::proto::{ModelProto, ValueInfoProto};
 use crate::proto::tensor_shape_proto::dimension::Value as DimValue;
 use crate::proto::type_proto::Value as TypeValue;
+use crate::proto::{ModelProto, ValueInfoProto};
 use crate::registry::ConverterRegistry;
 use crate::tensor::{dtype_from_onnx, tensor_from_proto};
 
@@ -29,6 +29,8 @@ pub struct ImportOptions {
     pub evaluator: Option<Arc<dyn Backend>>,
     /// The converters to use.
     pub converters: Arc<ConverterRegistry>,
+    /// Replace exported GELU and `F.normalize` patterns by plugins (see `patterns`).
+    pub fuse_patterns: bool,
 }
 
 impl Default for ImportOptions {
@@ -38,6 +40,7 @@ impl Default for ImportOptions {
             default_range: (1, 1, 1 << 16),
             evaluator: None,
             converters: Arc::new(ConverterRegistry::builtin()),
+            fuse_patterns: true,
         }
     }
 }
@@ -83,14 +86,22 @@ pub fn import_model(
         ctx.types.insert(t, TypeShape::new(dtype, shape));
         ctx.names.insert(input.name().to_string(), t);
     }
-    for (index, proto) in graph.node.iter().enumerate() {
+    let nodes = if options.fuse_patterns {
+        crate::patterns::rewrite(graph)
+    } else {
+        graph.node.clone()
+    };
+    for (index, proto) in nodes.iter().enumerate() {
         let node = Node::new(proto, index);
         convert_node(&mut ctx, &node, &options.converters)?;
     }
     for output in &graph.output {
-        let t = ctx
-            .tensor(output.name())
-            .ok_or_else(|| OnnxError::Model(format!("graph output `{}` is never computed", output.name())))?;
+        let t = ctx.tensor(output.name()).ok_or_else(|| {
+            OnnxError::Model(format!(
+                "graph output `{}` is never computed",
+                output.name()
+            ))
+        })?;
         ctx.net.mark_output(t, output.name())?;
     }
     Ok(ctx.net)
@@ -130,17 +141,24 @@ fn convert_node(ctx: &mut Ctx<'_>, node: &Node<'_>, converters: &ConverterRegist
     Ok(())
 }
 
-fn input_signature(input: &ValueInfoProto, options: &ImportOptions) -> Result<(torchtrt_core::plugin_api::DType, Vec<Dim>)> {
+fn input_signature(
+    input: &ValueInfoProto,
+    options: &ImportOptions,
+) -> Result<(torchtrt_core::plugin_api::DType, Vec<Dim>)> {
     let name = input.name();
     let bad = |m: String| OnnxError::Model(format!("graph input `{name}`: {m}"));
-    let Some(TypeValue::TensorType(tt)) = input.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+    let Some(TypeValue::TensorType(tt)) = input.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
         return Err(bad("only tensor inputs are supported".into()));
     };
     let dtype = dtype_from_onnx(tt.elem_type()).map_err(bad)?;
     if let Some(dims) = options.input_dims.get(name) {
         return Ok((dtype, dims.clone()));
     }
-    let shape = tt.shape.as_ref().ok_or_else(|| bad("the input has no shape; give one with --input".into()))?;
+    let shape = tt
+        .shape
+        .as_ref()
+        .ok_or_else(|| bad("the input has no shape; give one with --input".into()))?;
     let (min, opt, max) = options.default_range;
     let dims = shape
         .dim

@@ -10,6 +10,7 @@ mod import;
 mod model;
 mod node;
 mod ops;
+mod patterns;
 pub mod proto;
 mod registry;
 mod tensor;
