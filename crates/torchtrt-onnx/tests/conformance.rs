@@ -59,8 +59,14 @@ fn read_manifest() -> BTreeMap<String, (bool, String)> {
             let id = parts.next().unwrap_or_default().to_string();
             let status = parts.next().unwrap_or_default().trim();
             let reason = parts.next().unwrap_or_default().trim().to_string();
-            assert!(status == "pass" || status == "skip", "manifest line `{l}`: status must be pass or skip");
-            assert!(status == "pass" || !reason.is_empty(), "manifest line `{l}`: a skip needs a reason");
+            assert!(
+                status == "pass" || status == "skip",
+                "manifest line `{l}`: status must be pass or skip"
+            );
+            assert!(
+                status == "pass" || !reason.is_empty(),
+                "manifest line `{l}`: a skip needs a reason"
+            );
             (id, (status == "pass", reason))
         })
         .collect()
@@ -93,7 +99,10 @@ fn cases(root: &Path) -> Vec<Case> {
                         .unwrap_or_default()
                 })
                 .unwrap_or_default();
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             out.push(Case {
                 id: format!("{kind}/{name}"),
                 dir,
@@ -106,7 +115,8 @@ fn cases(root: &Path) -> Vec<Case> {
 
 fn read_pb(path: &Path) -> Result<Tensor, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let proto = TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let proto =
+        TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
     tensor_from_proto(&proto, None)
 }
 
@@ -129,7 +139,8 @@ fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         let same = a == b || (a.is_nan() && b.is_nan());
-        if !same && !((a - b).abs() <= atol + rtol * b.abs()) {
+        let close = (a - b).abs() <= atol + rtol * b.abs();
+        if !same && !close {
             return Err(format!("output `{name}` element {i}: got {a}, want {b}"));
         }
     }
@@ -161,7 +172,11 @@ fn run_case(case: &Case) -> Result<(), String> {
         let inputs = numbered(&set, "input")?;
         let expected = numbered(&set, "output")?;
         if inputs.len() != input_names.len() {
-            return Err(format!("{} inputs stored, the model takes {}", inputs.len(), input_names.len()));
+            return Err(format!(
+                "{} inputs stored, the model takes {}",
+                inputs.len(),
+                input_names.len()
+            ));
         }
         let mut options = ImportOptions {
             evaluator: Some(torchtrt::default_backends().remove(0)),
@@ -171,12 +186,20 @@ fn run_case(case: &Case) -> Result<(), String> {
             let dims = t.shape().iter().map(|&d| Dim::Fixed(d as i64)).collect();
             options.input_dims.insert(name.to_string(), dims);
         }
-        let net = import_model(&model, Some(&case.dir), torchtrt::registry(), &options).map_err(|e| e.to_string())?;
+        let net = import_model(&model, Some(&case.dir), torchtrt::registry(), &options)
+            .map_err(|e| e.to_string())?;
         let engine = torchtrt::compile(&net, &BuildConfig::default()).map_err(|e| e.to_string())?;
         let refs: Vec<&Tensor> = inputs.iter().collect();
-        let outs = engine.create_context().execute(&refs).map_err(|e| e.to_string())?;
+        let outs = engine
+            .create_context()
+            .execute(&refs)
+            .map_err(|e| e.to_string())?;
         if outs.len() != expected.len() {
-            return Err(format!("{} outputs, expected {}", outs.len(), expected.len()));
+            return Err(format!(
+                "{} outputs, expected {}",
+                outs.len(),
+                expected.len()
+            ));
         }
         for ((got, want), info) in outs.iter().zip(&expected).zip(engine.outputs()) {
             compare(&info.name, got, want)?;
@@ -239,7 +262,17 @@ fn onnx_backend_suite_matches_the_manifest() {
                 rows.insert(case.id.clone(), (false, first_line(e)));
             }
             (Err(e), Some((false, reason))) => {
-                rows.insert(case.id.clone(), (false, if reason.is_empty() { first_line(e) } else { reason.clone() }));
+                rows.insert(
+                    case.id.clone(),
+                    (
+                        false,
+                        if reason.is_empty() {
+                            first_line(e)
+                        } else {
+                            reason.clone()
+                        },
+                    ),
+                );
             }
             (Err(e), None) => {
                 unlisted.push(format!("{}: {e}", case.id));
@@ -260,7 +293,10 @@ fn onnx_backend_suite_matches_the_manifest() {
             }
         }
         std::fs::write(manifest_path(), text).expect("manifest written");
-        eprintln!("manifest rewritten: {passed} pass, {} skip", rows.len() - passed);
+        eprintln!(
+            "manifest rewritten: {passed} pass, {} skip",
+            rows.len() - passed
+        );
         return;
     }
     eprintln!("ONNX suite: {passed} passed, {skipped} skipped by the manifest");
