@@ -2,6 +2,7 @@
 //! (`torch.norm`), or, with `mode = "normalize"`, the input divided by that norm
 //! (`F.normalize`: `x / max(‖x‖ₚ, eps)`).
 
+mod fused;
 mod kernel;
 mod loops;
 mod reduce;

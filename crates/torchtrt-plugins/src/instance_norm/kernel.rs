@@ -10,9 +10,6 @@ use crate::kernels::{Float, par};
 const LANES: usize = 32;
 /// Elements summed in f32 before flushing into f64.
 const FLUSH: usize = 1024;
-/// Elements per step of the apply pass, which walks a plane backwards so that it starts
-/// with what the statistics pass left in cache.
-const APPLY_CHUNK: usize = 4096;
 
 /// What the kernel applies after normalising.
 pub(crate) struct Params<'a> {
@@ -47,9 +44,7 @@ pub(crate) fn instance_norm<T: Float>(x: &[T], y: &mut [T], plane: usize, p: &Pa
                     let shift = x[0].to_f32();
                     let (sum, sq) = stats(x, shift);
                     let (mean, scale) = normalizer((sum, sq, shift), plane, c, p);
-                    for (y, x) in y.chunks_mut(APPLY_CHUNK).zip(x.chunks(APPLY_CHUNK)).rev() {
-                        apply(x, y, mean, scale, p.bias[c], p.leaky_slope);
-                    }
+                    apply(x, y, mean, scale, p.bias[c], p.leaky_slope);
                 }
             });
     } else {

@@ -1,17 +1,17 @@
-//! The norm kernels. The shape is first merged into alternating runs of kept and reduced
-//! dimensions. With one reduced run (`[outer, r, inner]`, the common case) the norm is
-//! accumulated across contiguous rows (or along contiguous runs when `inner == 1`) and
-//! `normalize` scales the same block while it is still in cache; several reduced runs are
-//! reduced one after another, innermost first.
+//! The norm kernels' entry points and reductions. The shape is first merged into
+//! alternating runs of kept and reduced dimensions; each reduced run `[outer, r, inner]` is
+//! accumulated across contiguous rows (or along contiguous runs when `inner == 1`), several
+//! reduced runs one after another, innermost first. `normalize` is in [`super::fused`].
 
 use rayon::prelude::*;
 
-use super::loops::{col_acc, row_acc, scale_each, scale_run};
+use super::fused::normalize_with;
+use super::loops::{col_acc, row_acc};
 use super::reduce::{L1, L2, LInf, Lp, Max, Order, Reduce, Sum, combine64};
 use crate::kernels::{Float, par};
 
 /// Bytes of input a column block should span, so a block is re-read from L2.
-const BLOCK_BYTES: usize = 256 * 1024;
+const BLOCK_BYTES: usize = 512 * 1024;
 
 /// `out` = the `order`-norm of `x` (dimensions `shape`) over the dimensions where `reduce`
 /// is true; `out` holds the kept dimensions in order.
@@ -48,11 +48,11 @@ pub(crate) fn normalize<T: Float>(
 }
 
 /// A run of merged dimensions: its size and whether it is reduced.
-type Run = (usize, bool);
+pub(super) type Run = (usize, bool);
 
 /// Merges `shape` into alternating runs, dropping size-1 dimensions; always holds at least
 /// one reduced run.
-fn merge(shape: &[usize], reduce: &[bool]) -> Vec<Run> {
+pub(super) fn merge(shape: &[usize], reduce: &[bool]) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for (&d, &r) in shape.iter().zip(reduce) {
         match runs.last_mut() {
@@ -68,7 +68,7 @@ fn merge(shape: &[usize], reduce: &[bool]) -> Vec<Run> {
 }
 
 /// `(outer, r, inner)` around the reduced run at `k`.
-fn split(runs: &[Run], k: usize) -> (usize, usize, usize) {
+pub(super) fn split(runs: &[Run], k: usize) -> (usize, usize, usize) {
     let outer = runs[..k].iter().map(|r| r.0).product();
     let inner = runs[k + 1..].iter().map(|r| r.0).product();
     (outer, runs[k].0, inner)
@@ -97,7 +97,12 @@ fn norm_with<T: Float, R: Reduce>(
 }
 
 /// The accumulated (not yet finished) values over the kept dimensions.
-fn accumulate<T: Float, R: Reduce>(x: &[T], shape: &[usize], reduce: &[bool], red: R) -> Vec<f32> {
+pub(super) fn accumulate<T: Float, R: Reduce>(
+    x: &[T],
+    shape: &[usize],
+    reduce: &[bool],
+    red: R,
+) -> Vec<f32> {
     let mut runs = merge(shape, reduce);
     let Some(k) = runs.iter().rposition(|r| r.1) else {
         return Vec::new();
@@ -171,12 +176,12 @@ fn stage<S: Float, R: Reduce>(
 }
 
 /// Whether rows are too few to spread over the pool and long enough to split.
-fn few_large_rows(rows: usize, row_bytes: usize) -> bool {
+pub(super) fn few_large_rows(rows: usize, row_bytes: usize) -> bool {
     rows < 2 * rayon::current_num_threads() && row_bytes > 2 * par::MIN_TASK_BYTES
 }
 
 /// [`row_acc`] of one long row, split over the pool.
-fn split_row_acc<S: Float, R: Reduce>(row: &[S], red: R) -> f64 {
+pub(super) fn split_row_acc<S: Float, R: Reduce>(row: &[S], red: R) -> f64 {
     let chunk = par::chunk_len(row.len(), std::mem::size_of::<S>());
     row.par_chunks(chunk)
         .map(|c| row_acc(c, red))
@@ -185,157 +190,7 @@ fn split_row_acc<S: Float, R: Reduce>(row: &[S], red: R) -> f64 {
 
 /// Columns per block so a block of `r` rows spans about [`BLOCK_BYTES`]; `inner` when the
 /// whole slab is that small.
-fn col_block(r: usize, inner: usize, elt: usize) -> usize {
+pub(super) fn col_block(r: usize, inner: usize, elt: usize) -> usize {
     let cols = (BLOCK_BYTES / (r * elt).max(1)).max(16) / 16 * 16;
     cols.min(inner)
-}
-
-/// The divisor of a `normalize` from an accumulated value (NaN propagates).
-#[inline]
-fn inverse<R: Reduce>(red: R, acc: f32, eps: f32) -> f32 {
-    let n = red.finish(acc);
-    1.0 / if n < eps { eps } else { n }
-}
-
-fn normalize_with<T: Float, R: Reduce>(
-    x: &[T],
-    shape: &[usize],
-    reduce: &[bool],
-    red: R,
-    eps: f32,
-    y: &mut [T],
-) {
-    if x.is_empty() {
-        return;
-    }
-    let runs = merge(shape, reduce);
-    let reduced: Vec<usize> = (0..runs.len()).filter(|&k| runs[k].1).collect();
-    match reduced[..] {
-        [k] => {
-            let (_, r, inner) = split(&runs, k);
-            if inner == 1 {
-                normalize_rows(x, y, r, red, eps);
-            } else {
-                normalize_cols(x, y, r, inner, red, eps);
-            }
-        }
-        _ => {
-            let inv: Vec<f32> = accumulate(x, shape, reduce, red)
-                .into_iter()
-                .map(|a| inverse(red, a, eps))
-                .collect();
-            broadcast_scale(x, y, &runs, &inv);
-        }
-    }
-}
-
-/// `normalize` over contiguous rows of length `r`.
-fn normalize_rows<T: Float, R: Reduce>(x: &[T], y: &mut [T], r: usize, red: R, eps: f32) {
-    let elt = std::mem::size_of::<T>();
-    let rows = x.len() / r;
-    if few_large_rows(rows, r * elt) {
-        for (y, x) in y.chunks_mut(r).zip(x.chunks(r)) {
-            let s = inverse(red, split_row_acc(x, red) as f32, eps);
-            let chunk = par::chunk_len(r, elt);
-            y.par_chunks_mut(chunk)
-                .zip(x.par_chunks(chunk))
-                .for_each(|(y, x)| scale_run(x, y, s));
-        }
-        return;
-    }
-    let group = par::chunk_len(rows, r * elt) * r;
-    y.par_chunks_mut(group)
-        .zip(x.par_chunks(group))
-        .for_each(|(y, x)| {
-            for (y, x) in y.chunks_mut(r).zip(x.chunks(r)) {
-                scale_run(x, y, inverse(red, row_acc(x, red) as f32, eps));
-            }
-        });
-}
-
-/// `normalize` over the middle dimension of `[outer, r, inner]`, block by block of columns.
-fn normalize_cols<T: Float, R: Reduce>(
-    x: &[T],
-    y: &mut [T],
-    r: usize,
-    inner: usize,
-    red: R,
-    eps: f32,
-) {
-    let elt = std::mem::size_of::<T>();
-    let slab = r * inner;
-    let cb = col_block(r, inner, elt);
-    if cb == inner {
-        let group = par::chunk_len(x.len() / slab, slab * elt) * slab;
-        y.par_chunks_mut(group)
-            .zip(x.par_chunks(group))
-            .for_each(|(y, x)| {
-                let mut inv = vec![0f32; inner];
-                for (y, x) in y.chunks_mut(slab).zip(x.chunks(slab)) {
-                    col_acc(x, inner, r, red, &mut inv);
-                    inv.iter_mut().for_each(|a| *a = inverse(red, *a, eps));
-                    for (y, x) in y.chunks_mut(inner).zip(x.chunks(inner)).rev() {
-                        scale_each(x, y, &inv);
-                    }
-                }
-            });
-        return;
-    }
-    let blocks = inner.div_ceil(cb);
-    let mut tasks: Vec<Vec<&mut [T]>> = Vec::new();
-    for slab_y in y.chunks_mut(slab) {
-        let first = tasks.len();
-        tasks.extend((0..blocks).map(|_| Vec::with_capacity(r)));
-        for row in slab_y.chunks_mut(inner) {
-            for (b, seg) in row.chunks_mut(cb).enumerate() {
-                tasks[first + b].push(seg);
-            }
-        }
-    }
-    tasks.into_par_iter().enumerate().for_each(|(t, mut segs)| {
-        let (o, b) = (t / blocks, t % blocks);
-        let start = o * slab + b * cb;
-        let width = segs.first().map_or(0, |s| s.len());
-        let mut inv = vec![0f32; width];
-        col_acc(&x[start..], inner, r, red, &mut inv);
-        inv.iter_mut().for_each(|a| *a = inverse(red, *a, eps));
-        for (i, seg) in segs.iter_mut().enumerate().rev() {
-            scale_each(&x[start + i * inner..start + i * inner + width], seg, &inv);
-        }
-    });
-}
-
-/// `y = x * inv[kept index]` for any pattern of kept and reduced runs.
-fn broadcast_scale<T: Float>(x: &[T], y: &mut [T], runs: &[Run], inv: &[f32]) {
-    let Some(&(last, last_reduced)) = runs.last() else {
-        return;
-    };
-    let mut strides = vec![0usize; runs.len()];
-    let mut s = 1;
-    for (k, &(d, reduced)) in runs.iter().enumerate().rev() {
-        if !reduced {
-            strides[k] = s;
-            s *= d;
-        }
-    }
-    let outer_runs = &runs[..runs.len() - 1];
-    let rows = par::chunk_len(x.len() / last, last * std::mem::size_of::<T>());
-    y.par_chunks_mut(rows * last)
-        .zip(x.par_chunks(rows * last))
-        .enumerate()
-        .for_each(|(c, (y, x))| {
-            for (i, (y, x)) in y.chunks_mut(last).zip(x.chunks(last)).enumerate() {
-                let mut row = c * rows + i;
-                let mut off = 0;
-                for (k, &(d, _)) in outer_runs.iter().enumerate().rev() {
-                    off += (row % d) * strides[k];
-                    row /= d;
-                }
-                if last_reduced {
-                    scale_run(x, y, inv[off]);
-                } else {
-                    scale_each(x, y, &inv[off..off + last]);
-                }
-            }
-        });
 }
