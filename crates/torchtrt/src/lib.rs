@@ -21,12 +21,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
+pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
     Backend, BuildConfig, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
     ExecutionContext, IoTensor, Kernel, LibraryInfo, NetworkDefinition, OnDuplicate,
     PluginRegistry, Result, Target, Tensor, TensorId, layers, registry,
 };
 pub use torchtrt_cpu::CpuBackend;
+pub use torchtrt_onnx as onnx;
 pub use torchtrt_plugin_api as plugin_api;
 
 /// Registers the built-in plugin library (`torchtrt_plugins`) in the process-wide registry.
@@ -48,6 +50,23 @@ pub fn default_backends() -> Vec<Arc<dyn Backend>> {
 pub fn compile(network: &NetworkDefinition, config: &BuildConfig) -> Result<Engine> {
     init_plugins()?;
     torchtrt_core::build(network, config, &default_backends())
+}
+
+/// Reads an ONNX model into a network: built-in converters, exported GELU / normalize
+/// patterns fused into plugins, unknown ops looked up in the plugin registry, and layers
+/// whose inputs are known evaluated on the CPU while importing.
+pub fn import_onnx(
+    path: impl AsRef<Path>,
+    options: onnx::ImportOptions,
+) -> std::result::Result<NetworkDefinition, onnx::OnnxError> {
+    init_plugins()?;
+    let options = onnx::ImportOptions {
+        evaluator: options
+            .evaluator
+            .or_else(|| default_backends().into_iter().next()),
+        ..options
+    };
+    onnx::import_file(path, registry(), &options)
 }
 
 /// Deserializes engines, with the built-in plugins registered and the default backends.

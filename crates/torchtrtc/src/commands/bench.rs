@@ -1,0 +1,112 @@
+//! `torchtrtc bench`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use torchtrt::Tensor;
+use torchtrt::plugin_api::DType;
+
+use crate::BuildOptions;
+
+/// Arguments of `bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// An ONNX model or an engine file.
+    model: PathBuf,
+    /// Timed iterations.
+    #[arg(long, default_value_t = 20)]
+    iterations: usize,
+    /// Untimed warm-up iterations.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Print a JSON object on the last line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    build: BuildOptions,
+}
+
+/// Times repeated executions on deterministic inputs at the inputs' opt shapes.
+pub fn run(a: BenchArgs) -> Result<()> {
+    let engine = super::load_or_compile(&a.model, &a.build)?;
+    let inputs: Vec<Tensor> = engine
+        .plan()
+        .inputs
+        .iter()
+        .map(|i| {
+            let dims: Vec<usize> = i.dims.iter().map(|d| d.range().1 as usize).collect();
+            let n: usize = dims.iter().product();
+            let v: Vec<f64> = (0..n)
+                .map(|k| ((k * 7919) % 1000) as f64 / 1000.0)
+                .collect();
+            filled(i.dtype, &dims, &v)
+        })
+        .collect::<Result<_>>()?;
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let mut ctx = engine.create_context();
+    for _ in 0..a.warmup {
+        ctx.execute(&refs)?;
+    }
+    let mut times = Vec::with_capacity(a.iterations);
+    for _ in 0..a.iterations.max(1) {
+        let t = Instant::now();
+        ctx.execute(&refs)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+    let median = pct(0.5);
+    let rss = peak_rss_bytes();
+    println!(
+        "{}: min {:.3} ms, median {median:.3} ms, p90 {:.3} ms, p99 {:.3} ms, {:.1} inferences/s, peak RSS {:.1} MiB",
+        a.model.display(),
+        times[0],
+        pct(0.9),
+        pct(0.99),
+        1e3 / median,
+        rss as f64 / (1 << 20) as f64
+    );
+    if a.json {
+        println!(
+            "{{\"median_ms\": {median}, \"p90_ms\": {}, \"p99_ms\": {}, \"min_ms\": {}, \"throughput_per_s\": {}, \"peak_rss_bytes\": {rss}, \"iterations\": {}}}",
+            pct(0.9),
+            pct(0.99),
+            times[0],
+            1e3 / median,
+            times.len()
+        );
+    }
+    Ok(())
+}
+
+fn filled(dtype: DType, dims: &[usize], v: &[f64]) -> Result<Tensor> {
+    let f32s: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+    let t = Tensor::from_vec(dims, f32s)?;
+    Ok(match dtype {
+        DType::F32 => t,
+        DType::I64 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i64).collect())?,
+        DType::I32 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i32).collect())?,
+        DType::F16 => Tensor::from_vec(
+            dims,
+            v.iter()
+                .map(|&x| torchtrt::plugin_api::f16::from_f64(x))
+                .collect(),
+        )?,
+        other => anyhow::bail!("bench cannot make {other} inputs yet"),
+    })
+}
+
+/// Peak resident set size of this process (`VmHWM`), 0 where unknown.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

@@ -1,0 +1,133 @@
+//! `torchtrtc run`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use torchtrt::Tensor;
+
+use crate::BuildOptions;
+use crate::args::{file_safe, parse_pair};
+use crate::npy::{read_tensor, write_npy};
+
+/// Arguments of `run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// An ONNX model or an engine file.
+    model: PathBuf,
+    /// Input data: NAME=FILE.npy or NAME=FILE.pb (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// Write every output to DIR/<name>.npy.
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Compare an output with a reference: NAME=FILE (repeatable).
+    #[arg(long = "check", value_name = "NAME=FILE")]
+    checks: Vec<String>,
+    /// Absolute tolerance of --check.
+    #[arg(long, default_value_t = 1e-5)]
+    atol: f64,
+    /// Relative tolerance of --check.
+    #[arg(long, default_value_t = 1e-3)]
+    rtol: f64,
+    #[command(flatten)]
+    build: BuildOptions,
+}
+
+/// Runs the model once.
+pub fn run(a: RunArgs) -> Result<()> {
+    let inputs: Vec<(String, Tensor)> = a
+        .inputs
+        .iter()
+        .map(|s| {
+            let (name, file) = parse_pair(s)?;
+            Ok((name, read_tensor(file.as_ref())?))
+        })
+        .collect::<Result<_>>()?;
+    let mut build = a.build.clone();
+    for (name, t) in &inputs {
+        if !build
+            .input_shapes
+            .iter()
+            .any(|s| s.starts_with(&format!("{name}=")))
+        {
+            let dims: Vec<String> = t.shape().iter().map(ToString::to_string).collect();
+            build
+                .input_shapes
+                .push(format!("{name}={}", dims.join("x")));
+        }
+    }
+    let engine = super::load_or_compile(&a.model, &build)?;
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let outputs = engine.create_context().execute_named(&named)?;
+    if let Some(dir) = &a.output_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    for (name, t) in &outputs {
+        println!("{name}: {t}");
+        if let Some(dir) = &a.output_dir {
+            write_npy(&dir.join(format!("{}.npy", file_safe(name))), t)?;
+        }
+    }
+    let mut failed = Vec::new();
+    for spec in &a.checks {
+        let (name, file) = parse_pair(spec)?;
+        let want = read_tensor(file.as_ref())?;
+        let got = outputs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t)
+            .with_context(|| format!("--check {name}: the model has no such output"))?;
+        match worst(got, &want, a.atol, a.rtol) {
+            Ok((i, g, w)) => println!("check {name}: ok (worst element {i}: {g} vs {w})"),
+            Err(msg) => {
+                println!("check {name}: FAILED: {msg}");
+                failed.push(name);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("--check failed for {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The worst element by how far it is outside or inside the tolerance.
+fn worst(got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(usize, f64, f64), String> {
+    if got.shape() != want.shape() {
+        return Err(format!(
+            "shape {:?}, reference {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+    let mut worst = (0usize, f64::NEG_INFINITY);
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let excess = if a.is_nan() && b.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            (a - b).abs() - (atol + rtol * b.abs())
+        };
+        let excess = if excess.is_nan() {
+            f64::INFINITY
+        } else {
+            excess
+        };
+        if excess > worst.1 {
+            worst = (i, excess);
+        }
+    }
+    let (i, e) = worst;
+    if g.is_empty() {
+        return Ok((0, 0.0, 0.0));
+    }
+    if e > 0.0 {
+        Err(format!(
+            "element {i}: {} vs reference {} (atol {atol}, rtol {rtol})",
+            g[i], w[i]
+        ))
+    } else {
+        Ok((i, g[i], w[i]))
+    }
+}

@@ -1,0 +1,113 @@
+//! `torchtrtc`: compile ONNX models into torchtrt engines, run, inspect and benchmark them,
+//! and list the plugin registry. Exit status: 0 success, 1 failure, 2 usage error.
+
+mod args;
+mod commands;
+mod npy;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "torchtrtc",
+    version,
+    about = "The torchtrt compiler: ONNX → engine, with plugin libraries"
+)]
+struct Cli {
+    /// More logging (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile an ONNX model into an engine file.
+    Compile(commands::compile::CompileArgs),
+    /// Run a model or engine on inputs from .npy / .pb files.
+    Run(commands::run::RunArgs),
+    /// Print an engine's inputs, outputs, layers, plugins and required libraries.
+    Inspect(commands::inspect::InspectArgs),
+    /// List the plugin registry.
+    Plugins(commands::plugins::PluginsArgs),
+    /// Time a model or engine.
+    Bench(commands::bench::BenchArgs),
+}
+
+/// Target device.
+#[derive(Clone, Copy, ValueEnum)]
+enum Device {
+    /// The host CPU.
+    Cpu,
+}
+
+/// Floating-point precision.
+#[derive(Clone, Copy, ValueEnum)]
+enum Precision {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+/// Options shared by every command that builds or loads engines.
+#[derive(Args, Clone)]
+struct BuildOptions {
+    /// Target device.
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: Device,
+    /// Floating-point precision of the engine.
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
+    /// Input shape: NAME=SHAPE (1x3x224x224) or NAME=MIN;OPT;MAX for dynamic dims.
+    #[arg(long = "input-shape", value_name = "NAME=SHAPE")]
+    input_shapes: Vec<String>,
+    /// Plugin library to load before the model is read (repeatable).
+    #[arg(long = "plugins", value_name = "LIB")]
+    plugins: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => tracing::Level::ERROR,
+        (false, 0) => tracing::Level::WARN,
+        (false, 1) => tracing::Level::INFO,
+        (false, 2) => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Compile(a) => commands::compile::run(a),
+        Command::Run(a) => commands::run::run(a),
+        Command::Inspect(a) => commands::inspect::run(a),
+        Command::Plugins(a) => commands::plugins::run(a),
+        Command::Bench(a) => commands::bench::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
