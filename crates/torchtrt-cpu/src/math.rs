@@ -1,4 +1,5 @@
-//! Special functions the standard library lacks: `erf` and `erfc`, in the compute type.
+//! Special functions the standard library lacks — `erf` and `erfc`, in the compute type —
+//! and an f32 `exp` without a libm call, so loops around it vectorise.
 //!
 //! `erfc` uses a Chebyshev-fitted form with a relative error below 1.2·10⁻⁷ for every
 //! argument; `erf` uses its Maclaurin series near zero (where `1 − erfc` would cancel) and
@@ -6,6 +7,35 @@
 //! the same accuracy for f64.
 
 use crate::scalar::Real;
+
+/// `eˣ` in f32 by range reduction and a degree-7 polynomial: within 2 ulp for normal
+/// results, 0 below −104, ∞ above ln(f32::MAX), NaN for NaN. Branch-free.
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const ROUND: f32 = 12_582_912.0;
+    let xc = x.clamp(-104.0, 88.75);
+    let shifted = xc * std::f32::consts::LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let p = [
+        1.0 / 5040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ]
+    .iter()
+    .fold(0.0, |acc, &c| acc * r + c);
+    let ni = (shifted.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
+    let half = ni >> 1;
+    let scale = |e: i32| f32::from_bits((e.wrapping_add(127) as u32) << 23);
+    let y = p * scale(half) * scale(ni.wrapping_sub(half));
+    if x < -104.0 { 0.0 } else { y }
+}
 
 /// Coefficients of `erf(x) / x` as a polynomial in `x²`:
 /// `2/√π · (−1)ⁿ / (n! (2n + 1))`.
@@ -78,6 +108,30 @@ pub(crate) fn erfc<C: Real>(x: C) -> C {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exp_f32_is_within_two_ulp() {
+        let mut x = -110.0f32;
+        while x < 90.0 {
+            let want = (x as f64).exp();
+            let got = exp_f32(x) as f64;
+            if want > f32::MIN_POSITIVE as f64 && want < f32::MAX as f64 {
+                assert!(
+                    (got - want).abs() <= 2.5e-7 * want,
+                    "exp({x}) = {got}, want {want}"
+                );
+            } else if want >= f32::MAX as f64 {
+                assert_eq!(got, f64::INFINITY, "exp({x})");
+            } else {
+                assert!(got <= 2.0 * f32::MIN_POSITIVE as f64, "exp({x}) = {got}");
+            }
+            x += 0.0137;
+        }
+        assert!(exp_f32(f32::NAN).is_nan());
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32(0.0), 1.0);
+    }
 
     #[test]
     fn matches_known_values() {

@@ -89,7 +89,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real {
-    ($t:ident) => {
+    ($t:ident, $exp:path) => {
         impl Real for $t {
             const ZERO: $t = 0.0;
             const ONE: $t = 1.0;
@@ -116,7 +116,11 @@ macro_rules! real {
             fn round_even(self) -> $t {
                 $t::round_ties_even(self)
             }
-            real!(@forward $t: abs exp exp_m1 ln ln_1p sqrt floor ceil sin cos tan asin acos
+            #[inline(always)]
+            fn exp(self) -> $t {
+                $exp(self)
+            }
+            real!(@forward $t: abs exp_m1 ln ln_1p sqrt floor ceil sin cos tan asin acos
                 atan sinh cosh tanh asinh acosh atanh);
             #[inline(always)]
             fn powf(self, y: $t) -> $t {
@@ -133,8 +137,8 @@ macro_rules! real {
         )*
     };
 }
-real!(f32);
-real!(f64);
+real!(f32, math::exp_f32);
+real!(f64, f64::exp);
 
 /// `Σ x` with eight independent partial sums, so the loop vectorises.
 pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {

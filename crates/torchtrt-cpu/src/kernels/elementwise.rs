@@ -26,6 +26,7 @@ pub(super) fn prepare(
     let op = BinOp::new(layer.op, layer.fmod);
     let ok = match op {
         BinOp::Logic(_) => dtype == DType::Bool,
+        BinOp::Arith(Arith::PRelu) => dtype.is_float(),
         BinOp::Arith(_) | BinOp::Compare(_) => dtype.is_float() || dtype.is_integer(),
     };
     if !ok {

@@ -56,6 +56,8 @@ pub(super) enum Arith {
     Mod {
         fmod: bool,
     },
+    /// `a < 0 ? b · a : a`
+    PRelu,
 }
 
 /// Comparisons: bool out.
@@ -97,6 +99,7 @@ impl BinOp {
             E::Max => BinOp::Arith(Arith::Max),
             E::Min => BinOp::Arith(Arith::Min),
             E::Mod => BinOp::Arith(Arith::Mod { fmod }),
+            E::PRelu => BinOp::Arith(Arith::PRelu),
             E::And => BinOp::Logic(Logic::And),
             E::Or => BinOp::Logic(Logic::Or),
             E::Xor => BinOp::Logic(Logic::Xor),
@@ -119,6 +122,7 @@ pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C
         Arith::Pow => zip(a, b, out, |x, y| x.powf(y)),
         Arith::Max => zip(a, b, out, |x, y| if x > y || x.is_nan() { x } else { y }),
         Arith::Min => zip(a, b, out, |x, y| if x < y || x.is_nan() { x } else { y }),
+        Arith::PRelu => zip(a, b, out, |x, y| if x < C::ZERO { y * x } else { x }),
         Arith::Mod { fmod: true } => zip(a, b, out, |x, y| x % y),
         Arith::Mod { fmod: false } => zip(a, b, out, |x, y| {
             let r = x % y;
@@ -144,6 +148,7 @@ pub(super) fn arith_int<T: Int>(op: Arith, a: Operand<'_, T>, b: Operand<'_, T>,
         }),
         Arith::Max => zip(a, b, out, Ord::max),
         Arith::Min => zip(a, b, out, Ord::min),
+        Arith::PRelu => zip(a, b, out, |x, y| if x < T::ZERO { y.wmul(x) } else { x }),
         Arith::Mod { fmod: true } => zip(a, b, out, T::wrem),
         Arith::Mod { fmod: false } => zip(a, b, out, |x, y| {
             let r = x.wrem(y);

@@ -1,4 +1,4 @@
-//! Max and average pooling over 1 to 3 spatial dims.
+//! Max, average and Lp pooling over 1 to 3 spatial dims.
 
 use torchtrt_core::layers::{PoolKind, Pooling};
 use torchtrt_core::plugin_api::DType;
@@ -112,7 +112,7 @@ impl Pool {
     fn start<C: Real>(&self) -> C {
         match self.kind {
             PoolKind::Max => C::NEG_INFINITY,
-            PoolKind::Average => C::ZERO,
+            PoolKind::Average | PoolKind::Lp { .. } => C::ZERO,
         }
     }
 
@@ -122,6 +122,9 @@ impl Pool {
             PoolKind::Max if v > acc => v,
             PoolKind::Max => acc,
             PoolKind::Average => acc + v,
+            PoolKind::Lp { p: 1 } => acc + v.abs(),
+            PoolKind::Lp { p: 2 } => acc + v * v,
+            PoolKind::Lp { p } => acc + v.abs().powf(C::from_f64(p as f64)),
         }
     }
 
@@ -137,6 +140,9 @@ impl Pool {
             PoolKind::Max => acc,
             PoolKind::Average if count == 0 => C::ZERO,
             PoolKind::Average => acc / C::from_f64(count as f64),
+            PoolKind::Lp { p: 1 } => acc,
+            PoolKind::Lp { p: 2 } => acc.sqrt(),
+            PoolKind::Lp { p } => acc.powf(C::from_f64(1.0 / p as f64)),
         }
     }
 }

@@ -27,7 +27,29 @@ fn needs_kernel(kind: &LayerKind) -> bool {
         | LayerKind::Concat(_)
         | LayerKind::Slice(_)
         | LayerKind::Gather(_)
-        | LayerKind::Cast(_) => true,
+        | LayerKind::Cast(_)
+        | LayerKind::Deconvolution(_)
+        | LayerKind::Normalization(_)
+        | LayerKind::ArgReduce(_)
+        | LayerKind::CumSum(_)
+        | LayerKind::TopK(_)
+        | LayerKind::DepthToSpace(_)
+        | LayerKind::SpaceToDepth(_)
+        | LayerKind::Trilu(_)
+        | LayerKind::Einsum(_)
+        | LayerKind::Shape(_)
+        | LayerKind::Size(_)
+        | LayerKind::ConstantOfShape(_)
+        | LayerKind::Flatten(_)
+        | LayerKind::Squeeze(_)
+        | LayerKind::Unsqueeze(_)
+        | LayerKind::Expand(_)
+        | LayerKind::Tile(_)
+        | LayerKind::Pad(_)
+        | LayerKind::Range(_)
+        | LayerKind::Select(_)
+        | LayerKind::GatherElements(_)
+        | LayerKind::ScatterElements(_) => true,
     }
 }
 
@@ -37,6 +59,7 @@ type Sample = (LayerKind, Vec<(DType, Vec<i64>)>);
 /// One layer of every kind.
 fn samples() -> Vec<Sample> {
     let f = |shape: &[i64]| (DType::F32, shape.to_vec());
+    let i = |shape: &[i64]| (DType::I64, shape.to_vec());
     vec![
         (Constant::new(Tensor::scalar(1f32)).into(), vec![]),
         (
@@ -95,6 +118,86 @@ fn samples() -> Vec<Sample> {
             vec![f(&[2, 3]), (DType::I64, vec![4])],
         ),
         (Cast { to: DType::F16 }.into(), vec![f(&[2, 3])]),
+        (
+            Deconvolution::new(2).into(),
+            vec![f(&[1, 2, 3, 3]), f(&[2, 3, 2, 2])],
+        ),
+        (
+            Normalization {
+                axes: vec![-1],
+                epsilon: 1e-5,
+            }
+            .into(),
+            vec![f(&[2, 3]), f(&[3]), f(&[3])],
+        ),
+        (
+            ArgReduce {
+                max: true,
+                axis: 1,
+                keep_dims: false,
+                select_last_index: false,
+            }
+            .into(),
+            vec![f(&[2, 3])],
+        ),
+        (
+            CumSum::default().into(),
+            vec![f(&[2, 3]), (DType::I64, vec![])],
+        ),
+        (
+            TopK {
+                axis: -1,
+                largest: true,
+                sorted: true,
+            }
+            .into(),
+            vec![f(&[2, 3]), (DType::I64, vec![1])],
+        ),
+        (
+            DepthToSpace {
+                blocksize: 2,
+                mode: DepthToSpaceMode::Dcr,
+            }
+            .into(),
+            vec![f(&[1, 4, 2, 2])],
+        ),
+        (SpaceToDepth { blocksize: 2 }.into(), vec![f(&[1, 1, 4, 4])]),
+        (Trilu { upper: true }.into(), vec![f(&[3, 3])]),
+        (
+            Einsum {
+                equation: "ij,jk->ik".into(),
+            }
+            .into(),
+            vec![f(&[2, 3]), f(&[3, 4])],
+        ),
+        (Shape::default().into(), vec![f(&[2, 3])]),
+        (Size.into(), vec![f(&[2, 3])]),
+        (ConstantOfShape::new(0f32).into(), vec![i(&[2])]),
+        (Flatten { axis: 1 }.into(), vec![f(&[2, 3, 4])]),
+        (
+            Squeeze {
+                axes: Some(vec![0]),
+            }
+            .into(),
+            vec![f(&[1, 3])],
+        ),
+        (Unsqueeze { axes: vec![0] }.into(), vec![f(&[3])]),
+        (Expand.into(), vec![f(&[3]), i(&[2])]),
+        (Tile.into(), vec![f(&[2, 3]), i(&[2])]),
+        (Pad::default().into(), vec![f(&[2, 3]), i(&[4])]),
+        (Range.into(), vec![f(&[]), f(&[]), f(&[])]),
+        (
+            Select.into(),
+            vec![(DType::Bool, vec![2, 3]), f(&[2, 3]), f(&[3])],
+        ),
+        (
+            GatherElements { axis: 0 }.into(),
+            vec![f(&[2, 3]), i(&[2, 3])],
+        ),
+        (
+            ScatterElements::default().into(),
+            vec![f(&[2, 3]), i(&[2, 3]), f(&[2, 3])],
+        ),
         (
             PluginLayer {
                 key: PluginKey::new("", "Anything", "1"),

@@ -19,7 +19,11 @@ fn cases() -> impl Strategy<Value = (Vec<usize>, PoolParams)> {
             ceil_mode: rng.coin(),
             count_include_pad: rng.coin(),
             max: rng.coin(),
+            lp: None,
         };
+        if !p.max && rng.int(0, 2) == 0 {
+            p.lp = Some(rng.int(1, 3));
+        }
         let mut shape = vec![rng.int(1, 2) as usize, rng.int(1, 3) as usize];
         let max_in = [0, 12, 8, 6][spatial];
         for _ in 0..spatial {
@@ -43,10 +47,10 @@ fn cases() -> impl Strategy<Value = (Vec<usize>, PoolParams)> {
 fn layer(p: &PoolParams) -> Pooling {
     let v = |x: &[usize]| x.iter().map(|&v| v as i64).collect();
     Pooling {
-        kind: if p.max {
-            PoolKind::Max
-        } else {
-            PoolKind::Average
+        kind: match (p.max, p.lp) {
+            (true, _) => PoolKind::Max,
+            (false, Some(p)) => PoolKind::Lp { p },
+            (false, None) => PoolKind::Average,
         },
         kernel: v(&p.kernel),
         strides: v(&p.strides),

@@ -65,6 +65,13 @@ pub fn apply(op: ElementwiseOp, fmod: bool, int: bool, x: f64, y: f64) -> f64 {
                 r
             }
         }
+        E::PRelu => {
+            if x < 0.0 {
+                y * x
+            } else {
+                x
+            }
+        }
         E::And => bool(x != 0.0 && y != 0.0),
         E::Or => bool(x != 0.0 || y != 0.0),
         E::Xor => bool((x != 0.0) != (y != 0.0)),

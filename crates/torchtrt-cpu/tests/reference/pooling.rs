@@ -19,8 +19,10 @@ pub struct PoolParams {
     pub ceil_mode: bool,
     /// Average divides by the taps inside the padded input, not only the real ones.
     pub count_include_pad: bool,
-    /// Max pooling, else average.
+    /// Max pooling, else average (or Lp).
     pub max: bool,
+    /// Lp pooling of this order instead of average.
+    pub lp: Option<i64>,
 }
 
 /// The output extent along one dim: `(in + pads − d·(k−1) − 1) / s + 1`, rounded down or
@@ -49,6 +51,7 @@ pub fn pool(x: &Nd, p: &PoolParams) -> Nd {
     shape.extend((0..spatial).map(|d| out_len(x.shape[2 + d], p, d)));
     Nd::from_fn(shape, |idx| {
         let (mut best, mut sum, mut real, mut padded) = (f64::NEG_INFINITY, 0.0, 0, 0);
+        let mut norm = 0.0;
         for k in indices(&p.kernel) {
             let pos: Vec<isize> = (0..spatial)
                 .map(|d| {
@@ -69,11 +72,15 @@ pub fn pool(x: &Nd, p: &PoolParams) -> Nd {
                 xi.extend(pos.iter().map(|&v| v as usize));
                 let v = x.at(&xi);
                 best = best.max(v);
+                norm += v.abs().powi(p.lp.unwrap_or(1) as i32);
                 sum += v;
                 real += 1;
             }
         }
         let count = if p.count_include_pad { padded } else { real };
+        if let Some(order) = p.lp {
+            return norm.powf(1.0 / order as f64);
+        }
         match (p.max, count) {
             (true, _) => best,
             (false, 0) => 0.0,
