@@ -7,55 +7,83 @@ mod arg_reduce;
 mod cast;
 mod concat;
 mod constant;
+mod constant_of_shape;
 mod convolution;
 mod cum_sum;
 mod deconvolution;
 mod depth_to_space;
 mod einsum;
 mod elementwise;
+mod expand;
+mod flatten;
 mod gather;
+mod gather_elements;
 mod matmul;
 mod normalization;
+mod pad;
 mod plugin;
 mod pooling;
+mod range;
 mod reduce;
 mod reshape;
 mod scalar_input;
+mod scatter_elements;
+mod select;
+mod shape;
 mod shape_util;
+mod size;
 mod slice;
 mod softmax;
 mod space_to_depth;
+mod squeeze;
+mod tile;
 mod top_k;
 mod transpose;
 mod trilu;
 mod unary;
+mod unsqueeze;
+mod value_input;
 
 pub use activation::{Activation, ActivationKind};
 pub use arg_reduce::ArgReduce;
 pub use cast::Cast;
 pub use concat::Concat;
 pub use constant::Constant;
+pub use constant_of_shape::ConstantOfShape;
 pub use convolution::Convolution;
 pub use cum_sum::CumSum;
 pub use deconvolution::Deconvolution;
 pub use depth_to_space::{DepthToSpace, DepthToSpaceMode};
 pub use einsum::{Einsum, EinsumPlan};
 pub use elementwise::{Elementwise, ElementwiseOp};
+pub use expand::Expand;
+pub use flatten::Flatten;
 pub use gather::Gather;
+pub use gather_elements::GatherElements;
 pub use matmul::MatMul;
 pub use normalization::Normalization;
+pub use pad::{Pad, PadMode, resolve_pads};
 pub use plugin::PluginLayer;
 pub use pooling::{PoolKind, Pooling};
+pub use range::{Range, range_len};
 pub use reduce::{Reduce, ReduceOp};
 pub use reshape::Reshape;
+pub use scatter_elements::{ScatterElements, ScatterReduction};
+pub use select::Select;
+pub use shape::Shape;
 pub use shape_util::{broadcast_shapes, normalize_axis};
+pub use size::Size;
 pub use slice::Slice;
 pub use softmax::Softmax;
 pub use space_to_depth::SpaceToDepth;
+pub use squeeze::{Squeeze, squeeze_shape};
+pub use tile::Tile;
 pub use top_k::TopK;
 pub use transpose::Transpose;
 pub use trilu::Trilu;
 pub use unary::{Unary, UnaryOp};
+pub use unsqueeze::{Unsqueeze, unsqueeze_shape};
+pub use value_input::{input_vector, int_vector, known_len};
 
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr};
@@ -204,6 +232,19 @@ layer_kinds! {
     SpaceToDepth(SpaceToDepth),
     Trilu(Trilu),
     Einsum(Einsum),
+    Shape(Shape),
+    Size(Size),
+    ConstantOfShape(ConstantOfShape),
+    Flatten(Flatten),
+    Squeeze(Squeeze),
+    Unsqueeze(Unsqueeze),
+    Expand(Expand),
+    Tile(Tile),
+    Pad(Pad),
+    Range(Range),
+    Select(Select),
+    GatherElements(GatherElements),
+    ScatterElements(ScatterElements),
 }
 
 fn require_float(what: &str, dtype: DType) -> Result<(), String> {

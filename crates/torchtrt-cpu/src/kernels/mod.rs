@@ -3,19 +3,31 @@
 mod activation;
 mod cast;
 mod concat;
+mod constant_of_shape;
 mod convolution;
 mod copy;
+mod element_index;
 mod elementwise;
 mod elementwise_ops;
+mod expand;
+mod fill;
 mod gather;
+mod gather_elements;
 mod map;
 mod matmul;
+mod pad;
 mod pooling;
+mod range;
 mod reduce;
 mod reduce_int;
 mod reshape;
+mod scatter_elements;
+mod select;
+mod shape;
+mod size;
 mod slice;
 mod softmax;
+mod tile;
 mod transpose;
 mod unary;
 
@@ -57,6 +69,19 @@ pub(crate) fn prepare(
         LayerKind::Slice(l) => slice::prepare(l, inputs),
         LayerKind::Gather(l) => gather::prepare(l, inputs),
         LayerKind::Cast(l) => cast::prepare(l, inputs),
+        LayerKind::Shape(l) => shape::prepare(l, inputs),
+        LayerKind::Size(l) => size::prepare(l, inputs),
+        LayerKind::ConstantOfShape(l) => constant_of_shape::prepare(l, inputs),
+        LayerKind::Flatten(_) | LayerKind::Squeeze(_) | LayerKind::Unsqueeze(_) => {
+            Ok(reshape::copy_kernel(op.kind(), inputs))
+        }
+        LayerKind::Expand(l) => expand::prepare(l, inputs),
+        LayerKind::Tile(l) => tile::prepare(l, inputs),
+        LayerKind::Pad(l) => pad::prepare(l, inputs),
+        LayerKind::Range(l) => range::prepare(l, inputs),
+        LayerKind::Select(l) => select::prepare(l, inputs),
+        LayerKind::GatherElements(l) => gather_elements::prepare(l, inputs),
+        LayerKind::ScatterElements(l) => scatter_elements::prepare(l, inputs),
         LayerKind::Constant(_) | LayerKind::Plugin(_) => Err(format!(
             "{} layers are executed by the runtime itself",
             op.kind()

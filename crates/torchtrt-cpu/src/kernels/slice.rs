@@ -1,4 +1,5 @@
-//! Strided slices (ONNX `Slice` with static parameters; steps may be negative).
+//! Strided slices (ONNX `Slice`; parameters from the layer or from inputs 1..=4; steps may
+//! be negative).
 
 use torchtrt_core::layers::Slice;
 use torchtrt_core::plugin_api::DType;
@@ -27,12 +28,13 @@ pub(super) fn prepare(layer: &Slice, inputs: &[InferInput<'_>]) -> Result<Box<dy
 
 impl Kernel for SliceKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 1..=1, 1)?;
+        check_arity(WHAT, inputs, outputs, 1..=5, 1)?;
         let x = inputs[0];
         check_dtype(WHAT, x, self.dtype)?;
         let dims = self
             .layer
-            .resolve(x.shape())
+            .with_values(&inputs[1..])
+            .and_then(|layer| layer.resolve(x.shape()))
             .map_err(|e| format!("{WHAT}: {e}"))?;
         let shape: Vec<usize> = dims.iter().map(|d| d.2).collect();
         let out = &mut outputs[0];
