@@ -1,75 +1,63 @@
-//! The element types the kernels read and write, converted to and from `f32` a row at a time.
+//! Rows of f32, f16 or bf16 elements widened to `f32` for computation and narrowed back,
+//! with the crate's vectorisable conversions; `f32` rows are used in place.
 
-use half::slice::HalfFloatSliceExt;
-use half::{bf16, f16};
-use torchtrt_plugin_api::Element;
+use torchtrt_plugin_api::DType;
 
-/// A tensor element the kernels handle: f32, f16 or bf16. Rows are widened to `f32` for
-/// computation and narrowed back on store; `f32` rows are used in place.
-pub trait Elem: Element + Copy {
-    /// Widens `src` into `dst` (same length).
-    fn load(src: &[Self], dst: &mut [f32]);
-    /// Narrows `src` into `dst` (same length), rounding to nearest.
-    fn store(src: &[f32], dst: &mut [Self]);
-    /// `src` itself when the element type is `f32`.
-    fn as_f32(src: &[Self]) -> Option<&[f32]>;
-    /// `dst` itself when the element type is `f32`.
-    fn as_f32_mut(dst: &mut [Self]) -> Option<&mut [f32]>;
+use crate::kernels::float::Float;
+use crate::kernels::simd::multiversion;
+
+/// `src` itself when the element type is `f32`.
+fn as_f32<T: Float>(src: &[T]) -> Option<&[f32]> {
+    (T::DTYPE == DType::F32)
+        .then(|| bytemuck::try_cast_slice(src).ok())
+        .flatten()
 }
 
-impl Elem for f32 {
-    fn load(src: &[f32], dst: &mut [f32]) {
-        dst.copy_from_slice(src);
-    }
-    fn store(src: &[f32], dst: &mut [f32]) {
-        dst.copy_from_slice(src);
-    }
-    fn as_f32(src: &[f32]) -> Option<&[f32]> {
-        Some(src)
-    }
-    fn as_f32_mut(dst: &mut [f32]) -> Option<&mut [f32]> {
-        Some(dst)
+/// `dst` itself when the element type is `f32`.
+fn as_f32_mut<T: Float>(dst: &mut [T]) -> Option<&mut [f32]> {
+    if T::DTYPE == DType::F32 {
+        bytemuck::try_cast_slice_mut(dst).ok()
+    } else {
+        None
     }
 }
 
-macro_rules! half_elem {
-    ($t:ty) => {
-        impl Elem for $t {
-            fn load(src: &[$t], dst: &mut [f32]) {
-                src.convert_to_f32_slice(dst);
-            }
-            fn store(src: &[f32], dst: &mut [$t]) {
-                dst.convert_from_f32_slice(src);
-            }
-            fn as_f32(_: &[$t]) -> Option<&[f32]> {
-                None
-            }
-            fn as_f32_mut(_: &mut [$t]) -> Option<&mut [f32]> {
-                None
-            }
+multiversion! {
+    /// Widens `src` into `dst`.
+    fn widen<M: Madd, T: Float>(src: &[T], dst: &mut [f32]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s.to_f32();
         }
-    };
+    }
 }
-half_elem!(f16);
-half_elem!(bf16);
+
+multiversion! {
+    /// Narrows `src` into `dst`, rounding to nearest even.
+    fn narrow<M: Madd, T: Float>(src: &[f32], dst: &mut [T]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = T::from_f32(s);
+        }
+    }
+}
 
 /// Writes `src` into `dst` (same length), narrowing to `T`.
-pub fn store<T: Elem>(src: &[f32], dst: &mut [T]) {
-    match T::as_f32_mut(dst) {
+pub fn store<T: Float>(src: &[f32], dst: &mut [T]) {
+    match as_f32_mut(dst) {
         Some(d) => d.copy_from_slice(src),
-        None => T::store(src, dst),
+        None => narrow(src, dst),
     }
 }
 
-/// An `f32` view of `src`: `src` itself for `f32`, else `buf` (resized) holding it widened.
-pub fn f32_view<'a, T: Elem>(src: &'a [T], buf: &'a mut Vec<f32>) -> &'a [f32] {
-    if let Some(s) = T::as_f32(src) {
+/// An `f32` view of `src`: `src` itself for `f32`, else `buf` (grown as needed) holding it
+/// widened.
+pub fn f32_view<'a, T: Float>(src: &'a [T], buf: &'a mut Vec<f32>) -> &'a [f32] {
+    if let Some(s) = as_f32(src) {
         return s;
     }
     if buf.len() < src.len() {
         buf.resize(src.len(), 0.0);
     }
     let buf = &mut buf[..src.len()];
-    T::load(src, buf);
+    widen(src, buf);
     buf
 }

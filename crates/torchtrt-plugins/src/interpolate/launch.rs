@@ -5,9 +5,10 @@ use rayon::prelude::*;
 use torchtrt_plugin_api::{DType, HostTensor, HostTensorMut};
 
 use super::config::Config;
-use super::element::Elem;
 use super::plan::Plan;
 use super::separable::Scratch;
+use crate::kernels::float::Float;
+use crate::kernels::par;
 
 /// Output elements per work unit above which a plane is split (keeps a unit's scratch in
 /// cache).
@@ -16,19 +17,21 @@ const UNIT_ELEMS: usize = 1 << 17;
 const UNITS_PER_THREAD: usize = 4;
 
 /// Runs `config` from `input` into `output` (shapes already checked against each other) on
-/// up to `threads` threads; errors are messages for the caller to attach the layer to.
+/// a pool of `threads` threads (`0`: the global pool); errors are messages for the caller
+/// to attach the layer to.
 pub fn run(
     config: &Config,
     input: &HostTensor<'_>,
     output: &mut HostTensorMut<'_>,
     threads: usize,
 ) -> Result<(), String> {
-    match input.desc.dtype {
-        DType::F32 => run_typed::<f32>(config, input, output, threads),
-        DType::F16 => run_typed::<half::f16>(config, input, output, threads),
-        DType::BF16 => run_typed::<half::bf16>(config, input, output, threads),
+    let bytes = input.data.len() + output.data.len();
+    par::install(threads, bytes, || match input.desc.dtype {
+        DType::F32 => run_typed::<f32>(config, input, output),
+        DType::F16 => run_typed::<half::f16>(config, input, output),
+        DType::BF16 => run_typed::<half::bf16>(config, input, output),
         other => Err(format!("dtype {other} is not supported")),
-    }
+    })
 }
 
 fn dims(shape: &[i64]) -> Result<Vec<usize>, String> {
@@ -38,11 +41,10 @@ fn dims(shape: &[i64]) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-fn run_typed<T: Elem>(
+fn run_typed<T: Float>(
     config: &Config,
     input: &HostTensor<'_>,
     output: &mut HostTensorMut<'_>,
-    threads: usize,
 ) -> Result<(), String> {
     let in_dims = dims(&input.desc.shape)?;
     let out_dims = dims(&output.desc.shape)?;
@@ -66,7 +68,7 @@ fn run_typed<T: Elem>(
     let plan = Plan::new(config, &in_dims[2..], &out_dims[2..]);
     let outer = out_dims[2];
     let block = out_plane / outer;
-    let threads = threads.max(1);
+    let threads = rayon::current_num_threads();
     let for_threads = if threads > 1 {
         (threads * UNITS_PER_THREAD).div_ceil(planes)
     } else {

@@ -4,12 +4,12 @@ use std::ops::Range;
 
 use super::config::Config;
 use super::coord::AxisGeom;
-use super::element::Elem;
 use super::mode::Mode;
 use super::nearest::NearestPlan;
 use super::separable::{self, Reduce, Scratch};
 use super::taps::AxisTaps;
 use super::{cubic, linear, nearest, pool};
+use crate::kernels::float::Float;
 
 /// The tables of one launch, shared by every plane.
 pub enum Plan {
@@ -52,7 +52,7 @@ impl Plan {
     }
 
     /// Computes outputs `outer` of the outermost spatial axis of one plane.
-    pub fn run<T: Elem>(
+    pub fn run<T: Float>(
         &self,
         src: &[T],
         outer: Range<usize>,

@@ -4,9 +4,10 @@
 
 use std::ops::Range;
 
-use super::element::{Elem, f32_view, store};
+use super::element::{f32_view, store};
 use super::poly;
 use super::taps::AxisTaps;
+use crate::kernels::float::Float;
 use crate::kernels::simd::{Madd, multiversion};
 
 /// How the taps of an output combine.
@@ -32,14 +33,13 @@ pub struct Scratch {
     out: Vec<f32>,
 }
 
-/// Outputs computed between stores: small enough to stay in L1.
+/// Outputs computed per store: small enough to stay in L1.
 const CHUNK: usize = 2048;
 
 /// Resamples the plane `src` into `dst`: the outputs `outer` of the outermost axis and
-/// every output of the inner axes. Inner axes are resampled once into scratch; the
-/// outermost pass then runs a few rows at a time into an `f32` buffer that is stored to
-/// `dst`.
-pub fn plane<T: Elem>(
+/// every output of the inner axes. Inner axes are resampled once into scratch, then the
+/// outermost pass writes the output.
+pub fn plane<T: Float>(
     reduce: Reduce,
     axes: &[AxisTaps],
     src: &[T],
@@ -54,12 +54,9 @@ pub fn plane<T: Elem>(
     let Some((axis, inner)) = axes.split_first() else {
         return;
     };
-    let out_block: usize = inner.iter().map(AxisTaps::outputs).product();
-    let rows = (CHUNK / out_block.max(1)).max(1);
-    let chunks = (outer.start..outer.end)
-        .step_by(rows)
-        .map(|o| o..(o + rows).min(outer.end))
-        .zip(dst.chunks_mut(rows * out_block.max(1)));
+    let Some((tmp, rest)) = levels.split_first_mut() else {
+        return;
+    };
     if inner.is_empty() {
         let span = if axis.identity {
             outer.clone()
@@ -67,34 +64,48 @@ pub fn plane<T: Elem>(
             axis.input_span(outer.clone())
         };
         let view = f32_view(&src[span.clone()], row);
-        for (part, d) in chunks {
-            let buf = sized(out, d.len());
+        emit(dst, outer, 1, out, |part, buf| {
             rows_pass(reduce, axis, view, span.len(), span.start, part, buf);
-            store(buf, d);
-        }
+        });
         return;
     }
     let in_block = src.len() / axis.input.max(1);
-    let Some((tmp, rest)) = levels.split_first_mut() else {
-        return;
-    };
+    let out_block: usize = inner.iter().map(AxisTaps::outputs).product();
     if axis.identity {
-        for (part, d) in chunks {
-            let buf = sized(out, d.len());
+        emit(dst, outer, out_block, out, |part, buf| {
             let s = &src[part.start * in_block..part.end * in_block];
             slab(reduce, inner, s, in_block, buf, rest, row);
-            store(buf, d);
-        }
+        });
         return;
     }
     let span = axis.input_span(outer.clone());
     let tmp = sized(tmp, span.len() * out_block);
     let s = &src[span.start * in_block..span.end * in_block];
     slab(reduce, inner, s, in_block, tmp, rest, row);
-    for (part, d) in chunks {
-        let buf = sized(out, d.len());
+    emit(dst, outer, out_block, out, |part, buf| {
         blocks(reduce, axis, tmp, span.start, out_block, part, buf);
-        store(buf, d);
+    });
+}
+
+/// Runs `f(outputs, values)` for the outputs `outer` (blocks of `block` values) of `dst`, a
+/// few blocks at a time through the L1-sized `buf`, then stores them into `dst`. (Copying
+/// out of L1 in bulk writes large outputs faster than the kernels' scattered stores, even
+/// for `f32`.)
+fn emit<T: Float>(
+    dst: &mut [T],
+    outer: Range<usize>,
+    block: usize,
+    buf: &mut Vec<f32>,
+    mut f: impl FnMut(Range<usize>, &mut [f32]),
+) {
+    let rows = (CHUNK / block.max(1)).max(1);
+    for (o, d) in (outer.start..outer.end)
+        .step_by(rows)
+        .zip(dst.chunks_mut(rows * block.max(1)))
+    {
+        let values = sized(buf, d.len());
+        f(o..(o + rows).min(outer.end), values);
+        store(values, d);
     }
 }
 
@@ -106,7 +117,7 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
     &mut buf[..len]
 }
 
-fn resample<T: Elem>(
+fn resample<T: Float>(
     reduce: Reduce,
     axes: &[AxisTaps],
     src: &[T],
@@ -147,7 +158,7 @@ fn resample<T: Elem>(
 
 /// Resamples consecutive slices of `in_block` inputs along the axes `axes`, all outputs
 /// of each, into consecutive blocks of `dst`.
-fn slab<T: Elem>(
+fn slab<T: Float>(
     reduce: Reduce,
     axes: &[AxisTaps],
     src: &[T],
@@ -300,20 +311,31 @@ fn block<M: Madd>(
     let block = |i: usize| &src[(i - lo) * len..(i - lo + 1) * len];
     match reduce {
         Reduce::Sum if n == 2 && w[0] != 0.0 && w[1] != 0.0 => {
-            let (a, b) = (block(idx[0]), block(idx[1]));
-            let (w0, w1) = (w[0], w[1]);
-            for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
-                *d = M::madd(w1, y, w0 * x);
-            }
+            fused2::<M>(dst, true, block(idx[0]), w[0], block(idx[1]), w[1]);
         }
         Reduce::Sum => {
-            dst.fill(0.0);
-            for (&i, &wk) in idx.iter().zip(w) {
-                if wk != 0.0 {
-                    for (d, &x) in dst.iter_mut().zip(block(i)) {
-                        *d = M::madd(wk, x, *d);
-                    }
+            let mut taps = idx.iter().zip(w).filter(|t| *t.1 != 0.0);
+            let mut init = true;
+            loop {
+                let mut group = [(&[][..], 0.0f32); 4];
+                let mut g = 0;
+                for (&i, &wk) in taps.by_ref().take(4) {
+                    group[g] = (block(i), wk);
+                    g += 1;
                 }
+                let [(a, wa), (b, wb), (c, wc), (d, wd)] = group;
+                match g {
+                    0 if init => dst.fill(0.0),
+                    1 => fused1::<M>(dst, init, a, wa),
+                    2 => fused2::<M>(dst, init, a, wa, b, wb),
+                    3 => fused3::<M>(dst, init, a, wa, b, wb, c, wc),
+                    4 => fused4::<M>(dst, init, a, wa, b, wb, c, wc, d, wd),
+                    _ => {}
+                }
+                if g < 4 {
+                    break;
+                }
+                init = false;
             }
         }
         Reduce::Max => {
@@ -326,3 +348,41 @@ fn block<M: Madd>(
         }
     }
 }
+
+/// Defines `dst = Σ w·b` (added to `dst` unless `init`) over a fixed number of blocks, tap
+/// by tap in order; each block is its own local slice of `dst`'s length, so the loop has no
+/// bounds checks and vectorises.
+macro_rules! fused {
+    ($name:ident: $b0:ident $w0:ident $(, $b:ident $w:ident)*) => {
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        fn $name<M: Madd>(
+            dst: &mut [f32],
+            init: bool,
+            $b0: &[f32],
+            $w0: f32,
+            $($b: &[f32], $w: f32),*
+        ) {
+            let n = dst.len();
+            let $b0 = &$b0[..n];
+            $(let $b = &$b[..n];)*
+            if init {
+                for j in 0..n {
+                    let acc = $w0 * $b0[j];
+                    $(let acc = M::madd($w, $b[j], acc);)*
+                    dst[j] = acc;
+                }
+            } else {
+                for j in 0..n {
+                    let acc = M::madd($w0, $b0[j], dst[j]);
+                    $(let acc = M::madd($w, $b[j], acc);)*
+                    dst[j] = acc;
+                }
+            }
+        }
+    };
+}
+fused!(fused1: a wa);
+fused!(fused2: a wa, b wb);
+fused!(fused3: a wa, b wb, c wc);
+fused!(fused4: a wa, b wb, c wc, d wd);
