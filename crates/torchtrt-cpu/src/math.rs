@@ -10,6 +10,7 @@ use crate::scalar::Real;
 
 /// `eˣ` in f32 by range reduction and a degree-7 polynomial: within 2 ulp for normal
 /// results, 0 below −104, ∞ above ln(f32::MAX), NaN for NaN. Branch-free.
+#[inline(always)]
 pub(crate) fn exp_f32(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
@@ -71,6 +72,7 @@ const ERFC_POLY: [f64; 10] = [
 ];
 
 /// `erfc(z)` for `z ≥ 0`: `t · exp(−z² + P(t))`.
+#[inline(always)]
 fn erfc_pos<C: Real>(z: C) -> C {
     let t = C::ONE / (C::ONE + C::from_f64(0.5) * z);
     let poly = ERFC_POLY
@@ -80,29 +82,30 @@ fn erfc_pos<C: Real>(z: C) -> C {
     t * (poly - z * z).exp()
 }
 
-/// The error function.
+/// The error function. Both forms are evaluated and one selected, without branches, so
+/// loops around it vectorise.
+#[inline(always)]
 pub(crate) fn erf<C: Real>(x: C) -> C {
-    let half = C::from_f64(0.5);
-    if x.abs() < half {
-        let x2 = x * x;
-        x * SERIES
-            .iter()
-            .rev()
-            .fold(C::ZERO, |acc, &c| acc * x2 + C::from_f64(c))
-    } else if x > C::ZERO {
-        C::ONE - erfc_pos(x)
+    let x2 = x * x;
+    let series = x * SERIES
+        .iter()
+        .rev()
+        .fold(C::ZERO, |acc, &c| acc * x2 + C::from_f64(c));
+    let tail = C::ONE - erfc_pos(x.abs());
+    let tail = if x < C::ZERO { -tail } else { tail };
+    if x.abs() < C::from_f64(0.5) {
+        series
     } else {
-        erfc_pos(-x) - C::ONE
+        tail
     }
 }
 
-/// The complementary error function, `1 − erf(x)`, without cancellation for large `x`.
+/// The complementary error function, `1 − erf(x)`, without cancellation for large `x`;
+/// branch-free like [`erf`].
+#[inline(always)]
 pub(crate) fn erfc<C: Real>(x: C) -> C {
-    if x >= C::ZERO {
-        erfc_pos(x)
-    } else {
-        C::from_f64(2.0) - erfc_pos(-x)
-    }
+    let e = erfc_pos(x.abs());
+    if x < C::ZERO { C::from_f64(2.0) - e } else { e }
 }
 
 #[cfg(test)]
