@@ -41,6 +41,8 @@ pub enum ElementwiseOp {
     Greater,
     /// `a >= b` → bool
     GreaterOrEqual,
+    /// `a < 0 ? b · a : a` with `b` the slope (ONNX `PRelu`; floats only).
+    PRelu,
 }
 
 impl ElementwiseOp {
@@ -98,6 +100,12 @@ impl LayerOp for Elementwise {
         }
         if self.op.is_logical() != (a.dtype == DType::Bool) {
             return Err(format!("{:?} is not defined for {}", self.op, a.dtype));
+        }
+        if self.op == ElementwiseOp::PRelu && !a.dtype.is_float() {
+            return Err(format!(
+                "PRelu needs a floating-point input, got {}",
+                a.dtype
+            ));
         }
         let shape = broadcast_shapes(a.shape, b.shape)?;
         let dtype = if self.op.is_comparison() {

@@ -13,12 +13,17 @@ pub enum PoolKind {
     Max,
     /// Mean over the window.
     Average,
+    /// `(Σ |x|^p)^(1/p)` over the window, padding contributing 0 (ONNX `LpPool`).
+    Lp {
+        /// The norm's order, at least 1.
+        p: i64,
+    },
 }
 
-/// Pools `x [N, C, *S]` with a sliding window (ONNX `MaxPool` / `AveragePool`).
+/// Pools `x [N, C, *S]` with a sliding window (ONNX `MaxPool` / `AveragePool` / `LpPool`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Pooling {
-    /// Max or average.
+    /// Max, average or Lp.
     pub kind: PoolKind,
     /// Window size per spatial dim.
     pub kernel: Vec<i64>,
@@ -63,6 +68,11 @@ impl LayerOp for Pooling {
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let x = &inputs[0];
         require_float("Pooling", x.dtype)?;
+        if let PoolKind::Lp { p } = self.kind
+            && p < 1
+        {
+            return Err(format!("LpPool order p = {p} must be at least 1"));
+        }
         let spatial = x.shape.len().saturating_sub(2);
         if !(1..=3).contains(&spatial) {
             return Err(format!(

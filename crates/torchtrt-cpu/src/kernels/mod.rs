@@ -1,11 +1,17 @@
 //! One module per layer kind, and the table that maps a [`LayerKind`] to its kernel.
 
 mod activation;
+mod arg_reduce;
 mod cast;
 mod concat;
 mod constant_of_shape;
 mod convolution;
 mod copy;
+mod cum_sum;
+mod deconvolution;
+mod depth_to_space;
+mod einsum;
+mod einsum_matmul;
 mod element_index;
 mod elementwise;
 mod elementwise_ops;
@@ -15,20 +21,25 @@ mod gather;
 mod gather_elements;
 mod map;
 mod matmul;
+mod normalization;
 mod pad;
 mod pooling;
 mod range;
 mod reduce;
 mod reduce_int;
 mod reshape;
+mod scalar_arg;
 mod scatter_elements;
 mod select;
 mod shape;
 mod size;
 mod slice;
 mod softmax;
+mod space_to_depth;
 mod tile;
+mod top_k;
 mod transpose;
+mod trilu;
 mod unary;
 
 use torchtrt_core::{InferInput, Kernel, LayerKind};
@@ -69,6 +80,15 @@ pub(crate) fn prepare(
         LayerKind::Slice(l) => slice::prepare(l, inputs),
         LayerKind::Gather(l) => gather::prepare(l, inputs),
         LayerKind::Cast(l) => cast::prepare(l, inputs),
+        LayerKind::Deconvolution(l) => deconvolution::prepare(l, inputs),
+        LayerKind::Normalization(l) => normalization::prepare(l, inputs),
+        LayerKind::ArgReduce(l) => arg_reduce::prepare(l, inputs),
+        LayerKind::CumSum(l) => cum_sum::prepare(l, inputs),
+        LayerKind::TopK(l) => top_k::prepare(l, inputs),
+        LayerKind::DepthToSpace(l) => depth_to_space::prepare(l, inputs),
+        LayerKind::SpaceToDepth(l) => space_to_depth::prepare(l, inputs),
+        LayerKind::Trilu(l) => trilu::prepare(l, inputs),
+        LayerKind::Einsum(l) => einsum::prepare(l, inputs),
         LayerKind::Shape(l) => shape::prepare(l, inputs),
         LayerKind::Size(l) => size::prepare(l, inputs),
         LayerKind::ConstantOfShape(l) => constant_of_shape::prepare(l, inputs),
