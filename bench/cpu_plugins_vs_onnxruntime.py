@@ -3,7 +3,7 @@
 and against a plain memory copy of the same bytes, in one run, and prints a table.
 
     python bench/cpu_plugins_vs_onnxruntime.py [--iters 50] [--warmup 10] [--threads 2]
-        [--skip-build] [--markdown]
+        [--skip-build | --exe PATH] [--markdown]
 
 Needs `pip install onnx onnxruntime numpy`. Our side is
 `cargo run --release -p torchtrt-plugins --example bench_plugins -- --json`; onnxruntime runs
@@ -70,7 +70,7 @@ def ort_ms(nodes, inits, shape, threads, iters, warmup):
     graph = helper.make_graph(
         nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -93,8 +93,8 @@ def ort_ms(nodes, inits, shape, threads, iters, warmup):
 
 
 def ours(args):
-    exe = os.path.join(ROOT, "target", "release", "examples", "bench_plugins")
-    if not args.skip_build:
+    exe = args.exe or os.path.join(ROOT, "target", "release", "examples", "bench_plugins")
+    if not args.skip_build and not args.exe:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchtrt-plugins",
                         "--example", "bench_plugins"], cwd=ROOT, check=True)
     out = subprocess.run([exe, "--json", "--iters", str(args.iters), "--warmup",
@@ -113,6 +113,7 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip-build", action="store_true")
+    p.add_argument("--exe", help="a prebuilt bench_plugins binary (implies --skip-build)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = p.parse_args()
 
