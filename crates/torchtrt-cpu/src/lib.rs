@@ -3,8 +3,8 @@
 //! [`CpuBackend`] turns a [`LayerKind`](torchtrt_core::LayerKind) into a ready-to-run
 //! [`Kernel`](torchtrt_core::Kernel). Kernels follow the ONNX operator definitions, run
 //! multithreaded on rayon (the global pool, or one the backend owns), and compute f16 and
-//! bf16 in f32. Matrix products and convolutions go through the `gemm` crate via
-//! [`linalg`], the module that fused epilogues extend.
+//! bf16 in f32. Matrix products and convolutions go through the `gemm` crate, behind the
+//! internal `linalg` module that fused epilogues extend.
 
 mod backend;
 mod dispatch;
