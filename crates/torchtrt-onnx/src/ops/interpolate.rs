@@ -1,0 +1,158 @@
+//! ONNX resampling onto the `torch_tensorrt::Interpolate` plugin, which resizes the 1 to 3
+//! trailing axes of an `[N, C, spatial…]` tensor: the resized axes must be trailing, and
+//! the axes in front of them are folded into (or padded out to) `N` and `C`.
+
+use torchtrt_core::TensorId;
+use torchtrt_core::layers::{Concat, Reshape, Shape, Squeeze, Unsqueeze};
+use torchtrt_core::plugin_api::{DType, FieldCollection, PluginKey};
+
+use super::util::i64s;
+use crate::ctx::Ctx;
+use crate::error::Result;
+use crate::node::Node;
+
+/// The output size, one entry per input axis.
+pub(super) enum Target {
+    /// Scale factors (1 keeps an axis); output dims are `floor(dim·scale)`.
+    Scales(Vec<f64>),
+    /// Output dims; `None` keeps the input's.
+    Sizes(Vec<Option<i64>>),
+}
+
+/// How to sample, with ONNX `Resize`'s attribute names and values.
+pub(super) struct Sampling {
+    /// `nearest`, `linear` or `cubic`.
+    pub mode: String,
+    /// `coordinate_transformation_mode`.
+    pub coord: String,
+    /// `nearest_mode`.
+    pub nearest: String,
+    /// `cubic_coeff_a`.
+    pub cubic_a: f32,
+    /// `exclude_outside`.
+    pub exclude_outside: bool,
+    /// `extrapolation_value`.
+    pub extrapolation: f32,
+    /// `antialias`.
+    pub antialias: bool,
+}
+
+impl Target {
+    fn resizes(&self, axis: usize, dim: Option<i64>) -> bool {
+        match self {
+            Target::Scales(s) => s[axis] != 1.0,
+            Target::Sizes(s) => s[axis].is_some_and(|n| Some(n) != dim),
+        }
+    }
+}
+
+/// `x` resampled to `target`: the input itself when no axis changes, else one plugin
+/// layer, with reshapes around it when the input has other than two leading axes.
+pub(super) fn interpolate(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    x: TensorId,
+    target: &Target,
+    sampling: &Sampling,
+) -> Result<TensorId> {
+    let ty = ctx.ty(x).clone();
+    if !matches!(ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(node.err(format!(
+            "resizing {} tensors: the Interpolate plugin takes f32, f16 and bf16",
+            ty.dtype
+        )));
+    }
+    let rank = ty.shape.len();
+    let Some(first) = (0..rank).find(|&a| target.resizes(a, ty.shape[a].as_const())) else {
+        return Ok(x);
+    };
+    let (mode, first) = plugin_mode(node, &sampling.mode, rank, first)?;
+    let mut fields = FieldCollection::new()
+        .with("mode", mode)
+        .with("coordinate_transformation_mode", sampling.coord.as_str())
+        .with("nearest_mode", sampling.nearest.as_str())
+        .with("cubic_coeff_a", sampling.cubic_a)
+        .with("exclude_outside", i32::from(sampling.exclude_outside))
+        .with("extrapolation_value", sampling.extrapolation)
+        .with("antialias", i32::from(sampling.antialias));
+    match target {
+        Target::Scales(s) => {
+            fields.set("scales", s[first..].to_vec());
+            fields.set("use_scales", 1i32);
+        }
+        Target::Sizes(s) => {
+            let sizes = (first..rank)
+                .map(|a| {
+                    s[a].or(ty.shape[a].as_const()).ok_or_else(|| {
+                        node.err(format!(
+                            "axis {a} is kept, but its size is unknown at import time and the plugin takes sizes as fields"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<i64>>>()?;
+            fields.set("out_size", sizes);
+        }
+    }
+    let key = PluginKey::new("torch_tensorrt", "Interpolate", "1");
+    with_two_leading_axes(ctx, node, x, first, |ctx, x| {
+        Ok(ctx.plugin(node, &key, &fields, &[x])?[0])
+    })
+}
+
+/// The plugin's mode for ONNX `mode` resizing axes `first..rank`, and the first axis the
+/// plugin treats as spatial: cubic of one axis becomes bicubic over that axis and the one
+/// before it (scale 1).
+fn plugin_mode(
+    node: &Node<'_>,
+    mode: &str,
+    rank: usize,
+    first: usize,
+) -> Result<(&'static str, usize)> {
+    Ok(match (mode, rank - first) {
+        ("nearest", 1..=3) => ("nearest", first),
+        ("linear", 1) => ("linear", first),
+        ("linear", 2) => ("bilinear", first),
+        ("linear", 3) => ("trilinear", first),
+        ("cubic", 2) => ("bicubic", first),
+        ("cubic", 1) if first > 0 => ("bicubic", first - 1),
+        (m @ ("nearest" | "linear" | "cubic"), k) => {
+            return Err(node.err(format!(
+                "{m} resizing of axes {first}..{rank} ({k} axes): the Interpolate plugin resizes the last {} axes only",
+                if m == "cubic" { "2" } else { "1 to 3" }
+            )));
+        }
+        (m, _) => return Err(node.err(format!("attribute `mode`: unknown mode `{m}`"))),
+    })
+}
+
+/// `apply` run on `x` laid out with exactly two axes before axis `lead`: leading axes of
+/// size 1 are added (and removed after) when there are fewer, and the first `lead − 1` are
+/// merged into one (and split again after, from the input's run-time shape) when more.
+fn with_two_leading_axes(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    x: TensorId,
+    lead: usize,
+    apply: impl FnOnce(&mut Ctx<'_>, TensorId) -> Result<TensorId>,
+) -> Result<TensorId> {
+    if lead == 2 {
+        return apply(ctx, x);
+    }
+    if lead < 2 {
+        let axes: Vec<i64> = (0..(2 - lead) as i64).collect();
+        let x = ctx.add(node, Unsqueeze { axes: axes.clone() }, &[x])?;
+        let y = apply(ctx, x)?;
+        return ctx.add(node, Squeeze { axes: Some(axes) }, &[y]);
+    }
+    let keep = (lead - 1) as i64;
+    let shape_of = |ctx: &mut Ctx<'_>, t, start, end| ctx.add(node, Shape { start, end }, &[t]);
+    let tail = shape_of(ctx, x, keep, None)?;
+    let merged = i64s(ctx, node, &[-1])?;
+    let folded_shape = ctx.add(node, Concat { axis: 0 }, &[merged, tail])?;
+    let folded = ctx.add(node, Reshape::default(), &[x, folded_shape])?;
+    let y = apply(ctx, folded)?;
+    let head = shape_of(ctx, x, 0, Some(keep))?;
+    let rest = shape_of(ctx, y, 1, None)?;
+    let shape = ctx.add(node, Concat { axis: 0 }, &[head, rest])?;
+    ctx.add(node, Reshape::default(), &[y, shape])
+}
