@@ -27,7 +27,8 @@ pub fn range_len(start: &Tensor, limit: &Tensor, delta: &Tensor) -> Result<usize
                 return Err("delta is 0".into());
             }
             let diff = l - s;
-            let n = diff.div_euclid(d) + i128::from(diff.rem_euclid(d) != 0);
+            let inexact_positive = diff % d != 0 && (diff % d > 0) == (d > 0);
+            let n = diff / d + i128::from(inexact_positive);
             n.max(0)
         }
         _ => {
