@@ -110,7 +110,9 @@ impl LayerOp for Pad {
             .iter()
             .zip(&pads)
             .map(|(d, &(b, e))| {
-                let out = d + b + e;
+                let out = d + b
+                    .checked_add(e)
+                    .ok_or_else(|| format!("pads ({b}, {e}) overflow"))?;
                 let cropped = d
                     .as_const()
                     .map(|d| d.saturating_add(b.min(0)).saturating_add(e.min(0)));
