@@ -239,3 +239,25 @@ fn bad_inputs_are_errors() {
     let err = run_on(global(), Deconvolution::new(2), &[&x, &w4, &b]).expect_err("bias");
     assert!(err.contains("bias"), "{err}");
 }
+
+#[test]
+fn extreme_parameters_are_exact_or_errors() {
+    let mut rng = Rng::new(6);
+    let x = random(DType::F32, &[1, 1, 2], &mut rng, 1.0, 2.0);
+    let w = random(DType::F32, &[1, 1, 1], &mut rng, 1.0, 2.0);
+    let mut far = Deconvolution::new(1);
+    far.strides = vec![1 << 40];
+    far.pads_begin = vec![(1 << 40) - 1];
+    let got = run(far.clone(), &[&x, &w]).expect("two outputs");
+    check(
+        &got,
+        &deconv(&nd(&x), &nd(&w), None, &far),
+        Tol::of(DType::F32),
+    )
+    .expect("matches");
+    let mut overflow = Deconvolution::new(1);
+    overflow.dilations = vec![i64::MAX];
+    let w3 = random(DType::F32, &[1, 1, 3], &mut rng, 1.0, 2.0);
+    let err = run_on(global(), overflow, &[&x, &w3]).expect_err("overflow");
+    assert!(err.contains("overflow"), "{err}");
+}

@@ -64,12 +64,17 @@ impl Deconvolution {
         Ok(())
     }
 
-    /// The output extent of spatial dim `i` for an input extent `input` and `k` taps.
-    pub fn output_extent(&self, i: usize, input: &DimExpr, k: i64) -> DimExpr {
-        let (s, d) = (self.strides[i], self.dilations[i]);
-        let fixed =
-            self.output_padding[i] + (k - 1) * d + 1 - self.pads_begin[i] - self.pads_end[i];
-        (input.clone() - 1) * s + fixed
+    /// The output extent of spatial dim `i` for an input extent `input` and `k` taps,
+    /// `s·(in − 1) + op + (k − 1)·d + 1 − pb − pe`; `None` when the parameters overflow.
+    pub fn output_extent(&self, i: usize, input: &DimExpr, k: i64) -> Option<DimExpr> {
+        let fixed = k
+            .checked_sub(1)?
+            .checked_mul(self.dilations[i])?
+            .checked_add(self.output_padding[i])?
+            .checked_add(1)?
+            .checked_sub(self.pads_begin[i])?
+            .checked_sub(self.pads_end[i])?;
+        Some((input.clone() - 1) * self.strides[i] + fixed)
     }
 }
 
@@ -119,7 +124,9 @@ impl LayerOp for Deconvolution {
         }
         let mut shape = vec![x.shape[0].clone(), DimExpr::Const(m)];
         for (i, (input, &k)) in x.shape[2..].iter().zip(&kernel).enumerate() {
-            let o = self.output_extent(i, input, k);
+            let o = self
+                .output_extent(i, input, k)
+                .ok_or_else(|| format!("the parameters of spatial dim {i} overflow"))?;
             if o.as_const().is_some_and(|v| v < 1) {
                 return Err(format!("spatial dim {i} of the output would be {o}"));
             }

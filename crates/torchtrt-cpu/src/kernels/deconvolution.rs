@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 use torchtrt_core::layers::Deconvolution;
-use torchtrt_core::plugin_api::DType;
+use torchtrt_core::plugin_api::{DType, DimExpr};
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use crate::dispatch::with_float;
@@ -76,13 +76,10 @@ impl Geom {
             pad_begin: pad(&layer.pads_begin, 0),
         };
         for i in 0..spatial {
-            let (input, k) = (x[2 + i] as i64, w[2 + i] as i64);
-            let extent = (input - 1)
-                .checked_mul(layer.strides[i])
-                .and_then(|v| v.checked_add(layer.output_padding[i]))
-                .and_then(|v| v.checked_add((k - 1).checked_mul(layer.dilations[i])? + 1))
-                .and_then(|v| v.checked_sub(layer.pads_begin[i] + layer.pads_end[i]))
-                .filter(|&v| v >= 1 && input >= 1)
+            let extent = layer
+                .output_extent(i, &DimExpr::Const(x[2 + i] as i64), w[2 + i] as i64)
+                .and_then(|e| e.as_const())
+                .filter(|&v| v >= 1 && x[2 + i] >= 1)
                 .ok_or_else(|| {
                     format!("{WHAT}: spatial dim {i} of {x:?} gives an empty or overflowing output")
                 })?;
@@ -208,8 +205,9 @@ fn col2im<C: Real>(geom: &Geom, col: &[C], plane: &mut [C]) {
     let [_, o1, o2] = geom.output;
     let ilen = geom.input_len();
     let coord = |d: usize, i: usize, t: usize| -> Option<usize> {
-        let c = (i * geom.stride[d] + t * geom.dilation[d]) as isize - geom.pad_begin[d] as isize;
-        (c >= 0 && (c as usize) < geom.output[d]).then_some(c as usize)
+        let c = i as i128 * geom.stride[d] as i128 + t as i128 * geom.dilation[d] as i128
+            - geom.pad_begin[d] as i128;
+        (c >= 0 && c < geom.output[d] as i128).then_some(c as usize)
     };
     let mut rows = col.chunks_exact(ilen);
     for t0 in 0..k0 {
@@ -242,21 +240,16 @@ fn col2im<C: Real>(geom: &Geom, col: &[C], plane: &mut [C]) {
 }
 
 /// For innermost tap `t`: the inputs `lo..hi` whose outputs fall inside the line, and the
-/// output position of input `lo`.
+/// output position of input `lo` (in i128, so no parameters overflow).
 fn line_range(geom: &Geom, t: usize) -> (usize, usize, usize) {
-    let (s, n, width) = (geom.stride[2], geom.input[2], geom.output[2] as isize);
-    let offset = (t * geom.dilation[2]) as isize - geom.pad_begin[2] as isize;
-    let lo = if offset >= 0 {
-        0
-    } else {
-        ((-offset) as usize).div_ceil(s).min(n)
-    };
-    let hi = if width > offset {
-        ((width - offset) as usize).div_ceil(s).min(n)
-    } else {
-        0
-    }
-    .max(lo);
-    let first = (lo as isize * s as isize + offset).max(0) as usize;
-    (lo, hi, first)
+    let (s, n) = (geom.stride[2] as i128, geom.input[2] as i128);
+    let width = geom.output[2] as i128;
+    let offset = t as i128 * geom.dilation[2] as i128 - geom.pad_begin[2] as i128;
+    let lo = ((-offset).max(0) + s - 1).div_euclid(s).min(n);
+    let hi = ((width - offset).max(0) + s - 1)
+        .div_euclid(s)
+        .min(n)
+        .max(lo);
+    let first = if lo < hi { lo * s + offset } else { 0 };
+    (lo as usize, hi as usize, first as usize)
 }
