@@ -782,3 +782,33 @@ fn supports_cpu_float_linear_same_dtype() {
     assert!(!plugin.supports(2, &mixed, 1, DeviceKind::Cpu));
     assert!(!plugin.supports(0, &mixed, 2, DeviceKind::Cpu));
 }
+
+#[test]
+fn integer_factor_fast_paths_match_reference() {
+    let cases: [(&str, Vec<usize>, Vec<i64>); 9] = [
+        ("bilinear", vec![2, 3, 40, 36], vec![80, 72]),
+        ("bilinear", vec![2, 3, 40, 36], vec![120, 108]),
+        ("bilinear", vec![2, 3, 40, 36], vec![20, 18]),
+        ("bicubic", vec![1, 2, 33, 40], vec![66, 160]),
+        ("nearest", vec![1, 2, 33, 40], vec![132, 20]),
+        ("trilinear", vec![1, 2, 10, 12, 14], vec![20, 24, 7]),
+        ("adaptive_avg_pool2d", vec![2, 3, 64, 48], vec![32, 16]),
+        ("adaptive_max_pool2d", vec![2, 3, 64, 48], vec![16, 12]),
+        ("adaptive_max_pool3d", vec![1, 2, 12, 12, 12], vec![4, 6, 3]),
+    ];
+    for (mode, shape, out) in cases {
+        for dtype in DTYPES {
+            let data = random_data(17, shape.iter().product());
+            let (_, x, got) = run(&sized(mode, &out), dtype, &shape, &data, 2).expect("runs");
+            let out: Vec<usize> = out.iter().map(|&d| d as usize).collect();
+            let want = interp_ref::resize(&Spec::new(mode), &shape, &x, &out);
+            let tol = tolerance(dtype);
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= tol * w.abs().max(1.0),
+                    "{mode} {dtype} {shape:?}->{out:?}: {g} vs {w}"
+                );
+            }
+        }
+    }
+}

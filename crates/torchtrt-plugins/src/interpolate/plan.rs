@@ -6,7 +6,7 @@ use super::config::Config;
 use super::coord::AxisGeom;
 use super::mode::Mode;
 use super::nearest::NearestPlan;
-use super::separable::{self, Reduce, Scratch};
+use super::separable::{Reduce, Scratch, SeparablePlan};
 use super::taps::AxisTaps;
 use super::{cubic, linear, nearest, pool};
 use crate::kernels::float::Float;
@@ -15,8 +15,8 @@ use crate::kernels::float::Float;
 pub enum Plan {
     /// Nearest sampling.
     Nearest(NearestPlan),
-    /// Separable resampling or pooling: how taps combine and one table per axis.
-    Separable(Reduce, Vec<AxisTaps>),
+    /// Separable resampling or pooling.
+    Separable(SeparablePlan),
 }
 
 impl Plan {
@@ -33,20 +33,19 @@ impl Plan {
             })
             .collect();
         let tables = |f: &dyn Fn(&AxisGeom) -> AxisTaps| geoms.iter().map(f).collect();
+        let separable = |reduce, axes| Plan::Separable(SeparablePlan::new(reduce, axes));
         match config.mode {
             Mode::Nearest => Plan::Nearest(NearestPlan::new(
                 geoms.iter().map(|g| nearest::indices(config, g)).collect(),
                 input.to_vec(),
             )),
-            Mode::Linear { .. } => {
-                Plan::Separable(Reduce::Sum, tables(&|g| linear::taps(config, g)))
-            }
-            Mode::Cubic => Plan::Separable(Reduce::Sum, tables(&|g| cubic::taps(config, g))),
+            Mode::Linear { .. } => separable(Reduce::Sum, tables(&|g| linear::taps(config, g))),
+            Mode::Cubic => separable(Reduce::Sum, tables(&|g| cubic::taps(config, g))),
             Mode::AdaptiveAvg { .. } => {
-                Plan::Separable(Reduce::Sum, tables(&|g| pool::taps(g.input, g.output)))
+                separable(Reduce::Sum, tables(&|g| pool::taps(g.input, g.output)))
             }
             Mode::AdaptiveMax { .. } => {
-                Plan::Separable(Reduce::Max, tables(&|g| pool::taps(g.input, g.output)))
+                separable(Reduce::Max, tables(&|g| pool::taps(g.input, g.output)))
             }
         }
     }
@@ -61,9 +60,7 @@ impl Plan {
     ) {
         match self {
             Plan::Nearest(plan) => plan.plane(src, outer, dst),
-            Plan::Separable(reduce, axes) => {
-                separable::plane(*reduce, axes, src, outer, dst, scratch)
-            }
+            Plan::Separable(plan) => plan.plane(src, outer, dst, scratch),
         }
     }
 }

@@ -227,6 +227,67 @@ fn periods_k<M: Madd, const P: usize, const A: usize, const W: usize>(
     }
 }
 
+/// The NaN-propagating maximum over a prefix of the outputs `mid` of every row, for
+/// stretches of one phase (`p = 1`: windows of `n` inputs every `a`), as [`sum_rows`] does
+/// sums. Returns how many outputs of `mid` it wrote.
+#[inline(always)]
+pub fn max_rows(
+    s: &Periodic,
+    src: &[f32],
+    in_len: usize,
+    lo: usize,
+    outputs: Range<usize>,
+    mid: Range<usize>,
+    dst: &mut [f32],
+) -> usize {
+    macro_rules! go {
+        ($($a:literal, $n:literal);*) => {
+            match (s.p, s.a, s.n) {
+                $((1, $a, $n) => max_rows_k::<$a, $n>(s, src, in_len, lo, outputs, mid, dst),)*
+                _ => 0,
+            }
+        };
+    }
+    go!(2, 2; 3, 3; 4, 4; 2, 3; 3, 4)
+}
+
+/// [`max_rows`] for windows of `N` inputs every `A`.
+#[inline(always)]
+fn max_rows_k<const A: usize, const N: usize>(
+    s: &Periodic,
+    src: &[f32],
+    in_len: usize,
+    lo: usize,
+    outputs: Range<usize>,
+    mid: Range<usize>,
+    dst: &mut [f32],
+) -> usize {
+    let from = s.input_of(mid.start) - lo;
+    let Some(room) = in_len.checked_sub(from + N) else {
+        return 0;
+    };
+    let count = mid.len().min(room / A + 1);
+    let at = mid.start - outputs.start..mid.start - outputs.start + count;
+    for (row, out) in src
+        .chunks_exact(in_len.max(1))
+        .zip(dst.chunks_exact_mut(outputs.len().max(1)))
+    {
+        let (row, out) = (&row[from..], &mut out[at.clone()]);
+        if row.len() < A * count.saturating_sub(1) + N {
+            continue;
+        }
+        for (m, o) in out.iter_mut().enumerate() {
+            let mut acc = row[A * m];
+            for k in 1..N {
+                let x = row[A * m + k];
+                acc = if x > acc || x.is_nan() { x } else { acc };
+            }
+            *o = acc;
+        }
+    }
+    count
+}
+
 /// The `(p, a)` of a stretch whose every phase reads the first input of its period, which
 /// the nearest kernels specialise on: `(p, 1)` repeats each input `p` times, `(1, a)` takes
 /// every `a`-th.

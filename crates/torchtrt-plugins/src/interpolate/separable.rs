@@ -31,15 +31,79 @@ pub struct Scratch {
     levels: Vec<Vec<f32>>,
     row: Vec<f32>,
     out: Vec<f32>,
+    rows: Vec<f32>,
 }
 
 /// Outputs computed per store: small enough to stay in L1.
 const CHUNK: usize = 2048;
 
+/// The tables of a separable resampling or pooling, and the order its passes run in.
+pub struct SeparablePlan {
+    reduce: Reduce,
+    axes: Vec<AxisTaps>,
+    /// When the outer axes shrink the plane: the tables with the innermost axis replaced by
+    /// the identity, so outer passes run first on whole input rows and the (gathering)
+    /// innermost pass last, on fewer rows.
+    inner_last: Option<Vec<AxisTaps>>,
+}
+
+impl SeparablePlan {
+    /// A plan over `axes` (outermost first) combining taps by `reduce`.
+    pub fn new(reduce: Reduce, axes: Vec<AxisTaps>) -> SeparablePlan {
+        let outer_in: usize = axes.iter().rev().skip(1).map(|a| a.input).product();
+        let outer_out: usize = axes.iter().rev().skip(1).map(AxisTaps::outputs).product();
+        let inner_last = match axes.split_last() {
+            Some((last, outer)) if !outer.is_empty() && outer_out < outer_in => {
+                let mut z = outer.to_vec();
+                z.push(AxisTaps::identity(last.input));
+                Some(z)
+            }
+            _ => None,
+        };
+        SeparablePlan {
+            reduce,
+            axes,
+            inner_last,
+        }
+    }
+
+    /// Resamples the plane `src` into `dst`: the outputs `outer` of the outermost axis and
+    /// every output of the inner axes.
+    pub fn plane<T: Float>(
+        &self,
+        src: &[T],
+        outer: Range<usize>,
+        dst: &mut [T],
+        scratch: &mut Scratch,
+    ) {
+        let (Some(z_axes), Some(last)) = (&self.inner_last, self.axes.last()) else {
+            plane(self.reduce, &self.axes, src, outer, dst, scratch);
+            return;
+        };
+        let Scratch {
+            levels,
+            row,
+            out,
+            rows,
+        } = scratch;
+        if levels.len() < z_axes.len() {
+            levels.resize_with(z_axes.len(), Vec::new);
+        }
+        let mid: usize = z_axes[1..].iter().map(AxisTaps::outputs).product();
+        let width = last.input;
+        let block = mid / width.max(1) * last.outputs();
+        emit(dst, outer, block, out, |part, buf| {
+            let z = sized(rows, part.len() * mid);
+            resample(self.reduce, z_axes, src, part, z, levels, row);
+            rows_pass(self.reduce, last, z, width, 0, 0..last.outputs(), buf);
+        });
+    }
+}
+
 /// Resamples the plane `src` into `dst`: the outputs `outer` of the outermost axis and
 /// every output of the inner axes. Inner axes are resampled once into scratch, then the
 /// outermost pass writes the output.
-pub fn plane<T: Float>(
+fn plane<T: Float>(
     reduce: Reduce,
     axes: &[AxisTaps],
     src: &[T],
@@ -47,7 +111,9 @@ pub fn plane<T: Float>(
     dst: &mut [T],
     scratch: &mut Scratch,
 ) {
-    let Scratch { levels, row, out } = scratch;
+    let Scratch {
+        levels, row, out, ..
+    } = scratch;
     if levels.len() < axes.len() {
         levels.resize_with(axes.len(), Vec::new);
     }
@@ -150,8 +216,15 @@ fn resample<T: Float>(
         return;
     }
     let span = axis.input_span(outer.clone());
-    let tmp = sized(tmp, span.len() * out_block);
     let s = &src[span.start * in_block..span.end * in_block];
+    if let [only] = inner
+        && only.identity
+    {
+        let view = f32_view(s, row);
+        blocks(reduce, axis, view, span.start, out_block, outer, dst);
+        return;
+    }
+    let tmp = sized(tmp, span.len() * out_block);
     slab(reduce, inner, s, in_block, tmp, rest, row);
     blocks(reduce, axis, tmp, span.start, out_block, outer, dst);
 }
@@ -205,12 +278,14 @@ multiversion! {
             return;
         }
         let at = |r: &Range<usize>| r.start - outputs.start..r.end - outputs.start;
-        if let (Reduce::Sum, Some(p)) = (reduce, &axis.periodic) {
+        if let Some(p) = &axis.periodic {
             let (head, mid, _) = p.split(outputs.clone());
-            let done = if mid.is_empty() {
-                0
-            } else {
-                poly::sum_rows::<M>(p, src, in_len, lo, outputs.clone(), mid.clone(), dst)
+            let done = match reduce {
+                _ if mid.is_empty() => 0,
+                Reduce::Sum => {
+                    poly::sum_rows::<M>(p, src, in_len, lo, outputs.clone(), mid.clone(), dst)
+                }
+                Reduce::Max => poly::max_rows(p, src, in_len, lo, outputs.clone(), mid.clone(), dst),
             };
             if done > 0 {
                 let tail = mid.start + done..outputs.end;
