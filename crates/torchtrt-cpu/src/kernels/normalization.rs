@@ -144,24 +144,49 @@ fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>)
 }
 
 /// `out = (x − mean) · inv · scale + bias`, reading `[x, mean, scale, bias]` through `walk`
-/// (`inv` shares `mean`'s strides; an empty scale or bias is left out).
+/// (`inv` shares `mean`'s strides; an empty scale or bias is left out). Along a run `x`
+/// steps by 1 (it has the output's shape) and the others by 0 or 1 (they broadcast to it),
+/// so each step is a loop over slices or against one value.
 fn apply<C: Real>(walk: &Strided<4>, src: [&[C]; 4], inv: &[C], out: &mut [C]) {
     let [x, mean, scale, bias] = src;
     let steps = walk.inner_strides();
     for_each_chunk(out, |start, chunk| {
         walk.for_each_run(start, start + chunk.len(), |o, at, len| {
             let dst = &mut chunk[o - start..o - start + len];
-            for (j, d) in dst.iter_mut().enumerate() {
-                let pos = |k: usize| (at[k] as isize + j as isize * steps[k]) as usize;
-                let mut y = (x[pos(0)] - mean[pos(1)]) * inv[pos(1)];
-                if !scale.is_empty() {
-                    y = y * scale[pos(2)];
+            let xs = &x[at[0]..at[0] + len];
+            if steps[1] == 0 {
+                let (m, r) = (mean[at[1]], inv[at[1]]);
+                for (d, &v) in dst.iter_mut().zip(xs) {
+                    *d = (v - m) * r;
                 }
-                if !bias.is_empty() {
-                    y = y + bias[pos(3)];
+            } else {
+                let (ms, rs) = (&mean[at[1]..at[1] + len], &inv[at[1]..at[1] + len]);
+                for (((d, &v), &m), &r) in dst.iter_mut().zip(xs).zip(ms).zip(rs) {
+                    *d = (v - m) * r;
                 }
-                *d = y;
+            }
+            if !scale.is_empty() {
+                along(dst, scale, at[2], steps[2], |y, s| y * s);
+            }
+            if !bias.is_empty() {
+                along(dst, bias, at[3], steps[3], |y, b| y + b);
             }
         });
     });
+}
+
+/// `dst[j] = f(dst[j], src[at + j·step])` for a step of 0 or 1.
+#[inline(always)]
+fn along<C: Real>(dst: &mut [C], src: &[C], at: usize, step: isize, f: impl Fn(C, C) -> C) {
+    if step == 0 {
+        let v = src[at];
+        for d in dst.iter_mut() {
+            *d = f(*d, v);
+        }
+    } else {
+        let n = dst.len();
+        for (d, &v) in dst.iter_mut().zip(&src[at..at + n]) {
+            *d = f(*d, v);
+        }
+    }
 }
