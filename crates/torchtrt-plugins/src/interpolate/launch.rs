@@ -2,7 +2,7 @@
 //! planes are few or large, blocks of output rows) in parallel.
 
 use rayon::prelude::*;
-use torchtrt_plugin_api::{DType, HostTensor, HostTensorMut};
+use torchtrt_plugin_api::{DType, HostTensor, HostTensorMut, numel};
 
 use super::config::Config;
 use super::plan::Plan;
@@ -48,27 +48,35 @@ fn run_typed<T: Float>(
 ) -> Result<(), String> {
     let in_dims = dims(&input.desc.shape)?;
     let out_dims = dims(&output.desc.shape)?;
+    let overflow = || "shape too large".to_string();
+    let in_plane = numel(&input.desc.shape[2..]).ok_or_else(overflow)?;
+    let out_plane = numel(&output.desc.shape[2..]).ok_or_else(overflow)?;
+    let planes = numel(&input.desc.shape[..2]).ok_or_else(overflow)?;
     let src = input.typed::<T>().map_err(|e| e.to_string())?;
     let dst = output.typed_mut::<T>().map_err(|e| e.to_string())?;
-    let in_plane: usize = in_dims[2..].iter().product();
-    let out_plane: usize = out_dims[2..].iter().product();
-    let planes = in_dims[0] * in_dims[1];
-    if src.len() != planes * in_plane || dst.len() != planes * out_plane {
+    let (need_in, need_out) = (
+        planes.checked_mul(in_plane).ok_or_else(overflow)?,
+        planes.checked_mul(out_plane).ok_or_else(overflow)?,
+    );
+    if src.len() != need_in || dst.len() != need_out {
         return Err(format!(
-            "buffers hold {} and {} elements, shapes need {} and {}",
+            "buffers hold {} and {} elements, shapes need {need_in} and {need_out}",
             src.len(),
             dst.len(),
-            planes * in_plane,
-            planes * out_plane
         ));
     }
-    if planes == 0 || out_plane == 0 {
+    if need_out == 0 {
         return Ok(());
     }
     let plan = Plan::new(config, &in_dims[2..], &out_dims[2..]);
     let outer = out_dims[2];
     let block = out_plane / outer;
-    let threads = rayon::current_num_threads();
+    let bytes = std::mem::size_of_val(src) + std::mem::size_of_val(dst);
+    let threads = if bytes <= par::MIN_TASK_BYTES {
+        1
+    } else {
+        rayon::current_num_threads()
+    };
     let for_threads = if threads > 1 {
         (threads * UNITS_PER_THREAD).div_ceil(planes)
     } else {

@@ -18,6 +18,7 @@ mod launch;
 mod linear;
 mod mode;
 mod nearest;
+mod passes;
 mod plan;
 mod plugin;
 mod poly;
