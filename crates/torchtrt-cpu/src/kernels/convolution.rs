@@ -6,6 +6,8 @@ use torchtrt_core::layers::Convolution;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
+use super::conv_direct::conv_direct;
+use crate::dispatch::with_float;
 use crate::linalg::{GemmElem, MatRef, Window, WindowParams, gemm, im2col, via_f32};
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
@@ -27,12 +29,17 @@ pub(super) fn prepare(
 }
 
 /// Sizes of one convolution call.
-struct ConvGeom {
-    batch: usize,
-    channels: usize,
-    out_channels: usize,
-    groups: usize,
-    window: Window,
+pub(super) struct ConvGeom {
+    /// Images.
+    pub(super) batch: usize,
+    /// Input channels.
+    pub(super) channels: usize,
+    /// Output channels.
+    pub(super) out_channels: usize,
+    /// Groups.
+    pub(super) groups: usize,
+    /// The sliding window over the spatial dims.
+    pub(super) window: Window,
 }
 
 impl ConvGeom {
@@ -96,6 +103,13 @@ impl Kernel for ConvKernel {
         }
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &geom.output_shape(x.rank() - 2))?;
+        if geom.groups > 1 && geom.channels == geom.groups {
+            return with_float!(self.dtype, WHAT, T => {
+                let bias = bias.map(elems::<T>).transpose()?;
+                conv_direct::<T>(&geom, elems(x)?, elems(w)?, bias, elems_mut(out)?);
+                Ok(())
+            });
+        }
         match self.dtype {
             DType::F32 => conv::<f32>(
                 &geom,

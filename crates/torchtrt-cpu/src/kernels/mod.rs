@@ -4,6 +4,7 @@ mod activation;
 mod arg_reduce;
 mod cast;
 mod concat;
+mod conv_direct;
 mod constant_of_shape;
 mod convolution;
 mod copy;

@@ -41,29 +41,15 @@ pub(crate) fn im2col<T: Copy>(x: &[T], channels: usize, window: &Window, zero: T
 
 /// Fills one output line for innermost tap `t` from one input line.
 fn fill_line<T: Copy>(line: &mut [T], src: &[T], window: &Window, t: usize, zero: T) {
-    let (s, width, n) = (window.stride[2], src.len() as isize, line.len());
-    let offset = (t * window.dilation[2]) as isize - window.pad_begin[2] as isize;
-    let lo = if offset >= 0 {
-        0
-    } else {
-        ((-offset) as usize).div_ceil(s).min(n)
-    };
-    let hi = if width > offset {
-        ((width - offset) as usize).div_ceil(s).min(n)
-    } else {
-        0
-    }
-    .max(lo);
-    line[..lo].fill(zero);
-    line[hi..].fill(zero);
-    if lo == hi {
-        return;
-    }
-    let first = (lo as isize * s as isize + offset) as usize;
+    let (span, first) = window.inner_span(t);
+    let s = window.stride[2];
+    line[..span.start].fill(zero);
+    line[span.end..].fill(zero);
+    let inside = &mut line[span];
     if s == 1 {
-        line[lo..hi].copy_from_slice(&src[first..first + (hi - lo)]);
+        inside.copy_from_slice(&src[first..first + inside.len()]);
     } else {
-        for (j, v) in line[lo..hi].iter_mut().enumerate() {
+        for (j, v) in inside.iter_mut().enumerate() {
             *v = src[first + j * s];
         }
     }

@@ -139,6 +139,30 @@ impl Window {
             && self.pad_end == [0; 3]
     }
 
+    /// For innermost tap `t`: the outputs along the innermost dim whose input lies inside
+    /// the input line (not padding), and the input index of the first of them.
+    pub(crate) fn inner_span(&self, t: usize) -> (Range<usize>, usize) {
+        let (s, width, n) = (self.stride[2], self.input[2] as isize, self.output[2]);
+        let offset = (t * self.dilation[2]) as isize - self.pad_begin[2] as isize;
+        let lo = if offset >= 0 {
+            0
+        } else {
+            ((-offset) as usize).div_ceil(s).min(n)
+        };
+        let hi = if width > offset {
+            ((width - offset) as usize).div_ceil(s).min(n)
+        } else {
+            0
+        }
+        .max(lo);
+        let first = if lo < hi {
+            (lo as isize * s as isize + offset) as usize
+        } else {
+            0
+        };
+        (lo..hi, first)
+    }
+
     /// The signed input coordinate along `dim` of tap `k` of output `o` (negative or past
     /// the end inside padding).
     #[inline(always)]

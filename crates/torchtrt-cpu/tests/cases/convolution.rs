@@ -94,14 +94,16 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(6))]
 
-    /// A 1×1 convolution (no im2col) and a strided 3×3 one on bigger images, both backends.
+    /// 1×1 (no im2col), strided, grouped and depthwise (direct) convolutions on bigger
+    /// images, both backends.
     #[test]
     fn larger_images(c in 4usize..12, m in 4usize..12, hw in 12usize..24, dtype in float_dtype(), seed: u64) {
         let mut rng = Rng::new(seed);
-        for (k, stride, pad, groups) in [(1, 1, 0, 1), (3, 2, 1, 1), (3, 1, 1, 2)] {
+        let shapes = [(1, 1, 0, 1, c, m), (3, 2, 1, 1, c, m), (3, 1, 1, 2, c, m), (3, 1, 1, c, 1, 1), (5, 2, 2, c, 1, 2)];
+        for (k, stride, pad, groups, cg, mg) in shapes {
             let case = Case {
-                x: vec![2, c * groups, hw, hw + 3],
-                w: vec![m * groups, c, k, k],
+                x: vec![2, cg * groups, hw, hw + 3],
+                w: vec![mg * groups, cg, k, k],
                 strides: vec![stride; 2],
                 dilations: vec![1; 2],
                 pads_begin: vec![pad; 2],
@@ -113,7 +115,7 @@ proptest! {
             let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
             let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
             let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
-            let tol = Tol::of(dtype).scale(((c * k * k) as f64).sqrt());
+            let tol = Tol::of(dtype).scale(((cg * k * k) as f64).sqrt());
             check(&run(layer(&case), &[&x, &w, &b])?, &want, tol)?;
             let got = run_on(pooled(), layer(&case), &[&x, &w, &b]).map_err(TestCaseError::fail)?;
             check(&got[0], &want, tol)?;
