@@ -95,6 +95,9 @@ fn bad_inputs_are_errors() {
     let b = Tensor::from_bytes(DType::Bool, &[], &[1]).unwrap();
     let err = run_on(global(), Range, &[&b, &b, &b]).unwrap_err();
     assert!(err.contains("bool"), "{err}");
+    let u = Tensor::scalar(1u8);
+    let err = run_on(global(), Range, &[&u, &u, &u]).unwrap_err();
+    assert!(err.contains("not defined for u8"), "{err}");
 }
 
 #[test]

@@ -1,15 +1,16 @@
 //! Arithmetic progressions (ONNX `Range`).
 
 use serde::{Deserialize, Serialize};
-use torchtrt_plugin_api::{DimExpr, format_shape};
+use torchtrt_plugin_api::{DType, DimExpr, format_shape};
 
 use super::{InferInput, LayerOp, TypeShape, unknown_dim};
 use crate::tensor::Tensor;
 
 /// `out[i] = start + i·delta` for `i < max(⌈(limit − start) / delta⌉, 0)` (ONNX `Range`).
-/// The three inputs are scalars (or one-element tensors) of one dtype, integer or float;
-/// their values decide the output's length. Float lengths and elements are computed in f64
-/// and elements rounded to the dtype; integer ones exactly. `delta = 0` is an error.
+/// The three inputs are scalars (or one-element tensors) of one dtype, a float type, i64,
+/// i32 or i16; their values decide the output's length. Float lengths and elements are
+/// computed in f64 and elements rounded to the dtype; integer ones exactly. `delta = 0` is
+/// an error.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Range;
 
@@ -66,7 +67,7 @@ impl LayerOp for Range {
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let dtype = inputs[0].dtype;
-        if !(dtype.is_float() || dtype.is_integer()) {
+        if !(dtype.is_float() || matches!(dtype, DType::I64 | DType::I32 | DType::I16)) {
             return Err(format!("Range is not defined for {dtype}"));
         }
         for (x, what) in inputs.iter().zip(["start", "limit", "delta"]) {
