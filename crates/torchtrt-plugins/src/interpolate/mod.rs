@@ -2,9 +2,15 @@
 //! bicubic, trilinear) and `adaptive_{avg,max}_pool{1,2,3}d`, with ONNX `Resize`'s
 //! coordinate modes, nearest modes, cubic coefficient, `exclude_outside` and antialias.
 //!
-//! Kernels run on the CPU in `f32` for f32, f16 and bf16 tensors: per-axis index/weight
-//! tables are built once per launch, then separable passes over contiguous rows run in
-//! parallel over planes (and over output rows when there are few planes).
+//! Fields and their rules live in `config` (validation, normalised round trip) and `size`
+//! (the output size, exact for symbolic dimensions); `coord` maps output indices to input
+//! coordinates; `nearest`, `linear`, `cubic`, `antialias` and `pool` turn one axis into a
+//! tap table (`taps`), once per launch. Kernels run on the CPU in `f32` for f32, f16 and
+//! bf16 tensors: `nearest` copies elements and rows; `separable` runs `passes` axis by axis
+//! (with `poly`'s vectorised kernels for integer factors); `launch` splits planes (and rows
+//! of few or large planes) over threads.
+//!
+//! The CUDA side is not written yet: the plugin reports CUDA as unsupported.
 
 #![allow(clippy::result_large_err)]
 
