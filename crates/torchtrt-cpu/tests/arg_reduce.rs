@@ -12,11 +12,12 @@ use proptest::prelude::*;
 use torchtrt_core::LayerKind;
 use torchtrt_core::Tensor;
 use torchtrt_core::layers::ArgReduce;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::Nd;
 use support::{Rng, Tol, check, from_f64, global, nd, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// The position of the best element of each line along `axis` (NaN best, ties first or
 /// last).
@@ -181,5 +182,30 @@ fn large_input_on_both_backends() {
         .expect("global");
         let got = run_on(support::pooled(), layer, &[&x]).expect("pooled");
         check(&got[0], &want, Tol::of(DType::I64)).expect("pooled");
+    }
+}
+
+#[test]
+fn engine_round_trip_with_dynamic_axis_length() {
+    let layer = ArgReduce {
+        max: false,
+        axis: -1,
+        keep_dims: true,
+        select_last_index: true,
+    };
+    let inputs = [(
+        "x",
+        DType::I32,
+        vec![Dim::Fixed(3), Dim::dynamic("n", 1, 4, 9)],
+    )];
+    let mut rng = Rng::new(11);
+    let xs: Vec<_> = [1, 9]
+        .iter()
+        .map(|&n| tied(DType::I32, &[3, n], &mut rng))
+        .collect();
+    let runs: Vec<Vec<_>> = xs.iter().map(|x| vec![x]).collect();
+    let got = run_engine(layer.clone().into(), &inputs, &runs).expect("engine");
+    for (x, out) in xs.iter().zip(&got) {
+        check(&out[0], &arg_reduce(&nd(x), &layer), Tol::of(DType::I64)).expect("matches");
     }
 }

@@ -10,12 +10,13 @@ mod symbolic;
 
 use proptest::prelude::*;
 use torchtrt_core::layers::CumSum;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{LayerKind, Tensor};
 
 use reference::Nd;
 use support::{Rng, Tol, check, global, nd, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// `y[…, i, …] = Σ x[…, j, …]` over `j ≤ i` (or `<`, `≥`, `>`).
 fn cum_sum(x: &Nd, axis: usize, l: &CumSum) -> Nd {
@@ -157,4 +158,33 @@ fn bad_axes_are_errors() {
     )
     .expect_err("axis -3 of a rank-2 input");
     assert!(err.contains("axis"), "{err}");
+}
+
+#[test]
+fn engine_round_trip_with_the_axis_as_an_input() {
+    let layer = CumSum {
+        exclusive: false,
+        reverse: true,
+    };
+    let inputs = [
+        (
+            "x",
+            DType::F64,
+            vec![Dim::dynamic("n", 1, 3, 6), Dim::Fixed(4)],
+        ),
+        ("axis", DType::I32, vec![]),
+    ];
+    let mut rng = Rng::new(12);
+    let x = random(DType::F64, &[5, 4], &mut rng, -1.0, 1.0);
+    let axes = [axis_tensor(0, false, true), axis_tensor(-1, false, true)];
+    let runs = vec![vec![&x, &axes[0]], vec![&x, &axes[1]]];
+    let got = run_engine(layer.clone().into(), &inputs, &runs).expect("engine");
+    for (axis, out) in [0, 1].iter().zip(&got) {
+        check(
+            &out[0],
+            &cum_sum(&nd(&x), *axis, &layer),
+            Tol::of(DType::F64),
+        )
+        .expect("matches");
+    }
 }

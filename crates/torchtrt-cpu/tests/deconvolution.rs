@@ -12,11 +12,12 @@ mod symbolic;
 use proptest::prelude::*;
 use torchtrt_core::LayerKind;
 use torchtrt_core::layers::Deconvolution;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::{Nd, indices};
 use support::{Rng, Tol, check, float_dtype, global, nd, pooled, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// A transposed-convolution problem.
 #[derive(Debug, Clone)]
@@ -260,4 +261,38 @@ fn extreme_parameters_are_exact_or_errors() {
     let w3 = random(DType::F32, &[1, 1, 3], &mut rng, 1.0, 2.0);
     let err = run_on(global(), overflow, &[&x, &w3]).expect_err("overflow");
     assert!(err.contains("overflow"), "{err}");
+}
+
+#[test]
+fn engine_round_trip_with_dynamic_batch() {
+    let layer = layer_2d();
+    let inputs = [
+        (
+            "x",
+            DType::F32,
+            vec![
+                Dim::dynamic("n", 1, 2, 4),
+                Dim::Fixed(4),
+                Dim::Fixed(3),
+                Dim::Fixed(2),
+            ],
+        ),
+        (
+            "w",
+            DType::F32,
+            vec![Dim::Fixed(4), Dim::Fixed(3), Dim::Fixed(3), Dim::Fixed(2)],
+        ),
+    ];
+    let mut rng = Rng::new(8);
+    let w = random(DType::F32, &[4, 3, 3, 2], &mut rng, -1.0, 1.0);
+    let xs: Vec<_> = [1, 3]
+        .iter()
+        .map(|&n| random(DType::F32, &[n, 4, 3, 2], &mut rng, -1.0, 1.0))
+        .collect();
+    let runs: Vec<Vec<_>> = xs.iter().map(|x| vec![x, &w]).collect();
+    let got = run_engine(layer.clone().into(), &inputs, &runs).expect("engine");
+    for (x, out) in xs.iter().zip(&got) {
+        let want = deconv(&nd(x), &nd(&w), None, &layer);
+        check(&out[0], &want, Tol::of(DType::F32).scale(4.0)).expect("matches");
+    }
 }

@@ -11,11 +11,12 @@ mod symbolic;
 use proptest::prelude::*;
 use torchtrt_core::LayerKind;
 use torchtrt_core::layers::{DepthToSpace, DepthToSpaceMode, SpaceToDepth};
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::Nd;
 use support::{Rng, Tol, check, global, nd, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// `y[n, c, h·b + i, w·b + j] = x[n, channel, h, w]` with the channel of `(c, i, j)` per
 /// mode.
@@ -140,4 +141,33 @@ fn bad_inputs_are_errors() {
     let mut rng = Rng::new(3);
     let t = random(DType::F32, &[1, 6, 2, 2], &mut rng, -1.0, 1.0);
     assert!(run_on(global(), layer(2), &[&t]).is_err());
+}
+
+#[test]
+fn engine_round_trip_with_dynamic_image_size() {
+    let layer = DepthToSpace {
+        blocksize: 2,
+        mode: DepthToSpaceMode::Crd,
+    };
+    let inputs = [(
+        "x",
+        DType::U8,
+        vec![
+            Dim::Fixed(1),
+            Dim::Fixed(8),
+            Dim::dynamic("h", 1, 2, 4),
+            Dim::Fixed(3),
+        ],
+    )];
+    let mut rng = Rng::new(13);
+    let xs: Vec<_> = [1, 4]
+        .iter()
+        .map(|&h| random(DType::U8, &[1, 8, h, 3], &mut rng, 0.0, 200.0))
+        .collect();
+    let runs: Vec<Vec<_>> = xs.iter().map(|x| vec![x]).collect();
+    let got = run_engine(layer.into(), &inputs, &runs).expect("engine");
+    for (x, out) in xs.iter().zip(&got) {
+        let want = depth_to_space(&nd(x), 2, DepthToSpaceMode::Crd);
+        check(&out[0], &want, Tol::of(DType::I64)).expect("matches");
+    }
 }

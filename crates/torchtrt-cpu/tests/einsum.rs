@@ -15,11 +15,12 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use torchtrt_core::LayerKind;
 use torchtrt_core::layers::Einsum;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::{Nd, indices};
 use support::{Rng, Tol, check, global, nd, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// The labels of each dim of a term, `...` expanded to the digits `'0'…` standing for the
 /// last `rank − letters` of the `ellipsis` broadcast dims.
@@ -360,4 +361,32 @@ fn malformed_equations_are_errors() {
         )
         .is_err()
     );
+}
+
+#[test]
+fn engine_round_trip_with_dynamic_batch() {
+    let equation = "...ij,jk->...ik";
+    let inputs = [
+        (
+            "a",
+            DType::F32,
+            vec![Dim::dynamic("b", 1, 2, 4), Dim::Fixed(3), Dim::Fixed(5)],
+        ),
+        ("w", DType::F32, vec![Dim::Fixed(5), Dim::Fixed(2)]),
+    ];
+    let mut rng = Rng::new(16);
+    let w = random(DType::F32, &[5, 2], &mut rng, -1.0, 1.0);
+    let xs: Vec<_> = [1, 4]
+        .iter()
+        .map(|&b| random(DType::F32, &[b, 3, 5], &mut rng, -1.0, 1.0))
+        .collect();
+    let runs: Vec<Vec<_>> = xs.iter().map(|x| vec![x, &w]).collect();
+    let layer = Einsum {
+        equation: equation.into(),
+    };
+    let got = run_engine(layer.into(), &inputs, &runs).expect("engine");
+    for (x, out) in xs.iter().zip(&got) {
+        let want = einsum(equation, &[nd(x), nd(&w)]);
+        check(&out[0], &want, Tol::of(DType::F32).scale(4.0)).expect("matches");
+    }
 }

@@ -11,11 +11,12 @@ mod symbolic;
 use proptest::prelude::*;
 use torchtrt_core::LayerKind;
 use torchtrt_core::layers::Normalization;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::{Nd, indices, ravel};
 use support::{Rng, Tol, check, float_dtype, global, nd, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// The reference and the smallest `√(var + eps)` of any group (how much rounding of `x`
 /// is amplified).
@@ -185,4 +186,32 @@ fn bad_parameters_are_errors() {
     let xt = random(DType::F32, &[2, 4], &mut rng, -1.0, 1.0);
     let st = random(DType::F32, &[2, 3], &mut rng, -1.0, 1.0);
     assert!(run_on(global(), ok, &[&xt, &st]).is_err());
+}
+
+#[test]
+fn engine_round_trip_with_dynamic_length() {
+    let layer = Normalization {
+        axes: vec![1, 2],
+        epsilon: 1e-3,
+    };
+    let inputs = [
+        (
+            "x",
+            DType::F32,
+            vec![Dim::Fixed(2), Dim::dynamic("s", 1, 4, 8), Dim::Fixed(3)],
+        ),
+        ("scale", DType::F32, vec![Dim::Fixed(3)]),
+    ];
+    let mut rng = Rng::new(10);
+    let s = random(DType::F32, &[3], &mut rng, 0.5, 1.5);
+    let xs: Vec<_> = [1, 8]
+        .iter()
+        .map(|&n| random(DType::F32, &[2, n, 3], &mut rng, -2.0, 2.0))
+        .collect();
+    let runs: Vec<Vec<_>> = xs.iter().map(|x| vec![x, &s]).collect();
+    let got = run_engine(layer.into(), &inputs, &runs).expect("engine");
+    for (x, out) in xs.iter().zip(&got) {
+        let (want, min_std) = normalize(&nd(x), &[1, 2], f64::from(1e-3f32), Some(&nd(&s)), None);
+        check(&out[0], &want, Tol::of(DType::F32).scale(4.0 / min_std)).expect("matches");
+    }
 }

@@ -10,11 +10,12 @@ mod symbolic;
 use proptest::prelude::*;
 use torchtrt_core::LayerKind;
 use torchtrt_core::layers::SpaceToDepth;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::Nd;
 use support::{Rng, Tol, check, global, nd, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared};
+use symbolic::{BuildInput, infer, run_engine, run_prepared};
 
 /// `y[n, (i·b + j)·C + c, h, w] = x[n, c, h·b + i, w·b + j]`.
 fn space_to_depth(x: &Nd, b: usize) -> Nd {
@@ -99,4 +100,28 @@ fn bad_inputs_are_errors() {
     let mut rng = Rng::new(3);
     let t = random(DType::F32, &[1, 2, 3, 4], &mut rng, -1.0, 1.0);
     assert!(run_on(global(), layer(2), &[&t]).is_err());
+}
+
+#[test]
+fn engine_round_trip_with_dynamic_batch() {
+    let inputs = [(
+        "x",
+        DType::Bool,
+        vec![
+            Dim::dynamic("n", 1, 1, 3),
+            Dim::Fixed(2),
+            Dim::Fixed(6),
+            Dim::Fixed(3),
+        ],
+    )];
+    let mut rng = Rng::new(14);
+    let xs: Vec<_> = [1, 3]
+        .iter()
+        .map(|&n| random(DType::Bool, &[n, 2, 6, 3], &mut rng, 0.0, 1.0))
+        .collect();
+    let runs: Vec<Vec<_>> = xs.iter().map(|x| vec![x]).collect();
+    let got = run_engine(SpaceToDepth { blocksize: 3 }.into(), &inputs, &runs).expect("engine");
+    for (x, out) in xs.iter().zip(&got) {
+        check(&out[0], &space_to_depth(&nd(x), 3), Tol::of(DType::I64)).expect("matches");
+    }
 }

@@ -10,12 +10,13 @@ mod symbolic;
 
 use proptest::prelude::*;
 use torchtrt_core::layers::Trilu;
+use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{LayerKind, Tensor};
 
 use reference::Nd;
 use support::{Rng, Tol, check, global, nd, random, run, run_on};
-use symbolic::{BuildInput, infer, run_prepared, sym};
+use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// Keeps `(i, j)` of each trailing matrix when `j − i ≥ k` (upper) or `j − i ≤ k`.
 fn trilu(x: &Nd, k: i64, upper: bool) -> Nd {
@@ -128,4 +129,24 @@ fn bad_inputs_are_errors() {
         BuildInput::new(DType::I64, &["2"]),
     ];
     assert!(infer(&kind, &many_k).is_err());
+}
+
+#[test]
+fn engine_round_trip_with_k_as_an_input() {
+    let inputs = [
+        (
+            "x",
+            DType::F16,
+            vec![Dim::dynamic("n", 1, 3, 5), Dim::Fixed(4)],
+        ),
+        ("k", DType::I64, vec![]),
+    ];
+    let mut rng = Rng::new(15);
+    let x = random(DType::F16, &[5, 4], &mut rng, 1.0, 2.0);
+    let ks = [k_tensor(-2), k_tensor(1)];
+    let runs = vec![vec![&x, &ks[0]], vec![&x, &ks[1]]];
+    let got = run_engine(Trilu { upper: true }.into(), &inputs, &runs).expect("engine");
+    for (k, out) in [-2, 1].iter().zip(&got) {
+        check(&out[0], &trilu(&nd(&x), *k, true), Tol::of(DType::I64)).expect("matches");
+    }
 }

@@ -1,13 +1,14 @@
 //! Running kernels the way an engine does: prepared once for symbolic shapes (and build-time
 //! values where known), then executed on concrete inputs whose output shapes come from the
-//! shape rule with every value present; and one-layer engines built and run end to end.
+//! shape rule with every value present; and one-layer engines built, serialized, reloaded
+//! and run end to end.
 
 use std::sync::Arc;
 
 use torchtrt_core::plugin_api::{DType, DimExpr, ShapeExpr, const_shape, shape_values};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{
-    Backend, BuildConfig, Dim, InferInput, LayerKind, NetworkDefinition, Tensor, build,
+    Backend, BuildConfig, Dim, InferInput, LayerKind, NetworkDefinition, Runtime, Tensor, build,
 };
 use torchtrt_cpu::CpuBackend;
 
@@ -127,7 +128,7 @@ pub fn run_prepared(
 pub type NetInput<'a> = (&'a str, DType, Vec<Dim>);
 
 /// Builds a CPU engine of the one layer `layer` over network inputs `inputs` (outputs
-/// `y0`, `y1`, …) and runs it on each set of tensors.
+/// `y0`, `y1`, …), serializes it, loads it back and runs it on each set of tensors.
 pub fn run_engine(
     layer: LayerKind,
     inputs: &[NetInput<'_>],
@@ -147,7 +148,11 @@ pub fn run_engine(
             .map_err(|e| e.to_string())?;
     }
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
-    let engine = build(&net, &BuildConfig::default(), &[cpu]).map_err(|e| e.to_string())?;
+    let built = build(&net, &BuildConfig::default(), std::slice::from_ref(&cpu))
+        .map_err(|e| e.to_string())?;
+    let engine = Runtime::new(vec![cpu])
+        .deserialize(&built.serialize())
+        .map_err(|e| e.to_string())?;
     let mut context = engine.create_context();
     runs.iter()
         .map(|r| context.execute(r).map_err(|e| e.to_string()))
