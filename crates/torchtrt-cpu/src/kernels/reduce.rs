@@ -1,6 +1,6 @@
 //! Reductions over axes (ONNX `Reduce*`; empty axes reduce everything).
 
-use torchtrt_core::layers::{Reduce, ReduceOp};
+use torchtrt_core::layers::{Reduce, ReduceOp, int_vector};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
@@ -99,10 +99,13 @@ fn offsets(dims: &[(usize, usize)]) -> Vec<usize> {
 
 impl Kernel for ReduceKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 1..=1, 1)?;
+        check_arity(WHAT, inputs, outputs, 1..=2, 1)?;
         let x = inputs[0];
         check_dtype(WHAT, x, self.dtype)?;
-        let axes = self.layer.resolved_axes(x.rank())?;
+        let axes = match inputs.get(1) {
+            None => self.layer.resolved_axes(x.rank())?,
+            Some(a) => Reduce::resolve_axes(&int_vector("the axes input of Reduce", a)?, x.rank())?,
+        };
         let shape: Vec<usize> = x
             .shape()
             .iter()

@@ -1,8 +1,9 @@
 //! Reduce: every reduction over random axis sets (negative, repeated order, empty = all),
-//! keep_dims, floats and integers.
+//! keep_dims, floats and integers; axes as a field or as an input tensor.
 
 use proptest::prelude::*;
 use proptest::sample::select;
+use torchtrt_core::Tensor;
 use torchtrt_core::layers::{Reduce, ReduceOp as R};
 use torchtrt_core::plugin_api::DType;
 
@@ -93,5 +94,17 @@ proptest! {
         let want = reduce(&nd(&x), op, &resolve(&axes, shape.len()), keep_dims, true)
             .map(|v| cast(v, DType::I64, dtype));
         check(&got, &want, Tol::of(dtype))?;
+    }
+
+    #[test]
+    fn axes_given_as_an_input(op in select(OPS.to_vec()), (shape, axes) in shape_and_axes(), keep_dims: bool, seed: u64) {
+        let (lo, hi) = if op == R::Prod { (0.5, 1.5) } else { (-2.0, 2.0) };
+        let x = random(DType::F32, &shape, &mut Rng::new(seed), lo, hi);
+        let axes_t = Tensor::from_slice(&[axes.len()], &axes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let layer = Reduce { op, axes: Vec::new(), keep_dims };
+        let got = run(layer, &[&x, &axes_t])?;
+        let want = reduce(&nd(&x), op, &resolve(&axes, shape.len()), keep_dims, false);
+        let n = x.numel() as f64 / want.data.len().max(1) as f64;
+        check(&got, &want, Tol::of(DType::F32).scale(2.0 * n))?;
     }
 }
