@@ -1,48 +1,80 @@
 //! Built-in converters, one file per op family.
 
 mod activation;
+mod batch_norm;
 mod cast;
 mod concat;
 mod constant;
+mod conv;
+mod cumsum;
+mod einsum;
 mod elementwise;
 mod expand;
 mod gather;
+mod group_norm;
 mod identity;
+mod instance_norm;
 mod interpolate;
+mod layer_norm;
+mod lrn;
+mod lp_norm;
 mod matmul;
 mod pad;
+mod params;
+mod pool;
+mod prelu;
+mod reduce;
 mod reshape;
 mod resize;
 mod select;
 mod shape;
 mod slice;
 mod softmax;
+mod space_depth;
 mod split;
+mod topk;
 mod transpose;
+mod trilu;
 mod unary;
 mod util;
+mod window;
 
 use crate::registry::ConverterRegistry;
 
 /// Registers every built-in converter.
 pub(crate) fn register(r: &mut ConverterRegistry) {
     activation::register(r);
+    batch_norm::register(r);
     cast::register(r);
     concat::register(r);
     constant::register(r);
+    conv::register(r);
+    cumsum::register(r);
+    einsum::register(r);
     elementwise::register(r);
     expand::register(r);
     gather::register(r);
+    group_norm::register(r);
     identity::register(r);
+    instance_norm::register(r);
+    layer_norm::register(r);
+    lrn::register(r);
+    lp_norm::register(r);
     matmul::register(r);
     pad::register(r);
+    pool::register(r);
+    prelu::register(r);
+    reduce::register(r);
     reshape::register(r);
     resize::register(r);
     select::register(r);
     shape::register(r);
     slice::register(r);
     softmax::register(r);
+    space_depth::register(r);
     split::register(r);
+    topk::register(r);
     transpose::register(r);
+    trilu::register(r);
     unary::register(r);
 }
