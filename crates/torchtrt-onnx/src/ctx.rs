@@ -98,17 +98,30 @@ impl Ctx<'_> {
     }
 
     /// Adds a single-output layer for `node` and returns its output.
-    pub fn add(&mut self, node: &Node<'_>, kind: impl Into<LayerKind>, inputs: &[TensorId]) -> Result<TensorId> {
+    pub fn add(
+        &mut self,
+        node: &Node<'_>,
+        kind: impl Into<LayerKind>,
+        inputs: &[TensorId],
+    ) -> Result<TensorId> {
         let out = self.add_multi(node, kind, inputs)?;
         Ok(out[0])
     }
 
     /// Adds a layer for `node` (named after the node; later layers of the same node get a
     /// suffix) and infers its outputs; values are computed when all inputs are known.
-    pub fn add_multi(&mut self, node: &Node<'_>, kind: impl Into<LayerKind>, inputs: &[TensorId]) -> Result<Vec<TensorId>> {
+    pub fn add_multi(
+        &mut self,
+        node: &Node<'_>,
+        kind: impl Into<LayerKind>,
+        inputs: &[TensorId],
+    ) -> Result<Vec<TensorId>> {
         let kind = kind.into();
         let name = self.net.unique_name(&node.name);
-        let outs = self.net.add_layer(&name, kind.clone(), inputs).map_err(|e| wrap(node, e))?;
+        let outs = self
+            .net
+            .add_layer(&name, kind.clone(), inputs)
+            .map_err(|e| wrap(node, e))?;
         self.infer(node, &name, &kind, inputs, &outs)?;
         Ok(outs)
     }
@@ -116,10 +129,15 @@ impl Ctx<'_> {
     /// Adds a constant tensor.
     pub fn constant(&mut self, node: &Node<'_>, value: Tensor) -> Result<TensorId> {
         let name = self.net.unique_name(&format!("{}/const", node.name));
-        self.add_named_constant(&name, value).map_err(|e| wrap(node, e))
+        self.add_named_constant(&name, value)
+            .map_err(|e| wrap(node, e))
     }
 
-    pub(crate) fn add_named_constant(&mut self, name: &str, value: Tensor) -> torchtrt_core::Result<TensorId> {
+    pub(crate) fn add_named_constant(
+        &mut self,
+        name: &str,
+        value: Tensor,
+    ) -> torchtrt_core::Result<TensorId> {
         let name = self.net.unique_name(name);
         let value = Arc::new(value);
         let t = self.net.add_constant(&name, (*value).clone())?;
@@ -154,7 +172,14 @@ impl Ctx<'_> {
         Ok(outs)
     }
 
-    fn infer(&mut self, node: &Node<'_>, name: &str, kind: &LayerKind, inputs: &[TensorId], outs: &[TensorId]) -> Result<()> {
+    fn infer(
+        &mut self,
+        node: &Node<'_>,
+        name: &str,
+        kind: &LayerKind,
+        inputs: &[TensorId],
+        outs: &[TensorId],
+    ) -> Result<()> {
         let op = kind.op();
         let ins: Vec<InferInput<'_>> = inputs
             .iter()
@@ -171,7 +196,9 @@ impl Ctx<'_> {
             .infer(&ins)
             .map_err(|m| node.err(format!("layer `{name}` ({}): {m}", op.kind())))?;
         torchtrt_core::layers::name_unknown_dims(name, &mut types);
-        let values = op.eval_from_shapes(&ins).or_else(|| self.evaluate(kind, &ins, &types));
+        let values = op
+            .eval_from_shapes(&ins)
+            .or_else(|| self.evaluate(kind, &ins, &types));
         drop(ins);
         if let Some(values) = values {
             for (t, v) in outs.iter().zip(values) {
@@ -184,7 +211,12 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn evaluate(&self, kind: &LayerKind, ins: &[InferInput<'_>], types: &[TypeShape]) -> Option<Vec<Tensor>> {
+    fn evaluate(
+        &self,
+        kind: &LayerKind,
+        ins: &[InferInput<'_>],
+        types: &[TypeShape],
+    ) -> Option<Vec<Tensor>> {
         let backend = self.evaluator.as_ref()?;
         if matches!(kind, LayerKind::Plugin(_) | LayerKind::Constant(_)) || !kind.op().foldable() {
             return None;
@@ -193,7 +225,10 @@ impl Ctx<'_> {
         let mut outs = Vec::with_capacity(types.len());
         for ty in types {
             let dims = shape_values(&ty.shape)?;
-            let dims: Vec<usize> = dims.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>()?;
+            let dims: Vec<usize> = dims
+                .iter()
+                .map(|&d| usize::try_from(d).ok())
+                .collect::<Option<_>>()?;
             if dims.iter().product::<usize>() > MAX_FOLD_ELEMENTS {
                 return None;
             }

@@ -14,8 +14,12 @@ use crate::proto::attribute_proto::AttributeType;
 
 /// The registry key a node falls back to.
 pub fn plugin_key(node: &Node<'_>) -> Result<PluginKey> {
-    let namespace = node.string("plugin_namespace")?.unwrap_or_else(|| node.domain().to_string());
-    let version = node.string("plugin_version")?.unwrap_or_else(|| "1".to_string());
+    let namespace = node
+        .string("plugin_namespace")?
+        .unwrap_or_else(|| node.domain().to_string());
+    let version = node
+        .string("plugin_version")?
+        .unwrap_or_else(|| "1".to_string());
     Ok(PluginKey::new(&namespace, node.op_type(), &version))
 }
 
@@ -45,9 +49,18 @@ pub fn convert(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Option<Vec<TensorId
     ctx.plugin(node, &key, &fields, &inputs).map(Some)
 }
 
-fn attribute_to_field(node: &Node<'_>, attr: &AttributeProto, spec: &FieldSpec) -> Result<FieldValue> {
+fn attribute_to_field(
+    node: &Node<'_>,
+    attr: &AttributeProto,
+    spec: &FieldSpec,
+) -> Result<FieldValue> {
     let name = attr.name();
-    let bad = |why: String| -> OnnxError { node.err(format!("attribute `{name}` → field of type {}: {why}", spec.ty)) };
+    let bad = |why: String| -> OnnxError {
+        node.err(format!(
+            "attribute `{name}` → field of type {}: {why}",
+            spec.ty
+        ))
+    };
     let raw = match attr.r#type() {
         AttributeType::Int => FieldValue::I64(vec![attr.i()]),
         AttributeType::Ints => FieldValue::I64(attr.ints.clone()),
@@ -57,7 +70,9 @@ fn attribute_to_field(node: &Node<'_>, attr: &AttributeProto, spec: &FieldSpec) 
             if spec.ty == FieldType::Bytes {
                 return Ok(FieldValue::Bytes(attr.s().to_vec()));
             }
-            FieldValue::Char(String::from_utf8(attr.s().to_vec()).map_err(|_| bad("not UTF-8".into()))?)
+            FieldValue::Char(
+                String::from_utf8(attr.s().to_vec()).map_err(|_| bad("not UTF-8".into()))?,
+            )
         }
         AttributeType::Tensor => {
             let t = attr.t.as_ref().ok_or_else(|| bad("empty tensor".into()))?;
@@ -70,7 +85,12 @@ fn attribute_to_field(node: &Node<'_>, attr: &AttributeProto, spec: &FieldSpec) 
                 None => FieldValue::F64(t.to_f64_vec()),
             }
         }
-        other => return Err(bad(format!("{} attributes cannot become fields", other.as_str_name()))),
+        other => {
+            return Err(bad(format!(
+                "{} attributes cannot become fields",
+                other.as_str_name()
+            )));
+        }
     };
     if spec.ty == FieldType::Char {
         return match raw {
@@ -78,5 +98,6 @@ fn attribute_to_field(node: &Node<'_>, attr: &AttributeProto, spec: &FieldSpec) 
             _ => Err(bad("expected a string".into())),
         };
     }
-    raw.convert(spec.ty).ok_or_else(|| bad(format!("cannot convert {}", raw.ty())))
+    raw.convert(spec.ty)
+        .ok_or_else(|| bad(format!("cannot convert {}", raw.ty())))
 }

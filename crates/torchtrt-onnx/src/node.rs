@@ -62,7 +62,11 @@ impl<'a> Node<'a> {
         self.proto.attribute.iter().find(|a| a.name() == name)
     }
 
-    fn typed(&self, name: &str, ty: AttributeType) -> Result<Option<&'a AttributeProto>, OnnxError> {
+    fn typed(
+        &self,
+        name: &str,
+        ty: AttributeType,
+    ) -> Result<Option<&'a AttributeProto>, OnnxError> {
         match self.attr(name) {
             None => Ok(None),
             Some(a) if a.r#type() == ty => Ok(Some(a)),
@@ -111,12 +115,16 @@ impl<'a> Node<'a> {
 
     /// An INTS attribute.
     pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, OnnxError> {
-        Ok(self.typed(name, AttributeType::Ints)?.map(|a| a.ints.clone()))
+        Ok(self
+            .typed(name, AttributeType::Ints)?
+            .map(|a| a.ints.clone()))
     }
 
     /// A FLOATS attribute.
     pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, OnnxError> {
-        Ok(self.typed(name, AttributeType::Floats)?.map(|a| a.floats.clone()))
+        Ok(self
+            .typed(name, AttributeType::Floats)?
+            .map(|a| a.floats.clone()))
     }
 
     /// A STRINGS attribute.
@@ -133,7 +141,9 @@ impl<'a> Node<'a> {
     pub fn tensor(&self, name: &str) -> Result<Option<Tensor>, OnnxError> {
         self.typed(name, AttributeType::Tensor)?
             .map(|a| {
-                let t = a.t.as_ref().ok_or_else(|| self.err(format!("attribute `{name}` has no tensor")))?;
+                let t =
+                    a.t.as_ref()
+                        .ok_or_else(|| self.err(format!("attribute `{name}` has no tensor")))?;
                 tensor_from_proto(t, None).map_err(|m| self.err(m))
             })
             .transpose()

@@ -22,7 +22,12 @@ pub fn dtype_from_onnx(code: i32) -> Result<DType, String> {
         DataType::Int8 => DType::I8,
         DataType::Uint8 => DType::U8,
         DataType::Bool => DType::Bool,
-        other => return Err(format!("ONNX data type {} is not supported", other.as_str_name())),
+        other => {
+            return Err(format!(
+                "ONNX data type {} is not supported",
+                other.as_str_name()
+            ));
+        }
     })
 }
 
@@ -100,30 +105,56 @@ fn typed_bytes(t: &TensorProto, dtype: DType) -> Result<Vec<u8>, String> {
     })
 }
 
-fn read_external(t: &TensorProto, base_dir: Option<&Path>, bytes: usize) -> Result<Vec<u8>, String> {
-    let entry = |k: &str| t.external_data.iter().find(|e| e.key() == k).map(|e| e.value());
+fn read_external(
+    t: &TensorProto,
+    base_dir: Option<&Path>,
+    bytes: usize,
+) -> Result<Vec<u8>, String> {
+    let entry = |k: &str| {
+        t.external_data
+            .iter()
+            .find(|e| e.key() == k)
+            .map(|e| e.value())
+    };
     let location = entry("location").ok_or("external data without a location")?;
     let rel = Path::new(location);
-    if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-        return Err(format!("external data location `{location}` must stay inside the model's folder"));
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(format!(
+            "external data location `{location}` must stay inside the model's folder"
+        ));
     }
-    let base = base_dir.ok_or("external data needs the model's folder (load the model from a file)")?;
+    let base =
+        base_dir.ok_or("external data needs the model's folder (load the model from a file)")?;
     let path = base.join(rel);
     let parse = |k: &str| -> Result<Option<u64>, String> {
         entry(k)
-            .map(|v| v.parse::<u64>().map_err(|_| format!("external data {k} `{v}` is not a number")))
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("external data {k} `{v}` is not a number"))
+            })
             .transpose()
     };
     let offset = parse("offset")?.unwrap_or(0);
     let length = parse("length")?.unwrap_or(bytes as u64);
     if length != bytes as u64 {
-        return Err(format!("external data length {length}, the tensor needs {bytes} bytes"));
+        return Err(format!(
+            "external data length {length}, the tensor needs {bytes} bytes"
+        ));
     }
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    f.seek(SeekFrom::Start(offset)).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut buf = vec![0u8; bytes];
-    f.read_exact(&mut buf)
-        .map_err(|e| format!("{}: {e} (reading {bytes} bytes at offset {offset})", path.display()))?;
+    f.read_exact(&mut buf).map_err(|e| {
+        format!(
+            "{}: {e} (reading {bytes} bytes at offset {offset})",
+            path.display()
+        )
+    })?;
     Ok(buf)
 }

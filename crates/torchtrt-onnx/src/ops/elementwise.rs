@@ -35,7 +35,11 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let a = ctx.input(node, 0)?;
     let b = ctx.input(node, 1)?;
     let b = cast_to(ctx, node, b, ctx.ty(a).dtype)?;
-    Ok(vec![ctx.add(node, Elementwise::new(ElementwiseOp::Pow), &[a, b])?])
+    Ok(vec![ctx.add(
+        node,
+        Elementwise::new(ElementwiseOp::Pow),
+        &[a, b],
+    )?])
 }
 
 fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
@@ -67,5 +71,9 @@ fn mean(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let n = ctx.inputs(node)?.len();
     let sum = variadic(ctx, node, ElementwiseOp::Add)?[0];
     let d = scalar(ctx, node, ctx.ty(sum).dtype, n as f64)?;
-    Ok(vec![ctx.add(node, Elementwise::new(ElementwiseOp::Div), &[sum, d])?])
+    Ok(vec![ctx.add(
+        node,
+        Elementwise::new(ElementwiseOp::Div),
+        &[sum, d],
+    )?])
 }

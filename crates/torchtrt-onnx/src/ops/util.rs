@@ -26,7 +26,12 @@ pub(crate) fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, dtype: DType, v: f64) -
 }
 
 /// `t` cast to `dtype` (no layer when it already has it).
-pub(crate) fn cast_to(ctx: &mut Ctx<'_>, node: &Node<'_>, t: TensorId, dtype: DType) -> Result<TensorId> {
+pub(crate) fn cast_to(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    t: TensorId,
+    dtype: DType,
+) -> Result<TensorId> {
     if ctx.ty(t).dtype == dtype {
         Ok(t)
     } else {
