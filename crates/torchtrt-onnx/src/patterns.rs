@@ -81,8 +81,10 @@ impl<'a> Graph<'a> {
     fn sole(&self, name: &str, op: &str) -> Option<usize> {
         let i = *self.producer.get(name)?;
         let n = &self.nodes[i];
-        (n.op_type() == op && normalize_domain(n.domain()).is_empty() && self.uses.get(name) == Some(&1))
-            .then_some(i)
+        (n.op_type() == op
+            && normalize_domain(n.domain()).is_empty()
+            && self.uses.get(name) == Some(&1))
+        .then_some(i)
     }
 
     /// For a binary node with one operand ≈ `c` (a known scalar), the other operand.
@@ -266,7 +268,8 @@ fn tanh_core(g: &Graph<'_>, tanh_out: &str, x: &str) -> Option<Vec<usize>> {
 /// `Div(x, [Expand](Clip|Max(ReduceL2|L1(x, keepdims=1), eps)))`.
 fn normalize(g: &Graph<'_>, end: usize) -> Option<Rewrite> {
     let div = &g.nodes[end];
-    if div.op_type() != "Div" || !normalize_domain(div.domain()).is_empty() || div.input.len() != 2 {
+    if div.op_type() != "Div" || !normalize_domain(div.domain()).is_empty() || div.input.len() != 2
+    {
         return None;
     }
     let x = &div.input[0];
