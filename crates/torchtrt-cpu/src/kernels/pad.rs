@@ -26,44 +26,41 @@ pub(super) fn prepare(layer: &Pad, inputs: &[InferInput<'_>]) -> Result<Box<dyn 
 }
 
 /// The output length of a dim of `d` elements padded by `(b, e)`, and the `[lo, lo + kept)`
-/// input range left after cropping.
-fn dim_plan(d: usize, b: i64, e: i64) -> Result<(usize, i64, i64), String> {
+/// input range left after cropping; an error when the pads do not fit or a repeating mode
+/// has nothing to repeat.
+fn dim_plan(mode: PadMode, d: usize, b: i64, e: i64) -> Result<(usize, i64, i64), String> {
     let d = d as i64;
     let lo = b.saturating_neg().max(0);
     let kept = d
         .saturating_sub(lo)
         .saturating_sub(e.saturating_neg().max(0));
     let len = d.checked_add(b).and_then(|n| n.checked_add(e));
-    match len.map(usize::try_from) {
-        Some(Ok(len)) if kept >= 0 => Ok((len, lo, kept)),
-        _ => Err(format!(
+    let Some(Ok(len)) = len.map(usize::try_from).filter(|_| kept >= 0) else {
+        return Err(format!(
             "{WHAT}: pads ({b}, {e}) do not fit a dim of {d} elements"
-        )),
+        ));
+    };
+    if mode != PadMode::Constant && kept == 0 && len > 0 {
+        return Err(format!(
+            "{WHAT}: {mode:?} padding needs elements to repeat, but a dim has none"
+        ));
     }
+    Ok((len, lo, kept))
 }
 
 /// For each of the `len` output indices along a dim whose cropped input range is
 /// `[lo, lo + kept)` and which gets `b` elements before, the input index it reads, or
 /// `None` for the constant.
-fn source_map(
-    mode: PadMode,
-    (len, lo, kept): (usize, i64, i64),
-    b: i64,
-) -> Result<Vec<Option<usize>>, String> {
+fn source_map(mode: PadMode, (len, lo, kept): (usize, i64, i64), b: i64) -> Vec<Option<usize>> {
     let first = b.max(0);
     (0..len as i64)
         .map(|i| {
             let j = i - first;
             if (0..kept).contains(&j) {
-                return Ok(Some((lo + j) as usize));
+                return Some((lo + j) as usize);
             }
-            if mode == PadMode::Constant {
-                return Ok(None);
-            }
-            if kept == 0 {
-                return Err(format!(
-                    "{WHAT}: {mode:?} padding needs elements to repeat, but a dim has none"
-                ));
+            if mode == PadMode::Constant || kept == 0 {
+                return None;
             }
             let k = match mode {
                 PadMode::Edge => j.clamp(0, kept - 1),
@@ -74,7 +71,7 @@ fn source_map(
                     if m < kept { m } else { 2 * (kept - 1) - m }
                 }
             };
-            Ok(Some((lo + k) as usize))
+            Some((lo + k) as usize)
         })
         .collect()
 }
@@ -124,16 +121,11 @@ impl Kernel for PadKernel {
             .shape()
             .iter()
             .zip(&pads)
-            .map(|(&d, &(b, e))| dim_plan(d, b, e))
+            .map(|(&d, &(b, e))| dim_plan(self.mode, d, b, e))
             .collect::<Result<Vec<_>, _>>()?;
         let shape: Vec<usize> = plans.iter().map(|p| p.0).collect();
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &shape)?;
-        let maps = plans
-            .into_iter()
-            .zip(&pads)
-            .map(|(plan, &(b, _))| source_map(self.mode, plan, b))
-            .collect::<Result<Vec<_>, _>>()?;
         let constant = match inputs.get(2) {
             Some(c) if c.numel() > 1 || c.dtype() != self.dtype => {
                 return Err(format!(
@@ -147,6 +139,11 @@ impl Kernel for PadKernel {
         if out.numel() == 0 {
             return Ok(());
         }
+        let maps: Vec<_> = plans
+            .into_iter()
+            .zip(&pads)
+            .map(|(plan, &(b, _))| source_map(self.mode, plan, b))
+            .collect();
         with_width!(self.dtype, W => {
             let fill = match constant {
                 [] => bytemuck::Zeroable::zeroed(),
