@@ -304,3 +304,37 @@ fn engine_and_contexts_are_thread_safe_types() {
     send_sync::<torchtrt::Runtime>();
     send::<torchtrt::ExecutionContext>();
 }
+
+#[test]
+fn reduced_precision_converts_constant_fills() {
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::F32, &[Dim::Fixed(3)]).unwrap();
+    let shape = net
+        .add_constant("shape", Tensor::from_vec(&[1], vec![3i64]).unwrap())
+        .unwrap();
+    let fill = net
+        .add(
+            "fill",
+            torchtrt::layers::ConstantOfShape::new(2.5f32),
+            &[shape],
+        )
+        .unwrap();
+    let y = net
+        .add("sum", Elementwise::new(ElementwiseOp::Add), &[x, fill])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    let engine = torchtrt::compile(
+        &net,
+        &BuildConfig {
+            precision: DType::F16,
+            fold_constants: false,
+            ..BuildConfig::default()
+        },
+    )
+    .unwrap();
+    let out = engine
+        .create_context()
+        .execute(&[&Tensor::from_vec(&[3], vec![1.0f32, -1.0, 0.5]).unwrap()])
+        .unwrap();
+    assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.5, 1.5, 3.0]);
+}

@@ -15,7 +15,7 @@ use torchtrt_plugin_api::{DType, DeviceKind, TensorDesc};
 use crate::backend::Backend;
 use crate::engine::{Engine, EnginePlan, Target};
 use crate::error::{Error, Result};
-use crate::layers::{Cast, Constant, InferInput, LayerKind, TypeShape};
+use crate::layers::{Cast, Constant, ConstantOfShape, InferInput, LayerKind, TypeShape};
 use crate::network::{Layer, NetworkDefinition, NetworkInput, TensorId};
 use crate::tensor::Tensor;
 
@@ -195,11 +195,12 @@ pub fn build(
     for (layer, _) in network.layers().iter().zip(&live).filter(|(_, l)| **l) {
         let mut inputs: Vec<TensorId> = layer.inputs.iter().map(|t| remap[t.index()]).collect();
         let mut kind = layer.kind.clone();
-        if let LayerKind::Constant(c) = &mut kind
-            && reduced
-            && c.value.dtype() == DType::F32
-        {
-            *c = Constant::new(convert_f32(&c.value, config.precision)?);
+        if reduced {
+            reduce_precision(&mut kind, config.precision).map_err(|message| Error::Layer {
+                layer: layer.name.clone(),
+                kind: "ConstantOfShape",
+                message,
+            })?;
         }
         let mut device = config.device;
         if let LayerKind::Plugin(p) = &mut kind {
@@ -336,6 +337,21 @@ fn compact(
     };
     plan.memory = memory::plan(&plan, &crate::engine::infer_plan(&plan)?)?;
     Ok(plan)
+}
+
+/// Converts the f32 values a layer produces by itself (constants, fills) to `precision`.
+fn reduce_precision(kind: &mut LayerKind, precision: DType) -> Result<(), String> {
+    match kind {
+        LayerKind::Constant(c) if c.value.dtype() == DType::F32 => {
+            *c = Constant::new(convert_f32(&c.value, precision).map_err(|e| e.to_string())?);
+        }
+        LayerKind::ConstantOfShape(c) if c.dtype == DType::F32 => {
+            let value = convert_f32(&c.value_tensor()?, precision).map_err(|e| e.to_string())?;
+            *c = ConstantOfShape::from_tensor(&value)?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Converts an f32 tensor to f16 or bf16.
