@@ -22,7 +22,7 @@ pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};
 pub use registry::{
     CreatorInfo, LibraryInfo, OnDuplicate, PluginRegistry, RegisteredCreator, registry,
 };
-pub use runtime::{ExecutionContext, Runtime};
+pub use runtime::{ExecutionContext, LayerTiming, Runtime};
 pub use tensor::{AlignedBuf, Tensor};
 
 pub use torchtrt_plugin_api as plugin_api;

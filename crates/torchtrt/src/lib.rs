@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
     Backend, BuildConfig, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
-    ExecutionContext, IoTensor, Kernel, LibraryInfo, NetworkDefinition, OnDuplicate,
+    ExecutionContext, IoTensor, Kernel, LayerTiming, LibraryInfo, NetworkDefinition, OnDuplicate,
     PluginRegistry, Result, Target, Tensor, TensorId, layers, registry,
 };
 pub use torchtrt_cpu::CpuBackend;

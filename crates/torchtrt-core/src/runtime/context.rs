@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use torchtrt_plugin_api::{ShapeDisplay, const_shape, shape_values};
 
@@ -30,11 +31,26 @@ impl Slot<'_> {
     }
 }
 
+/// Time spent in one layer over the runs since profiling was enabled (TensorRT's
+/// `IProfiler`).
+#[derive(Clone, Debug)]
+pub struct LayerTiming {
+    /// Layer name.
+    pub layer: String,
+    /// Layer kind, e.g. `Convolution`.
+    pub kind: &'static str,
+    /// Runs measured.
+    pub calls: u64,
+    /// Total time, output allocation and shape inference included.
+    pub total: Duration,
+}
+
 /// Executes an engine (TensorRT's `IExecutionContext`). Holds the activation buffers it
 /// reuses from run to run; create one per thread.
 pub struct ExecutionContext {
     engine: Engine,
     pool: BufferPool,
+    profile: Option<Vec<LayerTiming>>,
 }
 
 impl ExecutionContext {
@@ -42,7 +58,30 @@ impl ExecutionContext {
         ExecutionContext {
             engine,
             pool: BufferPool::default(),
+            profile: None,
         }
+    }
+
+    /// Starts (or stops and discards) per-layer timing of later runs.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profile = on.then(|| {
+            self.engine
+                .plan()
+                .layers
+                .iter()
+                .map(|l| LayerTiming {
+                    layer: l.name.clone(),
+                    kind: l.kind.op().kind(),
+                    calls: 0,
+                    total: Duration::ZERO,
+                })
+                .collect()
+        });
+    }
+
+    /// Per-layer timings in execution order, when profiling is on.
+    pub fn profile(&self) -> Option<&[LayerTiming]> {
+        self.profile.as_deref()
     }
 
     /// The engine this context runs.
@@ -117,6 +156,7 @@ impl ExecutionContext {
                         })
                     })
                     .collect::<Result<_>>()?;
+                let started = self.profile.is_some().then(Instant::now);
                 let mut outs = self.allocate_outputs(layer, &ins)?;
                 kernel
                     .execute(&ins, &mut outs)
@@ -124,6 +164,10 @@ impl ExecutionContext {
                         layer: layer.name.clone(),
                         message,
                     })?;
+                if let (Some(t0), Some(p)) = (started, self.profile.as_mut()) {
+                    p[li].calls += 1;
+                    p[li].total += t0.elapsed();
+                }
                 for (t, out) in layer.outputs.iter().zip(outs) {
                     slots[t.index()] = Slot::Owned(out);
                 }

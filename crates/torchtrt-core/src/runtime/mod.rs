@@ -4,7 +4,7 @@ mod context;
 mod plugin_kernel;
 mod pool;
 
-pub use context::ExecutionContext;
+pub use context::{ExecutionContext, LayerTiming};
 pub(crate) use plugin_kernel::PluginKernel;
 
 use std::path::Path;

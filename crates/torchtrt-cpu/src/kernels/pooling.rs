@@ -67,82 +67,151 @@ struct Pool {
     count_include_pad: bool,
 }
 
+/// The taps of one output position along one dim: the first input coordinate read, how
+/// many taps read the input, and how many lie inside the input or its padding.
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    valid: usize,
+    padded: usize,
+}
+
+/// A pooling reduction, monomorphised so the inner loops carry no dispatch.
+trait Reduction<C: Real>: Copy {
+    fn start(self) -> C;
+    fn step(self, acc: C, v: C) -> C;
+    fn finish(self, acc: C, count: usize) -> C;
+}
+
+#[derive(Clone, Copy)]
+struct MaxOf;
+#[derive(Clone, Copy)]
+struct MeanOf;
+#[derive(Clone, Copy)]
+struct LpOf(i64);
+
+impl<C: Real> Reduction<C> for MaxOf {
+    fn start(self) -> C {
+        C::NEG_INFINITY
+    }
+    #[inline(always)]
+    fn step(self, acc: C, v: C) -> C {
+        if v > acc { v } else { acc }
+    }
+    fn finish(self, acc: C, _: usize) -> C {
+        acc
+    }
+}
+
+impl<C: Real> Reduction<C> for MeanOf {
+    fn start(self) -> C {
+        C::ZERO
+    }
+    #[inline(always)]
+    fn step(self, acc: C, v: C) -> C {
+        acc + v
+    }
+    fn finish(self, acc: C, count: usize) -> C {
+        if count == 0 {
+            C::ZERO
+        } else {
+            acc / C::from_f64(count as f64)
+        }
+    }
+}
+
+impl<C: Real> Reduction<C> for LpOf {
+    fn start(self) -> C {
+        C::ZERO
+    }
+    #[inline(always)]
+    fn step(self, acc: C, v: C) -> C {
+        match self.0 {
+            1 => acc + v.abs(),
+            2 => acc + v * v,
+            p => acc + v.abs().powf(C::from_f64(p as f64)),
+        }
+    }
+    fn finish(self, acc: C, _: usize) -> C {
+        match self.0 {
+            1 => acc,
+            2 => acc.sqrt(),
+            p => acc.powf(C::from_f64(1.0 / p as f64)),
+        }
+    }
+}
+
 impl Pool {
     /// Pools every (image, channel) plane, planes in parallel.
     fn run<T: FloatElem>(&self, x: &[T], out: &mut [T]) {
         let (plane, outputs) = (self.window.input_len(), self.window.output_len());
         let work = outputs * self.window.kernel_len();
+        let spans: [Vec<Span>; 3] = std::array::from_fn(|d| self.spans(d));
         let init = || (Vec::new(), Vec::new());
         for_each_row(out, outputs, work, init, |(in_buf, out_buf), p, dst| {
             let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
-            T::write(dst, out_buf, |dst| self.plane(src, dst));
+            T::write(dst, out_buf, |dst| match self.kind {
+                PoolKind::Max => self.plane(MaxOf, &spans, src, dst),
+                PoolKind::Average => self.plane(MeanOf, &spans, src, dst),
+                PoolKind::Lp { p } => self.plane(LpOf(p), &spans, src, dst),
+            });
         });
     }
 
-    fn plane<C: Real>(&self, src: &[C], dst: &mut [C]) {
+    fn spans(&self, dim: usize) -> Vec<Span> {
         let w = &self.window;
-        let [o0, o1, o2] = w.output;
+        (0..w.output[dim])
+            .map(|o| {
+                let taps = w.valid_taps(dim, o);
+                Span {
+                    start: w.tap(dim, o, taps.start).unwrap_or(0),
+                    valid: taps.len(),
+                    padded: w.padded_taps(dim, o),
+                }
+            })
+            .collect()
+    }
+
+    fn plane<C: Real, R: Reduction<C>>(
+        &self,
+        op: R,
+        spans: &[Vec<Span>; 3],
+        src: &[C],
+        dst: &mut [C],
+    ) {
+        let w = &self.window;
         let [_, i1, i2] = w.input;
+        let [d0, d1, d2] = w.dilation;
         let mut out = dst.iter_mut();
-        for a in 0..o0 {
-            let (r0, n0) = (w.valid_taps(0, a), w.padded_taps(0, a));
-            for b in 0..o1 {
-                let (r1, n1) = (w.valid_taps(1, b), w.padded_taps(1, b));
-                for c in 0..o2 {
-                    let (r2, n2) = (w.valid_taps(2, c), w.padded_taps(2, c));
-                    let mut acc = self.start::<C>();
-                    for t0 in r0.clone() {
-                        let p = w.coord(0, a, t0) as usize;
-                        for t1 in r1.clone() {
-                            let row = (p * i1 + w.coord(1, b, t1) as usize) * i2;
-                            for t2 in r2.clone() {
-                                acc = self.step(acc, src[row + w.coord(2, c, t2) as usize]);
+        for s0 in &spans[0] {
+            for s1 in &spans[1] {
+                for s2 in &spans[2] {
+                    let mut acc = op.start();
+                    for t0 in 0..s0.valid {
+                        let p = s0.start + t0 * d0;
+                        for t1 in 0..s1.valid {
+                            let row = (p * i1 + s1.start + t1 * d1) * i2 + s2.start;
+                            if d2 == 1 {
+                                for &v in &src[row..row + s2.valid] {
+                                    acc = op.step(acc, v);
+                                }
+                            } else {
+                                for t2 in 0..s2.valid {
+                                    acc = op.step(acc, src[row + t2 * d2]);
+                                }
                             }
                         }
                     }
-                    let valid = r0.len() * r1.len() * r2.len();
+                    let count = if self.count_include_pad {
+                        s0.padded * s1.padded * s2.padded
+                    } else {
+                        s0.valid * s1.valid * s2.valid
+                    };
                     if let Some(o) = out.next() {
-                        *o = self.finish(acc, valid, n0 * n1 * n2);
+                        *o = op.finish(acc, count);
                     }
                 }
             }
-        }
-    }
-
-    fn start<C: Real>(&self) -> C {
-        match self.kind {
-            PoolKind::Max => C::NEG_INFINITY,
-            PoolKind::Average | PoolKind::Lp { .. } => C::ZERO,
-        }
-    }
-
-    #[inline(always)]
-    fn step<C: Real>(&self, acc: C, v: C) -> C {
-        match self.kind {
-            PoolKind::Max if v > acc => v,
-            PoolKind::Max => acc,
-            PoolKind::Average => acc + v,
-            PoolKind::Lp { p: 1 } => acc + v.abs(),
-            PoolKind::Lp { p: 2 } => acc + v * v,
-            PoolKind::Lp { p } => acc + v.abs().powf(C::from_f64(p as f64)),
-        }
-    }
-
-    /// The result of a window with `valid` input taps and `padded` taps inside the padded
-    /// extent; an average over no taps is 0.
-    fn finish<C: Real>(&self, acc: C, valid: usize, padded: usize) -> C {
-        let count = if self.count_include_pad {
-            padded
-        } else {
-            valid
-        };
-        match self.kind {
-            PoolKind::Max => acc,
-            PoolKind::Average if count == 0 => C::ZERO,
-            PoolKind::Average => acc / C::from_f64(count as f64),
-            PoolKind::Lp { p: 1 } => acc,
-            PoolKind::Lp { p: 2 } => acc.sqrt(),
-            PoolKind::Lp { p } => acc.powf(C::from_f64(1.0 / p as f64)),
         }
     }
 }

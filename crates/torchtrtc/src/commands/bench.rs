@@ -24,6 +24,9 @@ pub struct BenchArgs {
     /// Print a JSON object on the last line.
     #[arg(long)]
     json: bool,
+    /// Time every layer and print the slowest ones, by kind and by layer.
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     build: BuildOptions,
 }
@@ -56,6 +59,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(f64::total_cmp);
+    if a.profile {
+        ctx.set_profiling(true);
+        for _ in 0..a.iterations.max(1) {
+            ctx.execute(&refs)?;
+        }
+        if let Some(p) = ctx.profile() {
+            print_profile(p);
+        }
+    }
     let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
     let median = pct(0.5);
     let rss = peak_rss_bytes();
@@ -79,6 +91,36 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Time per layer kind and the slowest layers, in ms per run.
+fn print_profile(p: &[torchtrt::LayerTiming]) {
+    let per_run = |t: &torchtrt::LayerTiming| t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64;
+    let total: f64 = p.iter().map(per_run).sum();
+    let mut kinds: Vec<(&str, f64, usize)> = Vec::new();
+    for t in p.iter().filter(|t| t.calls > 0) {
+        match kinds.iter_mut().find(|k| k.0 == t.kind) {
+            Some(k) => {
+                k.1 += per_run(t);
+                k.2 += 1;
+            }
+            None => kinds.push((t.kind, per_run(t), 1)),
+        }
+    }
+    kinds.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("per kind ({total:.3} ms per run in layers):");
+    for (kind, ms, n) in &kinds {
+        println!(
+            "  {kind:<16} {ms:>9.3} ms {:>5.1}%  ({n} layers)",
+            100.0 * ms / total
+        );
+    }
+    let mut layers: Vec<&torchtrt::LayerTiming> = p.iter().filter(|t| t.calls > 0).collect();
+    layers.sort_by(|a, b| per_run(b).total_cmp(&per_run(a)));
+    println!("slowest layers:");
+    for t in layers.iter().take(12) {
+        println!("  {:<40} {:<14} {:>9.3} ms", t.layer, t.kind, per_run(t));
+    }
 }
 
 fn filled(dtype: DType, dims: &[usize], v: &[f64]) -> Result<Tensor> {
