@@ -812,3 +812,54 @@ fn integer_factor_fast_paths_match_reference() {
         }
     }
 }
+
+#[test]
+fn adaptive_max_pool2d_matches_naive_windows_with_nans() {
+    let cases: [(Vec<usize>, [usize; 2]); 8] = [
+        (vec![1, 2, 30, 45], [7, 7]),
+        (vec![1, 2, 64, 64], [32, 32]),
+        (vec![1, 2, 64, 64], [1, 1]),
+        (vec![1, 2, 17, 40], [5, 27]),
+        (vec![1, 2, 9, 37], [4, 20]),
+        (vec![1, 1, 5, 100], [3, 60]),
+        (vec![1, 1, 6, 50], [2, 40]),
+        (vec![2, 1, 33, 70], [11, 17]),
+    ];
+    for (shape, out) in cases {
+        let n: usize = shape.iter().product();
+        let mut data = random_data(23, n);
+        for i in (0..n).step_by(97) {
+            data[i] = f32::NAN;
+        }
+        let fields = sized("adaptive_max_pool2d", &[out[0] as i64, out[1] as i64]);
+        let (_, x, got) = run(&fields, DType::F32, &shape, &data, 2).expect("runs");
+        let (h, w) = (shape[2], shape[3]);
+        let win = |i: usize, input: usize, output: usize| {
+            i * input / output..((i + 1) * input).div_ceil(output)
+        };
+        let mut want = Vec::new();
+        for plane in x.chunks_exact(h * w) {
+            for oh in 0..out[0] {
+                for ow in 0..out[1] {
+                    let mut m = f64::NEG_INFINITY;
+                    for r in win(oh, h, out[0]) {
+                        for c in win(ow, w, out[1]) {
+                            let v = plane[r * w + c];
+                            if !m.is_nan() && (v > m || v.is_nan()) {
+                                m = v;
+                            }
+                        }
+                    }
+                    want.push(m);
+                }
+            }
+        }
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g == w || (g.is_nan() && w.is_nan()),
+                "{shape:?}->{out:?} element {i}: {g} vs {w}"
+            );
+        }
+    }
+}

@@ -22,6 +22,7 @@ mod cubic;
 mod element;
 mod launch;
 mod linear;
+mod maxpool;
 mod mode;
 mod nearest;
 mod passes;

@@ -4,6 +4,7 @@ use std::ops::Range;
 
 use super::config::Config;
 use super::coord::AxisGeom;
+use super::maxpool::MaxPool2dPlan;
 use super::mode::Mode;
 use super::nearest::NearestPlan;
 use super::passes::Reduce;
@@ -18,6 +19,8 @@ pub enum Plan {
     Nearest(NearestPlan),
     /// Separable resampling or pooling.
     Separable(SeparablePlan),
+    /// Two-dimensional adaptive max pooling.
+    MaxPool2d(MaxPool2dPlan),
 }
 
 impl Plan {
@@ -45,6 +48,10 @@ impl Plan {
             Mode::AdaptiveAvg { .. } => {
                 separable(Reduce::Sum, tables(&|g| pool::taps(g.input, g.output)))
             }
+            Mode::AdaptiveMax { .. } if input.len() == 2 => Plan::MaxPool2d(MaxPool2dPlan::new(
+                [input[0], input[1]],
+                [output[0], output[1]],
+            )),
             Mode::AdaptiveMax { .. } => {
                 separable(Reduce::Max, tables(&|g| pool::taps(g.input, g.output)))
             }
@@ -62,6 +69,10 @@ impl Plan {
         match self {
             Plan::Nearest(plan) => plan.plane(src, outer, dst),
             Plan::Separable(plan) => plan.plane(src, outer, dst, scratch),
+            Plan::MaxPool2d(plan) => {
+                let (widened, acc) = scratch.buffers();
+                plan.plane(src, outer, dst, widened, acc)
+            }
         }
     }
 }

@@ -24,6 +24,13 @@ pub struct Scratch {
     rows: Vec<f32>,
 }
 
+impl Scratch {
+    /// Two of the buffers, for other kernels sharing the scratch.
+    pub fn buffers(&mut self) -> (&mut Vec<f32>, &mut Vec<f32>) {
+        (&mut self.row, &mut self.out)
+    }
+}
+
 /// The tables of a separable resampling or pooling, and the order its passes run in.
 pub struct SeparablePlan {
     reduce: Reduce,

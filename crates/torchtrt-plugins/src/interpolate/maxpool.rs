@@ -1,0 +1,220 @@
+//! A direct kernel for two-dimensional adaptive max pooling (the separable engine's tap
+//! tables cost a bounds-checked gather per tap): for each output row, the input rows of its
+//! window are reduced lane by lane into one row of `f32` maxima (contiguous slices, which
+//! vectorise), then each column window of that row is reduced. A `1×1` output is a
+//! lane-wise maximum over the whole plane. NaN wins, as in PyTorch.
+
+use std::ops::Range;
+
+use super::element::{f32_view, store};
+use crate::kernels::float::Float;
+use crate::kernels::simd::multiversion;
+
+/// Lanes of the accumulators of [`plane_max`].
+const LANES: usize = 64;
+/// Columns reduced at a time, in registers, by [`lanes`].
+const BLOCK: usize = 16;
+
+/// `max(a, b)` where a NaN in either operand wins.
+#[inline(always)]
+fn max_nan(a: f32, b: f32) -> f32 {
+    if b > a || b.is_nan() { b } else { a }
+}
+
+/// The maximum of `win` (not empty), over four independent chains.
+#[inline(always)]
+fn window_max(win: &[f32]) -> f32 {
+    let mut m = [win[0]; 4];
+    let mut chunks = win.chunks_exact(4);
+    for c in chunks.by_ref() {
+        for (m, &x) in m.iter_mut().zip(c) {
+            *m = max_nan(*m, x);
+        }
+    }
+    for (m, &x) in m.iter_mut().zip(chunks.remainder()) {
+        *m = max_nan(*m, x);
+    }
+    max_nan(max_nan(m[0], m[1]), max_nan(m[2], m[3]))
+}
+
+/// The adaptive windows of one axis: output `i` covers `[floor(i·in/out), ceil((i+1)·in/out))`.
+fn windows(input: usize, output: usize) -> Vec<Range<usize>> {
+    (0..output)
+        .map(|i| i * input / output..((i + 1) * input).div_ceil(output))
+        .collect()
+}
+
+/// The windows of a two-dimensional adaptive max pool.
+pub struct MaxPool2dPlan {
+    rows: Vec<Range<usize>>,
+    cols: Vec<Range<usize>>,
+    width: usize,
+    /// Every column window has this many inputs and they tile the row (`0`: not so).
+    factor: usize,
+    /// The shortest column window's length `s` when every window is at most `2s` long, so
+    /// its maximum is that of its first and last `s` inputs (`0`: not so).
+    slide: usize,
+}
+
+impl MaxPool2dPlan {
+    /// The plan for input `[h, w]` and output `[oh, ow]` (all ≥ 1).
+    pub fn new(input: [usize; 2], output: [usize; 2]) -> MaxPool2dPlan {
+        let factor = if input[1].is_multiple_of(output[1]) {
+            input[1] / output[1]
+        } else {
+            0
+        };
+        let cols = windows(input[1], output[1]);
+        let shortest = cols.iter().map(Range::len).min().unwrap_or(0);
+        let longest = cols.iter().map(Range::len).max().unwrap_or(0);
+        let slide = if shortest >= 2 && longest <= 2 * shortest {
+            shortest
+        } else {
+            0
+        };
+        MaxPool2dPlan {
+            rows: windows(input[0], output[0]),
+            cols,
+            width: input[1],
+            factor,
+            slide,
+        }
+    }
+
+    /// Pools the plane `src` into `dst`: output rows `outer`, all columns.
+    pub fn plane<T: Float>(
+        &self,
+        src: &[T],
+        outer: Range<usize>,
+        dst: &mut [T],
+        widened: &mut Vec<f32>,
+        acc: &mut Vec<f32>,
+    ) {
+        let (w, ow) = (self.width, self.cols.len());
+        if outer.is_empty() || w == 0 || ow == 0 {
+            return;
+        }
+        let lo = self.rows[outer.start].start;
+        let hi = self.rows[outer.end - 1].end;
+        let src = f32_view(&src[lo * w..hi * w], widened);
+        if self.rows.len() == 1 && ow == 1 {
+            store(&[plane_max(src)], &mut dst[..1]);
+            return;
+        }
+        if acc.len() < 2 * w + ow {
+            acc.resize(2 * w + ow, 0.0);
+        }
+        let (acc, out) = acc.split_at_mut(2 * w);
+        let out = &mut out[..ow];
+        for (o, d) in outer.zip(dst.chunks_exact_mut(ow)) {
+            let r = &self.rows[o];
+            pool_row(
+                &src[(r.start - lo) * w..(r.end - lo) * w],
+                w,
+                &self.cols,
+                self.factor,
+                self.slide,
+                acc,
+                out,
+            );
+            store(out, d);
+        }
+    }
+}
+
+multiversion! {
+    /// The maximum of `src` (not empty), NaN winning.
+    fn plane_max<M: Madd>(src: &[f32]) -> f32 {
+        let mut acc = [src[0]; LANES];
+        let mut chunks = src.chunks_exact(LANES);
+        for c in chunks.by_ref() {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a = max_nan(*a, x);
+            }
+        }
+        for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
+            *a = max_nan(*a, x);
+        }
+        acc.iter().fold(acc[0], |m, &x| max_nan(m, x))
+    }
+}
+
+multiversion! {
+    /// One output row: the rows of `src` (each `w` long) reduced lane-wise into `acc`, then
+    /// each of `cols`' windows of `acc` into `out` (`slide`: see [`MaxPool2dPlan`]).
+    fn pool_row<M: Madd>(
+        src: &[f32],
+        w: usize,
+        cols: &[Range<usize>],
+        factor: usize,
+        slide: usize,
+        acc: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let rows = src.len() / w.max(1);
+        if rows == 0 {
+            return;
+        }
+        let (acc, fixed) = acc.split_at_mut(w);
+        lanes(src, w, rows, acc);
+        match factor {
+            1 => out.copy_from_slice(acc),
+            2 => {
+                for (o, p) in out.iter_mut().zip(acc.chunks_exact(2)) {
+                    *o = max_nan(p[0], p[1]);
+                }
+            }
+            4 => {
+                for (o, p) in out.iter_mut().zip(acc.chunks_exact(4)) {
+                    *o = max_nan(max_nan(p[0], p[1]), max_nan(p[2], p[3]));
+                }
+            }
+            _ if slide > 0 => {
+                let fixed = &mut fixed[..w + 1 - slide];
+                lanes(acc, 1, slide, fixed);
+                for (o, c) in out.iter_mut().zip(cols) {
+                    *o = max_nan(fixed[c.start], fixed[c.end - slide]);
+                }
+            }
+            _ => {
+                for (o, c) in out.iter_mut().zip(cols) {
+                    *o = window_max(&acc[c.clone()]);
+                }
+            }
+        }
+    }
+}
+
+/// `dst[i] = max(src[i + r·stride] for r < count)` for every `i` of `dst` (`count ≥ 1`),
+/// [`BLOCK`] lanes at a time in registers (the last block overlapping its predecessor).
+#[inline(always)]
+fn lanes(src: &[f32], stride: usize, count: usize, dst: &mut [f32]) {
+    let len = dst.len();
+    if len < BLOCK {
+        for (i, d) in dst.iter_mut().enumerate() {
+            let mut m = src[i];
+            for r in 1..count {
+                m = max_nan(m, src[i + r * stride]);
+            }
+            *d = m;
+        }
+        return;
+    }
+    let mut next = 0;
+    loop {
+        let at = next.min(len - BLOCK);
+        next += BLOCK;
+        let mut m = [0.0f32; BLOCK];
+        m.copy_from_slice(&src[at..at + BLOCK]);
+        for r in 1..count {
+            let x = &src[at + r * stride..at + r * stride + BLOCK];
+            for (m, &x) in m.iter_mut().zip(x) {
+                *m = max_nan(*m, x);
+            }
+        }
+        dst[at..at + BLOCK].copy_from_slice(&m);
+        if at == len - BLOCK {
+            break;
+        }
+    }
+}
