@@ -338,3 +338,83 @@ fn reduced_precision_converts_constant_fills() {
         .unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.5, 1.5, 3.0]);
 }
+
+#[test]
+fn per_channel_affine_folds_into_the_convolution() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[
+                Dim::dynamic("n", 1, 1, 4),
+                Dim::Fixed(3),
+                Dim::Fixed(6),
+                Dim::Fixed(6),
+            ],
+        )
+        .unwrap();
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[4, 3, 3, 3], random_f32(108, 11)).unwrap(),
+        )
+        .unwrap();
+    let s = net
+        .add_constant(
+            "s",
+            Tensor::from_vec(&[1, 4, 1, 1], random_f32(4, 12)).unwrap(),
+        )
+        .unwrap();
+    let t = net
+        .add_constant(
+            "t",
+            Tensor::from_vec(&[4, 1, 1], random_f32(4, 13)).unwrap(),
+        )
+        .unwrap();
+    let c = net.add("conv", Convolution::new(2), &[x, w]).unwrap();
+    let m = net
+        .add("bn_scale", Elementwise::new(ElementwiseOp::Mul), &[c, s])
+        .unwrap();
+    let a = net
+        .add("bn_shift", Elementwise::new(ElementwiseOp::Add), &[t, m])
+        .unwrap();
+    let r = net
+        .add(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[a],
+        )
+        .unwrap();
+    net.mark_output(r, "y").unwrap();
+    let fused = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    assert_eq!(
+        kinds(&fused),
+        ["Constant", "Constant", "Convolution", "Activation"]
+    );
+    let plain = torchtrt::compile(
+        &net,
+        &BuildConfig {
+            fold_constants: false,
+            ..BuildConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(kinds(&plain).contains(&"Elementwise"));
+    let input = Tensor::from_vec(&[2, 3, 6, 6], random_f32(216, 14)).unwrap();
+    let want = plain.create_context().execute(&[&input]).unwrap();
+    let got = fused.create_context().execute(&[&input]).unwrap();
+    assert_close(
+        got[0].as_slice::<f32>().unwrap(),
+        want[0].as_slice::<f32>().unwrap(),
+        1e-5,
+        1e-5,
+    );
+    let reloaded = torchtrt::Runtime::new()
+        .unwrap()
+        .deserialize(&fused.serialize())
+        .unwrap();
+    assert_eq!(reloaded.create_context().execute(&[&input]).unwrap(), got);
+}

@@ -3,6 +3,7 @@
 //! negotiates plugin formats, orders execution and plans activation memory.
 
 mod fold;
+mod fuse;
 mod memory;
 mod negotiate;
 
@@ -173,6 +174,7 @@ pub fn build(
         .find(|b| b.device() == DeviceKind::Cpu)
         .cloned();
     let live = live_layers(network);
+    let uses = use_counts(network, &live);
     let mut work = Work {
         tensors: (0..network.num_tensors())
             .map(|i| TensorInfo {
@@ -224,6 +226,11 @@ pub fn build(
         {
             continue;
         }
+        if config.fold_constants
+            && fuse::fold_into_conv(&mut work, layer, &kind, &inputs, &types, &uses)?
+        {
+            continue;
+        }
         work.emit(
             Layer {
                 name: layer.name.clone(),
@@ -247,6 +254,20 @@ pub fn build(
     let inputs: Vec<NetworkInput> = network.inputs().to_vec();
     let plan = compact(work, inputs, outputs, config, &backend)?;
     Engine::from_plan(plan, backend)
+}
+
+/// How many live layers (and outputs) read each tensor.
+fn use_counts(network: &NetworkDefinition, live: &[bool]) -> Vec<usize> {
+    let mut uses = vec![0; network.num_tensors()];
+    for (layer, _) in network.layers().iter().zip(live).filter(|(_, l)| **l) {
+        for t in &layer.inputs {
+            uses[t.index()] += 1;
+        }
+    }
+    for (_, t) in network.outputs() {
+        uses[t.index()] += 1;
+    }
+    uses
 }
 
 /// Marks the layers some output depends on.

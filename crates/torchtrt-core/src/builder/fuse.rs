@@ -1,0 +1,167 @@
+//! Folding a per-channel affine step into the convolution before it: `conv(x, W, b) · s`
+//! becomes `conv(x, W·s, b·s)` and `conv(x, W, b) + t` becomes `conv(x, W, b + t)` (also `−`
+//! and `÷` with the convolution on the left). Exported BatchNormalization is exactly such a
+//! `Mul` + `Add` pair, so inference BN disappears into the convolution's weights.
+
+use std::sync::Arc;
+
+use torchtrt_plugin_api::{DType, DeviceKind};
+
+use super::Work;
+use crate::error::Result;
+use crate::layers::{Constant, ElementwiseOp, LayerKind, TypeShape};
+use crate::network::{Layer, TensorId};
+use crate::tensor::Tensor;
+
+/// Folds the element-wise `layer` into the convolution producing one of its inputs, when
+/// that is possible; returns whether it did (the layer is then not emitted). `uses` counts
+/// the readers of the network's tensors; tensors the builder made itself have one reader.
+pub(crate) fn fold_into_conv(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> Result<bool> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(false);
+    };
+    let sole = |t: TensorId| uses.get(t.index()).is_none_or(|&u| u == 1);
+    for conv_side in 0..2 {
+        let commutes = matches!(e.op, ElementwiseOp::Mul | ElementwiseOp::Add);
+        if !matches!(
+            e.op,
+            ElementwiseOp::Mul | ElementwiseOp::Add | ElementwiseOp::Sub | ElementwiseOp::Div
+        ) || (conv_side == 1 && !commutes)
+        {
+            return Ok(false);
+        }
+        let (c, k) = (inputs[conv_side], inputs[1 - conv_side]);
+        let Some(pos) = work
+            .layers
+            .iter()
+            .rposition(|l| l.outputs.first() == Some(&c))
+        else {
+            continue;
+        };
+        let conv = &work.layers[pos];
+        if !matches!(conv.kind, LayerKind::Convolution(_)) || !sole(c) {
+            continue;
+        }
+        let Some(factor) = work.tensors[k.index()].value.clone() else {
+            continue;
+        };
+        let w_id = conv.inputs[1];
+        let b_id = conv.inputs.get(2).copied();
+        if !sole(w_id) || b_id.is_some_and(|b| !sole(b)) {
+            continue;
+        }
+        let Some(w) = work.tensors[w_id.index()].value.clone() else {
+            continue;
+        };
+        let b = match b_id {
+            Some(b) => match work.tensors[b.index()].value.clone() {
+                Some(v) => Some(v),
+                None => continue,
+            },
+            None => None,
+        };
+        let out_rank = types[0].shape.len();
+        let m = w.shape()[0];
+        let (Some(per), true) = (per_channel(&factor, out_rank, m), w.dtype() == DType::F32) else {
+            continue;
+        };
+        let mut wv = w.as_slice::<f32>()?.to_vec();
+        let mut bv = match &b {
+            Some(b) => b.as_slice::<f32>()?.to_vec(),
+            None => vec![0.0; m],
+        };
+        let per_m = wv.len() / m.max(1);
+        match e.op {
+            ElementwiseOp::Mul | ElementwiseOp::Div => {
+                let f = |x: f32| {
+                    if e.op == ElementwiseOp::Mul {
+                        x
+                    } else {
+                        1.0 / x
+                    }
+                };
+                for (o, chunk) in wv.chunks_mut(per_m).enumerate() {
+                    let s = f(per[o]);
+                    chunk.iter_mut().for_each(|v| *v *= s);
+                    bv[o] *= s;
+                }
+            }
+            ElementwiseOp::Add => bv.iter_mut().zip(&per).for_each(|(v, t)| *v += t),
+            _ => bv.iter_mut().zip(&per).for_each(|(v, t)| *v -= t),
+        }
+        replace_constant(work, w_id, Tensor::from_vec(w.shape(), wv)?);
+        let bias = Tensor::from_vec(&[m], bv)?;
+        match b_id {
+            Some(b) => replace_constant(work, b, bias),
+            None => {
+                let t = work.new_tensor(format!("{}/bias", work.layers[pos].name));
+                let value = Arc::new(bias);
+                work.tensors[t.index()].value = Some(value.clone());
+                work.tensors[t.index()].ty =
+                    Some(TypeShape::new(DType::F32, vec![(m as i64).into()]));
+                let name = format!("{}/bias", work.layers[pos].name);
+                work.layers.insert(
+                    pos,
+                    Layer {
+                        name,
+                        kind: LayerKind::Constant(Constant { value, slot: 0 }),
+                        inputs: vec![],
+                        outputs: vec![t],
+                    },
+                );
+                work.devices.insert(pos, DeviceKind::Cpu);
+                work.layers[pos + 1].inputs.push(t);
+            }
+        }
+        let conv_pos = work
+            .layers
+            .iter()
+            .rposition(|l| l.outputs.first() == Some(&c))
+            .unwrap_or(pos);
+        work.layers[conv_pos].outputs = layer.outputs.clone();
+        work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// The values of a tensor that broadcasts along the channel axis (1) of a rank-`rank`
+/// output with `m` channels and is 1 everywhere else, expanded to `m` values.
+fn per_channel(t: &Tensor, rank: usize, m: usize) -> Option<Vec<f32>> {
+    let shape = t.shape();
+    if shape.len() > rank || t.dtype() != DType::F32 {
+        return None;
+    }
+    let offset = rank - shape.len();
+    for (i, &d) in shape.iter().enumerate() {
+        let axis = i + offset;
+        if d != 1 && !(axis == 1 && d == m) {
+            return None;
+        }
+    }
+    let v = t.as_slice::<f32>().ok()?;
+    Some(if v.len() == m {
+        v.to_vec()
+    } else {
+        vec![*v.first()?; m]
+    })
+}
+
+fn replace_constant(work: &mut Work, t: TensorId, value: Tensor) {
+    let value = Arc::new(value);
+    work.tensors[t.index()].value = Some(value.clone());
+    if let Some(l) = work
+        .layers
+        .iter_mut()
+        .find(|l| l.outputs.first() == Some(&t))
+    {
+        l.kind = LayerKind::Constant(Constant { value, slot: 0 });
+    }
+}
