@@ -303,9 +303,14 @@ pub fn repeat<T: Copy, const P: usize, const A: usize>(src: &[T], dst: &mut [T])
     if periods == 0 || src.len() < A * (periods - 1) + 1 {
         return periods == 0;
     }
-    for m in 0..periods {
-        for ph in 0..P {
-            dst[P * m + ph] = src[A * m];
+    let dst = &mut dst[..P * periods];
+    if A == 1 {
+        for (d, &s) in dst.chunks_exact_mut(P).zip(&src[..periods]) {
+            d.fill(s);
+        }
+    } else {
+        for (d, &s) in dst.chunks_exact_mut(P).zip(src.iter().step_by(A)) {
+            d.fill(s);
         }
     }
     true
