@@ -21,20 +21,33 @@ fn max_nan(a: f32, b: f32) -> f32 {
     if b > a || b.is_nan() { b } else { a }
 }
 
+/// [`max_nan`] when `N`, else the plain maximum (one instruction), for data known to hold
+/// no NaN.
+#[inline(always)]
+fn mx<const N: bool>(a: f32, b: f32) -> f32 {
+    if N {
+        max_nan(a, b)
+    } else if b > a {
+        b
+    } else {
+        a
+    }
+}
+
 /// The maximum of `win` (not empty), over four independent chains.
 #[inline(always)]
-fn window_max(win: &[f32]) -> f32 {
+fn window_max<const N: bool>(win: &[f32]) -> f32 {
     let mut m = [win[0]; 4];
     let mut chunks = win.chunks_exact(4);
     for c in chunks.by_ref() {
         for (m, &x) in m.iter_mut().zip(c) {
-            *m = max_nan(*m, x);
+            *m = mx::<N>(*m, x);
         }
     }
     for (m, &x) in m.iter_mut().zip(chunks.remainder()) {
-        *m = max_nan(*m, x);
+        *m = mx::<N>(*m, x);
     }
-    max_nan(max_nan(m[0], m[1]), max_nan(m[2], m[3]))
+    mx::<N>(mx::<N>(m[0], m[1]), mx::<N>(m[2], m[3]))
 }
 
 /// The adaptive windows of one axis: output `i` covers `[floor(i·in/out), ceil((i+1)·in/out))`.
@@ -54,6 +67,8 @@ pub struct MaxPool2dPlan {
     /// The shortest column window's length `s` when every window is at most `2s` long, so
     /// its maximum is that of its first and last `s` inputs (`0`: not so).
     slide: usize,
+    /// Every row window spans at least three rows.
+    tall: bool,
 }
 
 impl MaxPool2dPlan {
@@ -72,8 +87,11 @@ impl MaxPool2dPlan {
         } else {
             0
         };
+        let rows = windows(input[0], output[0]);
+        let tall = rows.iter().all(|r| r.len() >= 3);
         MaxPool2dPlan {
-            rows: windows(input[0], output[0]),
+            rows,
+            tall,
             cols,
             width: input[1],
             factor,
@@ -104,6 +122,8 @@ impl MaxPool2dPlan {
         if acc.len() < 2 * w + ow {
             acc.resize(2 * w + ow, 0.0);
         }
+        // A NaN scan pays off only when windows are tall enough to save more than it reads.
+        let nan = !self.tall || may_hold_nan(src);
         let (acc, out) = acc.split_at_mut(2 * w);
         let out = &mut out[..ow];
         for (o, d) in outer.zip(dst.chunks_exact_mut(ow)) {
@@ -114,11 +134,30 @@ impl MaxPool2dPlan {
                 &self.cols,
                 self.factor,
                 self.slide,
+                nan,
                 acc,
                 out,
             );
             store(out, d);
         }
+    }
+}
+
+multiversion! {
+    /// Whether `src` may hold a NaN (true also for infinities, which then take the NaN-aware
+    /// path too).
+    fn may_hold_nan<M: Madd>(src: &[f32]) -> bool {
+        let mut acc = [0.0f32; LANES];
+        let mut chunks = src.chunks_exact(LANES);
+        for c in chunks.by_ref() {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a += x * 0.0;
+            }
+        }
+        for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
+            *a += x * 0.0;
+        }
+        acc.iter().sum::<f32>().is_nan()
     }
 }
 
@@ -142,44 +181,64 @@ multiversion! {
 multiversion! {
     /// One output row: the rows of `src` (each `w` long) reduced lane-wise into `acc`, then
     /// each of `cols`' windows of `acc` into `out` (`slide`: see [`MaxPool2dPlan`]).
+    #[allow(clippy::too_many_arguments)]
     fn pool_row<M: Madd>(
         src: &[f32],
         w: usize,
         cols: &[Range<usize>],
         factor: usize,
         slide: usize,
+        nan: bool,
         acc: &mut [f32],
         out: &mut [f32],
     ) {
-        let rows = src.len() / w.max(1);
-        if rows == 0 {
-            return;
+        if nan {
+            row_k::<true>(src, w, cols, factor, slide, acc, out);
+        } else {
+            row_k::<false>(src, w, cols, factor, slide, acc, out);
         }
-        let (acc, fixed) = acc.split_at_mut(w);
-        lanes(src, w, rows, acc);
-        match factor {
-            1 => out.copy_from_slice(acc),
-            2 => {
-                for (o, p) in out.iter_mut().zip(acc.chunks_exact(2)) {
-                    *o = max_nan(p[0], p[1]);
-                }
+    }
+}
+
+/// [`pool_row`], with NaN handling when `N`.
+#[inline(always)]
+fn row_k<const N: bool>(
+    src: &[f32],
+    w: usize,
+    cols: &[Range<usize>],
+    factor: usize,
+    slide: usize,
+    acc: &mut [f32],
+    out: &mut [f32],
+) {
+    let rows = src.len() / w.max(1);
+    if rows == 0 {
+        return;
+    }
+    let (acc, fixed) = acc.split_at_mut(w);
+    lanes::<N>(src, w, rows, acc);
+    match factor {
+        1 => out.copy_from_slice(acc),
+        2 => {
+            for (o, p) in out.iter_mut().zip(acc.chunks_exact(2)) {
+                *o = mx::<N>(p[0], p[1]);
             }
-            4 => {
-                for (o, p) in out.iter_mut().zip(acc.chunks_exact(4)) {
-                    *o = max_nan(max_nan(p[0], p[1]), max_nan(p[2], p[3]));
-                }
+        }
+        4 => {
+            for (o, p) in out.iter_mut().zip(acc.chunks_exact(4)) {
+                *o = mx::<N>(mx::<N>(p[0], p[1]), mx::<N>(p[2], p[3]));
             }
-            _ if slide > 0 => {
-                let fixed = &mut fixed[..w + 1 - slide];
-                lanes(acc, 1, slide, fixed);
-                for (o, c) in out.iter_mut().zip(cols) {
-                    *o = max_nan(fixed[c.start], fixed[c.end - slide]);
-                }
+        }
+        _ if slide > 0 => {
+            let fixed = &mut fixed[..w + 1 - slide];
+            lanes::<N>(acc, 1, slide, fixed);
+            for (o, c) in out.iter_mut().zip(cols) {
+                *o = mx::<N>(fixed[c.start], fixed[c.end - slide]);
             }
-            _ => {
-                for (o, c) in out.iter_mut().zip(cols) {
-                    *o = window_max(&acc[c.clone()]);
-                }
+        }
+        _ => {
+            for (o, c) in out.iter_mut().zip(cols) {
+                *o = window_max::<N>(&acc[c.clone()]);
             }
         }
     }
@@ -188,13 +247,13 @@ multiversion! {
 /// `dst[i] = max(src[i + r·stride] for r < count)` for every `i` of `dst` (`count ≥ 1`),
 /// [`BLOCK`] lanes at a time in registers (the last block overlapping its predecessor).
 #[inline(always)]
-fn lanes(src: &[f32], stride: usize, count: usize, dst: &mut [f32]) {
+fn lanes<const N: bool>(src: &[f32], stride: usize, count: usize, dst: &mut [f32]) {
     let len = dst.len();
     if len < BLOCK {
         for (i, d) in dst.iter_mut().enumerate() {
             let mut m = src[i];
             for r in 1..count {
-                m = max_nan(m, src[i + r * stride]);
+                m = mx::<N>(m, src[i + r * stride]);
             }
             *d = m;
         }
@@ -209,7 +268,7 @@ fn lanes(src: &[f32], stride: usize, count: usize, dst: &mut [f32]) {
         for r in 1..count {
             let x = &src[at + r * stride..at + r * stride + BLOCK];
             for (m, &x) in m.iter_mut().zip(x) {
-                *m = max_nan(*m, x);
+                *m = mx::<N>(*m, x);
             }
         }
         dst[at..at + BLOCK].copy_from_slice(&m);
