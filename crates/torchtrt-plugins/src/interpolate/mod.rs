@@ -6,7 +6,8 @@
 //! (the output size, exact for symbolic dimensions); `coord` maps output indices to input
 //! coordinates; `nearest`, `linear`, `cubic`, `antialias` and `pool` turn one axis into a
 //! tap table (`taps`), once per launch. Kernels run on the CPU in `f32` for f32, f16 and
-//! bf16 tensors: `nearest` copies elements and rows; `separable` runs `passes` axis by axis
+//! bf16 tensors: `nearest` copies elements and rows; `maxpool` runs two-dimensional adaptive
+//! max pools directly (lane-wise row maxima); `separable` runs `passes` axis by axis
 //! (with `poly`'s vectorised kernels for integer factors); `launch` splits planes (and rows
 //! of few or large planes) over threads.
 //!
