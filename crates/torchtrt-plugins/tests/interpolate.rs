@@ -863,3 +863,29 @@ fn adaptive_max_pool2d_matches_naive_windows_with_nans() {
         }
     }
 }
+
+#[test]
+fn many_small_planes_grouped_across_threads_match_one_thread() {
+    let shape = vec![4usize, 64, 30, 45];
+    let data = random_data(29, shape.iter().product());
+    let cases: [(&str, Vec<i64>); 4] = [
+        ("adaptive_max_pool2d", vec![7, 7]),
+        ("adaptive_avg_pool2d", vec![7, 7]),
+        ("nearest", vec![60, 90]),
+        ("bilinear", vec![45, 67]),
+    ];
+    for (mode, out) in cases {
+        let fields = sized(mode, &out);
+        let (_, x, one) = run(&fields, DType::F32, &shape, &data, 1).expect("runs");
+        let (_, _, many) = run(&fields, DType::F32, &shape, &data, 3).expect("runs");
+        assert_eq!(one, many, "{mode}");
+        let out: Vec<usize> = out.iter().map(|&d| d as usize).collect();
+        let want = interp_ref::resize(&Spec::new(mode), &shape, &x, &out);
+        for (g, w) in one.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{mode}: {g} vs {w}"
+            );
+        }
+    }
+}

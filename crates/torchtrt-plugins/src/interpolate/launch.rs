@@ -105,6 +105,19 @@ fn run_typed<T: Float>(
         }
         return Ok(());
     }
+    if splits == 1 {
+        // Whole planes per unit: hand each task a run of planes, so that small planes do
+        // not pay a parallel split each.
+        let per = planes.div_ceil(threads * UNITS_PER_THREAD).max(1);
+        dst.par_chunks_mut(out_plane * per)
+            .enumerate()
+            .for_each_init(Scratch::default, |scratch, (g, group)| {
+                for (i, plane) in group.chunks_mut(out_plane).enumerate() {
+                    unit(g * per + i, 0, plane, scratch);
+                }
+            });
+        return Ok(());
+    }
     dst.par_chunks_mut(out_plane)
         .enumerate()
         .flat_map(|(p, plane)| {
