@@ -119,27 +119,27 @@ impl MaxPool2dPlan {
             store(&[plane_max(src)], &mut dst[..1]);
             return;
         }
-        if acc.len() < 2 * w + ow {
-            acc.resize(2 * w + ow, 0.0);
+        let need = 2 * w + outer.len() * ow;
+        if acc.len() < need {
+            acc.resize(need, 0.0);
         }
         // A NaN scan pays off only when windows are tall enough to save more than it reads.
         let nan = !self.tall || may_hold_nan(src);
         let (acc, out) = acc.split_at_mut(2 * w);
-        let out = &mut out[..ow];
-        for (o, d) in outer.zip(dst.chunks_exact_mut(ow)) {
-            let r = &self.rows[o];
-            pool_row(
-                &src[(r.start - lo) * w..(r.end - lo) * w],
-                w,
-                &self.cols,
-                self.factor,
-                self.slide,
-                nan,
-                acc,
-                out,
-            );
-            store(out, d);
-        }
+        let out = &mut out[..outer.len() * ow];
+        pool_rows(
+            src,
+            w,
+            lo,
+            &self.rows[outer],
+            &self.cols,
+            self.factor,
+            self.slide,
+            nan,
+            acc,
+            out,
+        );
+        store(out, &mut dst[..out.len()]);
     }
 }
 
@@ -188,12 +188,15 @@ multiversion! {
 }
 
 multiversion! {
-    /// One output row: the rows of `src` (each `w` long) reduced lane-wise into `acc`, then
-    /// each of `cols`' windows of `acc` into `out` (`slide`: see [`MaxPool2dPlan`]).
+    /// Output rows: for each of the row windows `rows` (input rows `lo…` in `src`), the
+    /// rows reduced lane-wise into `acc`, then each of `cols`' windows of `acc` into the next
+    /// row of `out` (`slide`: see [`MaxPool2dPlan`]).
     #[allow(clippy::too_many_arguments)]
-    fn pool_row<M: Madd>(
+    fn pool_rows<M: Madd>(
         src: &[f32],
         w: usize,
+        lo: usize,
+        rows: &[Range<usize>],
         cols: &[Range<usize>],
         factor: usize,
         slide: usize,
@@ -201,15 +204,18 @@ multiversion! {
         acc: &mut [f32],
         out: &mut [f32],
     ) {
-        if nan {
-            row_k::<true>(src, w, cols, factor, slide, acc, out);
-        } else {
-            row_k::<false>(src, w, cols, factor, slide, acc, out);
+        for (r, out) in rows.iter().zip(out.chunks_exact_mut(cols.len().max(1))) {
+            let src = &src[(r.start - lo) * w..(r.end - lo) * w];
+            if nan {
+                row_k::<true>(src, w, cols, factor, slide, acc, out);
+            } else {
+                row_k::<false>(src, w, cols, factor, slide, acc, out);
+            }
         }
     }
 }
 
-/// [`pool_row`], with NaN handling when `N`.
+/// One row of [`pool_rows`], with NaN handling when `N`.
 #[inline(always)]
 fn row_k<const N: bool>(
     src: &[f32],
