@@ -173,7 +173,14 @@ fn conv<G: GemmElem>(
             MatRef::row_major(xg, cg, outputs)
         } else {
             col.resize(taps * outputs, G::ZERO);
-            im2col(xg, cg, win, G::ZERO, col);
+            if parallel {
+                let per_channel = win.kernel_len() * outputs;
+                col.par_chunks_mut(per_channel)
+                    .zip(xg.par_chunks(plane))
+                    .for_each(|(rows, src)| im2col(src, 1, win, G::ZERO, rows));
+            } else {
+                im2col(xg, cg, win, G::ZERO, col);
+            }
             MatRef::row_major(col.as_slice(), taps, outputs)
         };
         let lhs = MatRef::row_major(&w[group * mg * taps..(group + 1) * mg * taps], mg, taps);
