@@ -15,14 +15,19 @@ pub struct CompileArgs {
     /// Where to write the engine.
     #[arg(short, long)]
     output: PathBuf,
+    /// Input shape: NAME=SHAPE (1x3x224x224) or NAME=MIN;OPT;MAX (same as --input-shape).
+    #[arg(long = "input", value_name = "NAME=SHAPE")]
+    inputs: Vec<String>,
     #[command(flatten)]
     build: BuildOptions,
 }
 
 /// Compiles the model and writes the engine.
 pub fn run(a: CompileArgs) -> Result<()> {
-    super::load_libraries(&a.build)?;
-    let engine = super::compile_onnx(&a.model, &a.build)?;
+    let mut build = a.build.clone();
+    build.input_shapes.extend(a.inputs.iter().cloned());
+    super::load_libraries(&build)?;
+    let engine = super::compile_onnx(&a.model, &build)?;
     let bytes = engine.serialize();
     std::fs::write(&a.output, &bytes).with_context(|| format!("writing {}", a.output.display()))?;
     let summary = engine.summary();
