@@ -27,16 +27,13 @@ pub(crate) fn fold_into_conv(
     let LayerKind::Elementwise(e) = kind else {
         return Ok(false);
     };
+    let sides = match e.op {
+        ElementwiseOp::Mul | ElementwiseOp::Add => 2,
+        ElementwiseOp::Sub | ElementwiseOp::Div => 1,
+        _ => return Ok(false),
+    };
     let sole = |t: TensorId| uses.get(t.index()).is_none_or(|&u| u == 1);
-    for conv_side in 0..2 {
-        let commutes = matches!(e.op, ElementwiseOp::Mul | ElementwiseOp::Add);
-        if !matches!(
-            e.op,
-            ElementwiseOp::Mul | ElementwiseOp::Add | ElementwiseOp::Sub | ElementwiseOp::Div
-        ) || (conv_side == 1 && !commutes)
-        {
-            return Ok(false);
-        }
+    for conv_side in 0..sides {
         let (c, k) = (inputs[conv_side], inputs[1 - conv_side]);
         let Some(pos) = work
             .layers
@@ -120,11 +117,7 @@ pub(crate) fn fold_into_conv(
                 work.layers[pos + 1].inputs.push(t);
             }
         }
-        let conv_pos = work
-            .layers
-            .iter()
-            .rposition(|l| l.outputs.first() == Some(&c))
-            .unwrap_or(pos);
+        let conv_pos = if b_id.is_some() { pos } else { pos + 1 };
         work.layers[conv_pos].outputs = layer.outputs.clone();
         work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
         return Ok(true);

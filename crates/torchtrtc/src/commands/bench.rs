@@ -124,10 +124,8 @@ fn print_profile(p: &[torchtrt::LayerTiming]) {
 }
 
 fn filled(dtype: DType, dims: &[usize], v: &[f64]) -> Result<Tensor> {
-    let f32s: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-    let t = Tensor::from_vec(dims, f32s)?;
     Ok(match dtype {
-        DType::F32 => t,
+        DType::F32 => Tensor::from_vec(dims, v.iter().map(|&x| x as f32).collect())?,
         DType::I64 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i64).collect())?,
         DType::I32 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i32).collect())?,
         DType::F16 => Tensor::from_vec(
