@@ -1,0 +1,32 @@
+//! torchtrt's CUDA backend.
+//!
+//! Everything here loads the CUDA driver (and, for compilation, NVRTC) at run time, so the
+//! crate builds and links on machines without a CUDA toolkit. Before the first driver call
+//! [`probe`] checks that the libraries exist and that a device is present; without one every
+//! entry point returns [`CudaError::NoDevice`] instead of panicking.
+//!
+//! - [`CudaDevice`]: one GPU's primary context, its compute capability and name.
+//! - [`Stream`], [`Event`]: ordered work queues and timing.
+//! - [`DeviceBuffer`], [`CachingAllocator`]: device memory, reused across runs.
+//! - [`compile`], [`KernelImage`], [`Module`]: CUDA C compiled by NVRTC into PTX and cubin
+//!   bytes that an engine stores; loading them back needs only the driver.
+//! - [`CudaBackend`]: the [`torchtrt_core::backend::Backend`] for engines targeted at a GPU.
+
+mod backend;
+mod device;
+mod error;
+mod launch;
+mod memory;
+mod module;
+mod nvrtc;
+pub mod probe;
+mod stream;
+
+pub use backend::CudaBackend;
+pub use device::CudaDevice;
+pub use error::{CudaError, CudaResult};
+pub use launch::{Dim3, KernelArgs};
+pub use memory::{CachingAllocator, DeviceBuffer};
+pub use module::{Function, Module};
+pub use nvrtc::{Arch, KernelImage, compile};
+pub use stream::{Event, Stream};

@@ -1,0 +1,246 @@
+//! Device memory: buffers, and a caching allocator that keeps released blocks for reuse so
+//! that steady-state runs make no `cuMemAlloc` calls.
+//!
+//! A block released while kernels queued on a stream still use it may be handed out again at
+//! once; that is safe when all users of the allocator queue their work on one stream (the
+//! execution context's), since the stream orders the old work before the new.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, result};
+
+use crate::device::CudaDevice;
+use crate::error::{CudaError, CudaResult, driver};
+
+/// Allocation granularity: every block is a multiple of this many bytes (and so aligned for
+/// any vector load).
+const GRANULE: usize = 512;
+/// Blocks up to this size are rounded to a power of two; larger ones to a multiple of it.
+const LARGE: usize = 2 << 20;
+
+/// A block of device memory. Buffers from a [`CachingAllocator`] go back to it on drop;
+/// others are freed.
+pub struct DeviceBuffer {
+    ptr: u64,
+    len: usize,
+    capacity: usize,
+    owner: Owner,
+}
+
+enum Owner {
+    Cache(Arc<Cache>),
+    Device(Arc<CudaContext>),
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer({:#x}, {} bytes)", self.ptr, self.len)
+    }
+}
+
+impl DeviceBuffer {
+    /// Allocates `len` bytes (contents undefined) straight from the driver, bypassing the
+    /// cache.
+    pub fn alloc(device: &CudaDevice, len: usize) -> CudaResult<DeviceBuffer> {
+        let capacity = round_up(len);
+        Ok(DeviceBuffer {
+            ptr: raw_alloc(&device.inner.ctx, capacity)?,
+            len,
+            capacity,
+            owner: Owner::Device(device.inner.ctx.clone()),
+        })
+    }
+
+    /// The device address (`CUdeviceptr`).
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Bytes requested.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes actually reserved (at least `len`).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        match &self.owner {
+            Owner::Cache(cache) => cache.release(self.ptr, self.capacity),
+            Owner::Device(ctx) => raw_free(ctx, self.ptr),
+        }
+    }
+}
+
+fn round_up(len: usize) -> usize {
+    let len = len.max(1);
+    if len <= LARGE {
+        len.next_power_of_two().max(GRANULE)
+    } else {
+        len.div_ceil(LARGE) * LARGE
+    }
+}
+
+fn raw_alloc(ctx: &CudaContext, bytes: usize) -> CudaResult<u64> {
+    ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+    // SAFETY: the device's context is current; the memory is owned by the returned buffer.
+    unsafe { result::malloc_sync(bytes) }.map_err(|e| match driver("cuMemAlloc")(e) {
+        CudaError::Driver { message, .. } => CudaError::Driver {
+            call: "cuMemAlloc",
+            message: format!("{bytes} bytes on cuda:{}: {message}", ctx.ordinal()),
+        },
+        other => other,
+    })
+}
+
+fn raw_free(ctx: &CudaContext, ptr: u64) {
+    if ctx.bind_to_thread().is_ok() {
+        // SAFETY: `ptr` came from `raw_alloc` on this device and is freed once.
+        let _ = unsafe { result::free_sync(ptr) };
+    }
+}
+
+/// A per-device cache of freed blocks, keyed by their rounded size.
+#[derive(Clone)]
+pub struct CachingAllocator {
+    cache: Arc<Cache>,
+}
+
+struct Cache {
+    ctx: Arc<CudaContext>,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    free: BTreeMap<usize, Vec<u64>>,
+    held: usize,
+    in_use: usize,
+    driver_allocs: u64,
+}
+
+impl CachingAllocator {
+    /// An empty cache for `device`.
+    pub fn new(device: &CudaDevice) -> CachingAllocator {
+        CachingAllocator {
+            cache: Arc::new(Cache {
+                ctx: device.inner.ctx.clone(),
+                state: Mutex::new(CacheState::default()),
+            }),
+        }
+    }
+
+    /// A buffer of `len` bytes (contents undefined): a cached block of the same rounded size
+    /// when there is one, else a new one from the driver. When the driver is out of memory
+    /// the cache is emptied and the allocation retried once.
+    pub fn alloc(&self, len: usize) -> CudaResult<DeviceBuffer> {
+        let capacity = round_up(len);
+        let reused = {
+            let mut s = self.lock();
+            let ptr = s.free.get_mut(&capacity).and_then(Vec::pop);
+            if ptr.is_some() {
+                s.held -= capacity;
+                s.in_use += capacity;
+            }
+            ptr
+        };
+        let ptr = match reused {
+            Some(p) => p,
+            None => {
+                let p = match raw_alloc(&self.cache.ctx, capacity) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        self.empty_cache()?;
+                        raw_alloc(&self.cache.ctx, capacity)?
+                    }
+                };
+                let mut s = self.lock();
+                s.in_use += capacity;
+                s.driver_allocs += 1;
+                p
+            }
+        };
+        Ok(DeviceBuffer {
+            ptr,
+            len,
+            capacity,
+            owner: Owner::Cache(self.cache.clone()),
+        })
+    }
+
+    /// Bytes held by free blocks, ready for reuse.
+    pub fn held_bytes(&self) -> usize {
+        self.lock().held
+    }
+
+    /// Bytes in live buffers.
+    pub fn in_use_bytes(&self) -> usize {
+        self.lock().in_use
+    }
+
+    /// How many times the allocator has called `cuMemAlloc`.
+    pub fn driver_allocations(&self) -> u64 {
+        self.lock().driver_allocs
+    }
+
+    /// Waits for the device, then gives every free block back to the driver.
+    pub fn empty_cache(&self) -> CudaResult<()> {
+        let ctx = &self.cache.ctx;
+        ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        ctx.synchronize().map_err(driver("cuCtxSynchronize"))?;
+        let blocks = {
+            let mut s = self.lock();
+            s.held = 0;
+            std::mem::take(&mut s.free)
+        };
+        for ptr in blocks.into_values().flatten() {
+            raw_free(&self.cache.ctx, ptr);
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
+        self.cache.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Cache {
+    fn release(&self, ptr: u64, capacity: usize) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.in_use = s.in_use.saturating_sub(capacity);
+        s.held += capacity;
+        s.free.entry(capacity).or_default().push(ptr);
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for ptr in std::mem::take(&mut state.free).into_values().flatten() {
+            raw_free(&self.ctx, ptr);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_up;
+
+    #[test]
+    fn sizes_round_to_classes() {
+        assert_eq!(round_up(0), 512);
+        assert_eq!(round_up(513), 1024);
+        assert_eq!(round_up(3 << 20), 4 << 20);
+        assert_eq!(round_up((4 << 20) + 1), 6 << 20);
+    }
+}
