@@ -813,6 +813,47 @@ fn integer_factor_fast_paths_match_reference() {
     }
 }
 
+/// Two-dimensional adaptive max pooling of NCHW `x`, element by element, NaN winning.
+fn naive_adaptive_max2d(x: &[f64], shape: &[usize], out: [usize; 2]) -> Vec<f64> {
+    let (h, w) = (shape[2], shape[3]);
+    let win = |i: usize, input: usize, output: usize| {
+        i * input / output..((i + 1) * input).div_ceil(output)
+    };
+    let mut want = Vec::new();
+    for plane in x.chunks_exact(h * w) {
+        for oh in 0..out[0] {
+            for ow in 0..out[1] {
+                let mut m = f64::NEG_INFINITY;
+                for r in win(oh, h, out[0]) {
+                    for c in win(ow, w, out[1]) {
+                        let v = plane[r * w + c];
+                        if !m.is_nan() && (v > m || v.is_nan()) {
+                            m = v;
+                        }
+                    }
+                }
+                want.push(m);
+            }
+        }
+    }
+    want
+}
+
+/// Runs adaptive max pooling of `shape` to `out` on `data` and compares with
+/// [`naive_adaptive_max2d`] exactly.
+fn check_adaptive_max2d(shape: &[usize], out: [usize; 2], data: &[f32]) {
+    let fields = sized("adaptive_max_pool2d", &[out[0] as i64, out[1] as i64]);
+    let (_, x, got) = run(&fields, DType::F32, shape, data, 2).expect("runs");
+    let want = naive_adaptive_max2d(&x, shape, out);
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g == w || (g.is_nan() && w.is_nan()),
+            "{shape:?}->{out:?} element {i}: {g} vs {w}"
+        );
+    }
+}
+
 #[test]
 fn adaptive_max_pool2d_matches_naive_windows_with_nans() {
     let cases: [(Vec<usize>, [usize; 2]); 8] = [
@@ -831,35 +872,29 @@ fn adaptive_max_pool2d_matches_naive_windows_with_nans() {
         for i in (0..n).step_by(97) {
             data[i] = f32::NAN;
         }
-        let fields = sized("adaptive_max_pool2d", &[out[0] as i64, out[1] as i64]);
-        let (_, x, got) = run(&fields, DType::F32, &shape, &data, 2).expect("runs");
-        let (h, w) = (shape[2], shape[3]);
-        let win = |i: usize, input: usize, output: usize| {
-            i * input / output..((i + 1) * input).div_ceil(output)
-        };
-        let mut want = Vec::new();
-        for plane in x.chunks_exact(h * w) {
-            for oh in 0..out[0] {
-                for ow in 0..out[1] {
-                    let mut m = f64::NEG_INFINITY;
-                    for r in win(oh, h, out[0]) {
-                        for c in win(ow, w, out[1]) {
-                            let v = plane[r * w + c];
-                            if !m.is_nan() && (v > m || v.is_nan()) {
-                                m = v;
-                            }
-                        }
-                    }
-                    want.push(m);
-                }
+        check_adaptive_max2d(&shape, out, &data);
+    }
+}
+
+/// Rows of at most 64 inputs pooled into at most 16 windows that do not tile them (the
+/// AVX-512 narrow-row kernel where the CPU has it), with and without NaNs.
+#[test]
+fn adaptive_max_pool2d_narrow_rows_match_naive_windows() {
+    let mut seed = 40;
+    for w in [3usize, 9, 16, 17, 31, 45, 48, 63, 64] {
+        for ow in [2usize, 5, 7, 11, 16] {
+            if ow > w || w % ow == 0 {
+                continue;
             }
-        }
-        assert_eq!(got.len(), want.len());
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                g == w || (g.is_nan() && w.is_nan()),
-                "{shape:?}->{out:?} element {i}: {g} vs {w}"
-            );
+            for (h, oh) in [(30usize, 7usize), (5, 5), (9, 2)] {
+                let shape = [2, 3, h, w];
+                let n: usize = shape.iter().product();
+                seed += 1;
+                let mut data = random_data(seed, n);
+                check_adaptive_max2d(&shape, [oh, ow], &data);
+                data[n / 2 + 1] = f32::NAN;
+                check_adaptive_max2d(&shape, [oh, ow], &data);
+            }
         }
     }
 }

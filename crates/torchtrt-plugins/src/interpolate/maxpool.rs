@@ -7,6 +7,8 @@
 use std::ops::Range;
 
 use super::element::{f32_view, store};
+#[cfg(target_arch = "x86_64")]
+use super::maxpool_x86;
 use crate::kernels::float::Float;
 use crate::kernels::simd::multiversion;
 
@@ -17,7 +19,7 @@ const BLOCK: usize = 16;
 
 /// `max(a, b)` where a NaN in either operand wins.
 #[inline(always)]
-fn max_nan(a: f32, b: f32) -> f32 {
+pub(super) fn max_nan(a: f32, b: f32) -> f32 {
     if b > a || b.is_nan() { b } else { a }
 }
 
@@ -69,6 +71,10 @@ pub struct MaxPool2dPlan {
     slide: usize,
     /// Every row window spans at least three rows.
     tall: bool,
+    /// The AVX-512 kernel for narrow rows whose column windows do not tile the row (tiling
+    /// windows reduce as fast in [`row_k`]), when the CPU runs it.
+    #[cfg(target_arch = "x86_64")]
+    narrow: Option<maxpool_x86::NarrowRows>,
 }
 
 impl MaxPool2dPlan {
@@ -89,6 +95,12 @@ impl MaxPool2dPlan {
         };
         let rows = windows(input[0], output[0]);
         let tall = rows.iter().all(|r| r.len() >= 3);
+        #[cfg(target_arch = "x86_64")]
+        let narrow = if factor == 0 {
+            maxpool_x86::NarrowRows::new(input[1], &cols)
+        } else {
+            None
+        };
         MaxPool2dPlan {
             rows,
             tall,
@@ -96,6 +108,8 @@ impl MaxPool2dPlan {
             width: input[1],
             factor,
             slide,
+            #[cfg(target_arch = "x86_64")]
+            narrow,
         }
     }
 
@@ -117,6 +131,20 @@ impl MaxPool2dPlan {
         let src = f32_view(&src[lo * w..hi * w], widened);
         if self.rows.len() == 1 && ow == 1 {
             store(&[plane_max(src)], &mut dst[..1]);
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(narrow) = &self.narrow {
+            if acc.len() < 2 * w + outer.len() * ow {
+                acc.resize(2 * w + outer.len() * ow, 0.0);
+            }
+            let (scratch, out) = acc.split_at_mut(2 * w);
+            let out = &mut out[..outer.len() * ow];
+            let (cols, slide) = (&self.cols, self.slide);
+            narrow.pool_rows(src, lo, &self.rows[outer], out, |window, out| {
+                row_k::<true>(window, w, cols, 0, slide, scratch, out)
+            });
+            store(out, &mut dst[..out.len()]);
             return;
         }
         let need = 2 * w + outer.len() * ow;

@@ -7,9 +7,9 @@
 //! coordinates; `nearest`, `linear`, `cubic`, `antialias` and `pool` turn one axis into a
 //! tap table (`taps`), once per launch. Kernels run on the CPU in `f32` for f32, f16 and
 //! bf16 tensors: `nearest` copies elements and rows; `maxpool` runs two-dimensional adaptive
-//! max pools directly (lane-wise row maxima); `separable` runs `passes` axis by axis
-//! (with `poly`'s vectorised kernels for integer factors); `launch` splits planes (and rows
-//! of few or large planes) over threads.
+//! max pools directly (lane-wise row maxima; `maxpool_x86` keeps narrow rows in AVX-512
+//! registers); `separable` runs `passes` axis by axis (with `poly`'s vectorised kernels for
+//! integer factors); `launch` splits planes (and rows of few or large planes) over threads.
 //!
 //! The CUDA side is not written yet: the plugin reports CUDA as unsupported.
 
@@ -24,6 +24,8 @@ mod element;
 mod launch;
 mod linear;
 mod maxpool;
+#[cfg(target_arch = "x86_64")]
+mod maxpool_x86;
 mod mode;
 mod nearest;
 mod passes;
