@@ -18,6 +18,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod capi;
+
 use std::path::Path;
 use std::sync::Arc;
 
