@@ -15,7 +15,7 @@ use std::arch::x86_64::{
 };
 use std::ops::Range;
 
-use crate::kernels::simd::{Level, level};
+use crate::kernels::simd::avx512;
 
 /// Lanes of one vector.
 const LANES: usize = 16;
@@ -43,7 +43,7 @@ impl NarrowRows {
             && cols.len() <= LANES
             && levels <= MAX_LEVELS
             && longest <= 2 << levels;
-        if !fits || !available() {
+        if !fits || !avx512() {
             return None;
         }
         let mut first = [0i32; LANES];
@@ -74,7 +74,7 @@ impl NarrowRows {
         let w = self.width;
         for (r, out) in rows.iter().zip(out.chunks_exact_mut(self.outputs)) {
             let window = &src[(r.start - lo) * w..(r.end - lo) * w];
-            // SAFETY: `new` made this plan only where `available()` holds; `window` holds
+            // SAFETY: `new` made this plan only where `avx512()` holds; `window` holds
             // whole rows of `w` and `out` one output row.
             if !unsafe { self.row(window, out) } {
                 with_nan(window, out);
@@ -124,11 +124,6 @@ impl NarrowRows {
         unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr(), m, _mm512_max_ps(a, b)) };
         true
     }
-}
-
-/// Whether this CPU has AVX-512 F and DQ (and the crate's SIMD level allows AVX-512).
-fn available() -> bool {
-    level() == Level::V4 && std::is_x86_feature_detected!("avx512dq")
 }
 
 /// Lane `i` of the result is lane `idx[i]` (below 64) of the row `v`.

@@ -33,6 +33,8 @@ mod plan;
 mod plugin;
 mod poly;
 mod pool;
+#[cfg(target_arch = "x86_64")]
+mod rows_x86;
 mod separable;
 mod size;
 mod taps;

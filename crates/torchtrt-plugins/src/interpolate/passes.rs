@@ -62,6 +62,17 @@ multiversion! {
                 return;
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        if let (Reduce::Sum, Some(t)) = (reduce, &axis.two_tap) {
+            let whole = t.whole_blocks(&outputs);
+            let (head, tail) = (outputs.start..whole.start, whole.end..outputs.end);
+            for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
+                gather::<M>(reduce, axis, s, lo, head.clone(), &mut d[at(&head)]);
+                t.row(s, lo, whole.clone(), &mut d[at(&whole)]);
+                gather::<M>(reduce, axis, s, lo, tail.clone(), &mut d[at(&tail)]);
+            }
+            return;
+        }
         for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
             gather::<M>(reduce, axis, s, lo, outputs.clone(), d);
         }

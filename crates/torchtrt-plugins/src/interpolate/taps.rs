@@ -4,6 +4,8 @@
 use std::ops::Range;
 
 use super::poly::Periodic;
+#[cfg(target_arch = "x86_64")]
+use super::rows_x86::TwoTapRows;
 
 /// The taps of one axis: output `o` reads `index[o·n + k]` with `weight[o·n + k]`,
 /// `k < n`. Indices are already clamped into the input.
@@ -25,6 +27,10 @@ pub struct AxisTaps {
     monotone: bool,
     /// The table's periodic interior, if it has one.
     pub periodic: Option<Periodic>,
+    /// The AVX-512 blocks of a two-tap table without a periodic interior, when the CPU
+    /// runs them.
+    #[cfg(target_arch = "x86_64")]
+    pub two_tap: Option<TwoTapRows>,
 }
 
 impl AxisTaps {
@@ -39,6 +45,8 @@ impl AxisTaps {
             reach: Vec::new(),
             monotone: false,
             periodic: None,
+            #[cfg(target_arch = "x86_64")]
+            two_tap: None,
         }
     }
 
@@ -53,6 +61,8 @@ impl AxisTaps {
             reach: (0..len).map(|i| (i, i + 1)).collect(),
             monotone: true,
             periodic: None,
+            #[cfg(target_arch = "x86_64")]
+            two_tap: None,
         }
     }
 
@@ -130,6 +140,10 @@ impl AxisTaps {
                 let ph = i % p.p;
                 self.weight[o * n..(o + 1) * n].copy_from_slice(&p.weight[ph * n..(ph + 1) * n]);
             }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if n == 2 && !self.identity && self.periodic.is_none() {
+            self.two_tap = TwoTapRows::new(&self.index, &self.weight);
         }
         self
     }

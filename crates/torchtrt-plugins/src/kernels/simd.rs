@@ -48,6 +48,14 @@ fn detect() -> Level {
     }
 }
 
+/// Whether kernels written with AVX-512 F and DQ intrinsics may run: the level is
+/// [`Level::V4`] and the CPU has DQ too.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx512() -> bool {
+    static DQ: OnceLock<bool> = OnceLock::new();
+    level() == Level::V4 && *DQ.get_or_init(|| std::is_x86_feature_detected!("avx512dq"))
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 fn detect() -> Level {
     Level::Generic
