@@ -14,7 +14,7 @@ fn as_f32<T: Float>(src: &[T]) -> Option<&[f32]> {
 }
 
 /// `dst` itself when the element type is `f32`.
-fn as_f32_mut<T: Float>(dst: &mut [T]) -> Option<&mut [f32]> {
+pub fn as_f32_mut<T: Float>(dst: &mut [T]) -> Option<&mut [f32]> {
     if T::DTYPE == DType::F32 {
         bytemuck::try_cast_slice_mut(dst).ok()
     } else {

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use super::element::{f32_view, store};
+use super::element::{as_f32_mut, f32_view, store};
 use super::passes::{Reduce, blocks, rows_pass};
 use super::taps::AxisTaps;
 use crate::kernels::float::Float;
@@ -261,7 +261,8 @@ fn slab<T: Float>(
 }
 
 /// Runs `f(outputs, values)` for the outputs `outer` (blocks of `block` values) of `dst`, a
-/// few blocks at a time through the L1-sized `buf`, then stores them into `dst`.
+/// few blocks at a time: straight into `dst` for `f32`, else through the L1-sized `buf`
+/// and narrowed into `dst`.
 fn emit<T: Float>(
     dst: &mut [T],
     outer: Range<usize>,
@@ -270,6 +271,15 @@ fn emit<T: Float>(
     mut f: impl FnMut(Range<usize>, &mut [f32]),
 ) {
     let rows = (CHUNK / block.max(1)).max(1);
+    if let Some(dst) = as_f32_mut(dst) {
+        for (o, d) in (outer.start..outer.end)
+            .step_by(rows)
+            .zip(dst.chunks_mut(rows * block.max(1)))
+        {
+            f(o..(o + rows).min(outer.end), d);
+        }
+        return;
+    }
     for (o, d) in (outer.start..outer.end)
         .step_by(rows)
         .zip(dst.chunks_mut(rows * block.max(1)))
