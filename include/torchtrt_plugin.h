@@ -241,20 +241,178 @@ typedef struct TtrtCreator {
                        int32_t nb_fields, TtrtPlugin** out, TtrtErrorBuf* err);
 } TtrtCreator;
 
+/* ---- Converters and custom ops ------------------------------------------------------
+ *
+ * A library may also export custom converters (TtrtConverter: turn one ONNX node of
+ * (domain, op_type) into layers) and custom ops (TtrtCustomOp: an operator definition from
+ * which the host derives a plugin and a converter). Each of these tables, and the builder the
+ * host passes to `convert`, begins with its own version, so they grow by appending members
+ * without changing TTRT_ABI_VERSION. A host refuses a table whose version it does not speak.
+ *
+ * Converters. `convert(self, node, net, err)` receives the node (valid during the call) and
+ * the host's TtrtNetworkBuilder. Tensors are opaque TtrtTensorHandle values valid during the
+ * call. The converter adds layers through `net` and binds every node output with
+ * `set_output`; it may be called from any thread, but never concurrently for one network.
+ * ONNX attributes arrive as fields: INT -> I64[1], INTS -> I64[n], FLOAT -> F32[1],
+ * FLOATS -> F32[n], STRING -> CHAR, STRINGS -> CHAR with items separated by NUL bytes,
+ * TENSOR -> the elements in their own field type (BOOL and U8 as BYTES) plus a DIMS field
+ * "<name>.shape".
+ *
+ * Custom ops. The host registers a plugin under namespace = domain, name = op_type,
+ * version "1" whose fields are the attributes (schema `attributes`), and a converter that
+ * maps the ONNX node onto it. `output_dtypes`, `output_shapes` and `supports` follow the
+ * TtrtPlugin functions of the same names with the attributes added; `cpu_kernel` runs on host
+ * buffers, `cuda_kernel` (optional) on device buffers and the launch's stream. All of them
+ * may be called from any thread, concurrently.
+ */
+#define TTRT_CONVERTER_ABI_VERSION 1u
+#define TTRT_CUSTOM_OP_ABI_VERSION 1u
+
+/* An opaque handle to a tensor of the network being built. */
+typedef int64_t TtrtTensorHandle;
+#define TTRT_TENSOR_NONE ((TtrtTensorHandle)-1) /* an omitted optional input */
+
+/* Binary element-wise operations (`add_binary`), with numpy broadcasting. */
+typedef enum TtrtBinaryOp {
+  TTRT_BINARY_ADD = 0,
+  TTRT_BINARY_SUB = 1,
+  TTRT_BINARY_MUL = 2,
+  TTRT_BINARY_DIV = 3,
+  TTRT_BINARY_POW = 4,
+  TTRT_BINARY_MAX = 5,
+  TTRT_BINARY_MIN = 6
+} TtrtBinaryOp;
+
+/* Unary functions and activations (`add_unary`); `alpha`/`beta` as noted, else ignored. */
+typedef enum TtrtUnaryOp {
+  TTRT_UNARY_ABS = 0,
+  TTRT_UNARY_NEG = 1,
+  TTRT_UNARY_EXP = 2,
+  TTRT_UNARY_LOG = 3,
+  TTRT_UNARY_SQRT = 4,
+  TTRT_UNARY_RECIPROCAL = 5,
+  TTRT_UNARY_ERF = 6,
+  TTRT_UNARY_RELU = 7,
+  TTRT_UNARY_SIGMOID = 8,
+  TTRT_UNARY_TANH = 9,
+  TTRT_UNARY_LEAKY_RELU = 10,   /* alpha: negative slope */
+  TTRT_UNARY_CLIP = 11,         /* alpha: min, beta: max */
+  TTRT_UNARY_HARD_SIGMOID = 12, /* max(0, min(1, alpha*x + beta)) */
+  TTRT_UNARY_HARD_SWISH = 13,
+  TTRT_UNARY_SOFTPLUS = 14,
+  TTRT_UNARY_GELU = 15
+} TtrtUnaryOp;
+
+/* The node being converted. */
+typedef struct TtrtNode {
+  const char* name;    /* "op_type#index" for unnamed nodes */
+  const char* op_type;
+  const char* domain;  /* "" for the default ONNX domain */
+  int64_t opset;       /* the opset imported for the node's domain */
+  const TtrtField* attributes;
+  int32_t nb_attributes;
+  int32_t nb_inputs;
+  const TtrtTensorHandle* inputs; /* TTRT_TENSOR_NONE for omitted inputs */
+  int32_t nb_outputs;  /* every output must be bound with `set_output` */
+  int32_t reserved;    /* 0 */
+} TtrtNode;
+
+/* The host's network builder, valid during one `convert`. Every function returning a status
+ * writes the new tensor's handle to `*out` on success. */
+typedef struct TtrtNetworkBuilder {
+  uint32_t abi_version; /* TTRT_CONVERTER_ABI_VERSION */
+  uint32_t size;        /* sizeof(TtrtNetworkBuilder) as the host knows it */
+  void* ctx;
+  /* dtype and shape (-1 for dimensions unknown at build time). */
+  TtrtStatus (*tensor_desc)(void* ctx, TtrtTensorHandle t, TtrtTensorDesc* desc,
+                            TtrtErrorBuf* err);
+  /* 1 and the value's bytes when known at build time (initializers, constants); else 0.
+   * The bytes stay valid until `convert` returns. */
+  int32_t (*tensor_value)(void* ctx, TtrtTensorHandle t, const void** data, size_t* nbytes);
+  /* A constant of `desc` (concrete dims) from `nbytes` little-endian bytes. */
+  TtrtStatus (*add_constant)(void* ctx, const TtrtTensorDesc* desc, const void* data,
+                             size_t nbytes, TtrtTensorHandle* out, TtrtErrorBuf* err);
+  TtrtStatus (*add_binary)(void* ctx, int32_t op, TtrtTensorHandle a, TtrtTensorHandle b,
+                           TtrtTensorHandle* out, TtrtErrorBuf* err);
+  TtrtStatus (*add_unary)(void* ctx, int32_t op, TtrtTensorHandle x, float alpha, float beta,
+                          TtrtTensorHandle* out, TtrtErrorBuf* err);
+  TtrtStatus (*add_matmul)(void* ctx, TtrtTensorHandle a, TtrtTensorHandle b,
+                           int32_t transpose_a, int32_t transpose_b, TtrtTensorHandle* out,
+                           TtrtErrorBuf* err);
+  /* ONNX Reshape: 0 copies the input dimension, -1 is inferred. */
+  TtrtStatus (*add_reshape)(void* ctx, TtrtTensorHandle x, const int64_t* dims, int32_t nb_dims,
+                            TtrtTensorHandle* out, TtrtErrorBuf* err);
+  TtrtStatus (*add_transpose)(void* ctx, TtrtTensorHandle x, const int32_t* perm,
+                              int32_t nb_perm, TtrtTensorHandle* out, TtrtErrorBuf* err);
+  TtrtStatus (*add_concat)(void* ctx, const TtrtTensorHandle* inputs, int32_t nb_inputs,
+                           int64_t axis, TtrtTensorHandle* out, TtrtErrorBuf* err);
+  TtrtStatus (*add_cast)(void* ctx, TtrtTensorHandle x, int32_t dtype, TtrtTensorHandle* out,
+                         TtrtErrorBuf* err);
+  /* Creates the plugin (namespace, name, version) from `fields` through the host's registry
+   * and adds it; writes up to `capacity` output handles and their number. */
+  TtrtStatus (*add_plugin)(void* ctx, const char* plugin_namespace, const char* name,
+                           const char* version, const TtrtField* fields, int32_t nb_fields,
+                           const TtrtTensorHandle* inputs, int32_t nb_inputs,
+                           TtrtTensorHandle* outputs, int32_t capacity, int32_t* nb_outputs,
+                           TtrtErrorBuf* err);
+  /* Binds node output `index` to `t`. */
+  TtrtStatus (*set_output)(void* ctx, int32_t index, TtrtTensorHandle t, TtrtErrorBuf* err);
+} TtrtNetworkBuilder;
+
+/* A converter for (domain, op_type) over opsets since_opset..=until_opset. */
+typedef struct TtrtConverter {
+  uint32_t abi_version; /* TTRT_CONVERTER_ABI_VERSION */
+  int32_t reserved;     /* 0 */
+  void* self;
+  const char* domain;   /* "" for the default ONNX domain */
+  const char* op_type;
+  int64_t since_opset;  /* at least 1 */
+  int64_t until_opset;  /* -1: every later opset */
+  TtrtStatus (*convert)(void* self, const TtrtNode* node, const TtrtNetworkBuilder* net,
+                        TtrtErrorBuf* err);
+} TtrtConverter;
+
+/* An operator definition; the host derives a plugin and a converter from it. */
+typedef struct TtrtCustomOp {
+  uint32_t abi_version; /* TTRT_CUSTOM_OP_ABI_VERSION */
+  int32_t reserved;     /* 0 */
+  void* self;
+  const char* domain;   /* the derived plugin's namespace */
+  const char* op_type;  /* the derived plugin's name */
+  int32_t nb_inputs;
+  int32_t nb_outputs;
+  const TtrtFieldSpec* attributes; /* the attribute schema */
+  int32_t nb_attributes;
+  int32_t reserved1;    /* 0 */
+  TtrtStatus (*output_dtypes)(void* self, const TtrtField* attrs, int32_t nb_attrs,
+                              const int32_t* input_dtypes, int32_t nb_inputs,
+                              int32_t* output_dtypes, int32_t nb_outputs, TtrtErrorBuf* err);
+  TtrtStatus (*output_shapes)(void* self, const TtrtField* attrs, int32_t nb_attrs,
+                              const TtrtShapeExpr* inputs, int32_t nb_inputs,
+                              TtrtShapeExpr* outputs, int32_t nb_outputs,
+                              const TtrtExprBuilder* exprs, TtrtErrorBuf* err);
+  int32_t (*supports)(void* self, int32_t pos, const TtrtPortDesc* io, int32_t nb_io,
+                      int32_t nb_inputs, int32_t device);
+  TtrtStatus (*cpu_kernel)(void* self, const TtrtField* attrs, int32_t nb_attrs,
+                           const TtrtLaunch* launch, TtrtErrorBuf* err);
+  /* NULL when the op has no CUDA kernel. */
+  TtrtStatus (*cuda_kernel)(void* self, const TtrtField* attrs, int32_t nb_attrs,
+                            const TtrtLaunch* launch, TtrtErrorBuf* err);
+} TtrtCustomOp;
+
 /* What the entry point returns. */
 typedef struct TtrtExtension {
   uint32_t abi_version; /* TTRT_ABI_VERSION; first in every version */
   int32_t nb_creators;
   const char* provider; /* library identity, e.g. "torchtrt_plugins 0.1.0" */
   const TtrtCreator* const* creators;
-  /* Reserved for converters and custom ops: 0 and NULL until their tables are defined;
-   * hosts that do not know them ignore them. */
+  /* Converters and custom ops: 0 and NULL when the library has none. */
   int32_t nb_converters;
   int32_t reserved0; /* 0 */
-  const void* converters;
+  const TtrtConverter* const* converters;
   int32_t nb_custom_ops;
   int32_t reserved1; /* 0 */
-  const void* custom_ops;
+  const TtrtCustomOp* const* custom_ops;
 } TtrtExtension;
 
 /* The entry point every extension library exports. */

@@ -13,12 +13,18 @@
 )]
 
 pub mod abi;
+mod converter;
+mod custom_op;
 mod dims;
 mod dtype;
 mod error;
 mod field;
 mod plugin;
 
+pub use converter::{
+    BinaryOp, Converter, ConverterNode, ConverterOp, NetworkBuilder, TensorHandle, UnaryOp,
+};
+pub use custom_op::{CUSTOM_OP_VERSION, CustomOp, CustomOpCreator, custom_op_key};
 pub use dims::{DimError, DimExpr, DimOp, ShapeExpr, const_shape, format_shape, shape_values};
 pub use dtype::{
     DType, DeviceKind, Element, PortDesc, ShapeDisplay, TensorDesc, TensorFormat, numel,

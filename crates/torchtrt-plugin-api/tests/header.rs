@@ -9,7 +9,7 @@ use std::mem::offset_of;
 use std::process::Command;
 
 use torchtrt_plugin_api::abi::*;
-use torchtrt_plugin_api::{DType, DeviceKind, DimOp, FieldType, TensorFormat};
+use torchtrt_plugin_api::{BinaryOp, DType, DeviceKind, DimOp, FieldType, TensorFormat, UnaryOp};
 
 macro_rules! layout {
     ($out:ident; $($t:ident { $($f:ident),* })*) => {$(
@@ -37,6 +37,16 @@ fn rust_view() -> BTreeMap<String, String> {
         TtrtPlugin { self_, num_outputs, output_dtypes, output_shapes, supports, configure,
             workspace_size, enqueue, serialize_fields, clone, destroy }
         TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, reserved, create }
+        TtrtNode { name, op_type, domain, opset, attributes, nb_attributes, nb_inputs, inputs,
+            nb_outputs, reserved }
+        TtrtNetworkBuilder { abi_version, size, ctx, tensor_desc, tensor_value, add_constant,
+            add_binary, add_unary, add_matmul, add_reshape, add_transpose, add_concat, add_cast,
+            add_plugin, set_output }
+        TtrtConverter { abi_version, reserved, self_, domain, op_type, since_opset, until_opset,
+            convert }
+        TtrtCustomOp { abi_version, reserved, self_, domain, op_type, nb_inputs, nb_outputs,
+            attributes, nb_attributes, reserved1, output_dtypes, output_shapes, supports,
+            cpu_kernel, cuda_kernel }
         TtrtExtension { abi_version, nb_creators, provider, creators, nb_converters, reserved0,
             converters, nb_custom_ops, reserved1, custom_ops }
     );
@@ -76,6 +86,48 @@ fn rust_view() -> BTreeMap<String, String> {
             DimOp::Max => "MAX",
         };
         c(&format!("TTRT_DIM_{name}"), op as i64);
+    }
+    c(
+        "TTRT_CONVERTER_ABI_VERSION",
+        TTRT_CONVERTER_ABI_VERSION.into(),
+    );
+    c(
+        "TTRT_CUSTOM_OP_ABI_VERSION",
+        TTRT_CUSTOM_OP_ABI_VERSION.into(),
+    );
+    c("TTRT_TENSOR_NONE", TTRT_TENSOR_NONE);
+    for op in BinaryOp::ALL {
+        c(
+            &format!("TTRT_BINARY_{}", format!("{op:?}").to_uppercase()),
+            op as i64,
+        );
+    }
+    let unary = [
+        ("ABS", UnaryOp::Abs),
+        ("NEG", UnaryOp::Neg),
+        ("EXP", UnaryOp::Exp),
+        ("LOG", UnaryOp::Log),
+        ("SQRT", UnaryOp::Sqrt),
+        ("RECIPROCAL", UnaryOp::Reciprocal),
+        ("ERF", UnaryOp::Erf),
+        ("RELU", UnaryOp::Relu),
+        ("SIGMOID", UnaryOp::Sigmoid),
+        ("TANH", UnaryOp::Tanh),
+        ("LEAKY_RELU", UnaryOp::LeakyRelu { alpha: 0.0 }),
+        ("CLIP", UnaryOp::Clip { min: 0.0, max: 0.0 }),
+        (
+            "HARD_SIGMOID",
+            UnaryOp::HardSigmoid {
+                alpha: 0.0,
+                beta: 0.0,
+            },
+        ),
+        ("HARD_SWISH", UnaryOp::HardSwish),
+        ("SOFTPLUS", UnaryOp::Softplus),
+        ("GELU", UnaryOp::Gelu),
+    ];
+    for (name, op) in unary {
+        c(&format!("TTRT_UNARY_{name}"), op.to_raw().0.into());
     }
     v.insert("TTRT_ENTRY_POINT".to_string(), TTRT_ENTRY_POINT.to_string());
     v

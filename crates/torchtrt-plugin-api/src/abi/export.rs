@@ -2,10 +2,13 @@
 //! trampolines, and the [`export_plugins!`](crate::export_plugins) macro.
 
 use std::ffi::{CString, c_char, c_void};
-use std::panic::catch_unwind;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, OnceLock};
 
+use super::converter::ExportedConverter;
+use super::custom_op::ExportedCustomOp;
 use super::export_plugin::export_plugin;
+use super::ext_types::{TtrtConverter, TtrtCustomOp};
 use super::fields::read_fields;
 use super::ptr;
 use super::schema::RawSchema;
@@ -13,6 +16,8 @@ use super::status::{guard, panic_message};
 use super::types::{
     TTRT_ABI_VERSION, TtrtCreator, TtrtErrorBuf, TtrtExtension, TtrtField, TtrtPlugin, TtrtStatus,
 };
+use crate::converter::Converter;
+use crate::custom_op::CustomOp;
 use crate::error::PluginError;
 use crate::plugin::{PluginCreator, create_plugin};
 
@@ -63,8 +68,80 @@ macro_rules! export_plugins {
     };
 }
 
+/// Exports plugin creators, custom converters and custom ops from a `cdylib` as the C entry
+/// point `torchtrt_extension_v1`. Each list is a function returning a `Vec` of trait
+/// objects; any of them may be left out, but those given keep this order.
+///
+/// ```
+/// use std::sync::Arc;
+/// use torchtrt_plugin_api::abi::Extension;
+/// use torchtrt_plugin_api::{Converter, ConverterNode, ConverterOp, NetworkBuilder};
+/// use torchtrt_plugin_api::{PluginResult, TensorHandle, UnaryOp};
+///
+/// struct ReluTwice;
+///
+/// impl Converter for ReluTwice {
+///     fn op(&self) -> ConverterOp {
+///         ConverterOp::new("my_lib", "ReluTwice")
+///     }
+///     fn convert(
+///         &self,
+///         node: &ConverterNode,
+///         net: &mut dyn NetworkBuilder,
+///     ) -> PluginResult<Vec<TensorHandle>> {
+///         let y = net.add_unary(UnaryOp::Relu, node.input(0)?)?;
+///         Ok(vec![net.add_unary(UnaryOp::Relu, y)?])
+///     }
+/// }
+///
+/// fn converters() -> Vec<Arc<dyn Converter>> {
+///     vec![Arc::new(ReluTwice)]
+/// }
+///
+/// torchtrt_plugin_api::export_extension!(provider = "my_lib 0.1.0", converters = converters);
+///
+/// // SAFETY: the entry point the macro generated keeps the ABI's contract.
+/// let ext = unsafe { Extension::from_entry(torchtrt_extension_v1, "my_lib") }.unwrap();
+/// assert_eq!(ext.converters()[0].op().op_type, "ReluTwice");
+/// ```
+#[macro_export]
+macro_rules! export_extension {
+    (
+        provider = $provider:expr
+        $(, plugins = $plugins:path)?
+        $(, converters = $converters:path)?
+        $(, custom_ops = $custom_ops:path)?
+        $(,)?
+    ) => {
+        /// The torchtrt extension entry point (ABI version 1).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn torchtrt_extension_v1() -> *const $crate::abi::TtrtExtension {
+            static EXTENSION: $crate::abi::ExtensionCell = $crate::abi::ExtensionCell::new();
+            $crate::abi::export_parts_entry(&EXTENSION, $provider, || {
+                #[allow(unused_mut)]
+                let mut parts = $crate::abi::ExtensionParts::default();
+                $(parts.plugins = $plugins();)?
+                $(parts.converters = $converters();)?
+                $(parts.custom_ops = $custom_ops();)?
+                parts
+            })
+        }
+    };
+}
+
 /// Where an exported library keeps its tables (one per library).
 pub type ExtensionCell = OnceLock<Option<ExportedExtension>>;
+
+/// Everything a Rust library exports: plugin creators, converters and custom ops.
+#[derive(Default)]
+pub struct ExtensionParts {
+    /// Plugin creators.
+    pub plugins: Vec<Arc<dyn PluginCreator>>,
+    /// Custom converters.
+    pub converters: Vec<Arc<dyn Converter>>,
+    /// Custom ops.
+    pub custom_ops: Vec<Arc<dyn CustomOp>>,
+}
 
 /// The body of the entry point [`export_plugins!`](crate::export_plugins) generates: builds
 /// the tables in `cell` on the first call and returns them, or NULL when building failed.
@@ -73,23 +150,38 @@ pub fn export_entry(
     provider: &str,
     creators: fn() -> Vec<Arc<dyn PluginCreator>>,
 ) -> *const TtrtExtension {
-    let built =
-        cell.get_or_init(
-            || match catch_unwind(|| ExportedExtension::new(provider, creators())) {
-                Ok(Ok(ext)) => Some(ext),
-                Ok(Err(reason)) => {
-                    eprintln!("torchtrt extension {provider}: {reason}");
-                    None
-                }
-                Err(payload) => {
-                    eprintln!(
-                        "torchtrt extension {provider}: panicked: {}",
-                        panic_message(payload)
-                    );
-                    None
-                }
-            },
-        );
+    export_parts_entry(cell, provider, || ExtensionParts {
+        plugins: creators(),
+        ..ExtensionParts::default()
+    })
+}
+
+/// The body of the entry point [`export_extension!`](crate::export_extension) generates:
+/// builds the tables of `parts()` in `cell` on the first call and returns them, or NULL when
+/// building failed (the reason goes to stderr).
+pub fn export_parts_entry(
+    cell: &ExtensionCell,
+    provider: &str,
+    parts: impl FnOnce() -> ExtensionParts,
+) -> *const TtrtExtension {
+    let built = cell.get_or_init(|| {
+        match catch_unwind(AssertUnwindSafe(|| {
+            ExportedExtension::with_parts(provider, parts())
+        })) {
+            Ok(Ok(ext)) => Some(ext),
+            Ok(Err(reason)) => {
+                eprintln!("torchtrt extension {provider}: {reason}");
+                None
+            }
+            Err(payload) => {
+                eprintln!(
+                    "torchtrt extension {provider}: panicked: {}",
+                    panic_message(payload)
+                );
+                None
+            }
+        }
+    });
     built
         .as_ref()
         .map_or(std::ptr::null(), ExportedExtension::as_ptr)
@@ -102,6 +194,10 @@ pub struct ExportedExtension {
     _provider: CString,
     creators: Vec<*mut ExportedCreator>,
     _creator_ptrs: Vec<*const TtrtCreator>,
+    converters: Vec<*mut ExportedConverter>,
+    _converter_ptrs: Vec<*const TtrtConverter>,
+    custom_ops: Vec<*mut ExportedCustomOp>,
+    _custom_op_ptrs: Vec<*const TtrtCustomOp>,
 }
 
 // SAFETY: the tables are immutable after construction and the creators behind them are
@@ -116,6 +212,18 @@ impl ExportedExtension {
         provider: &str,
         creators: Vec<Arc<dyn PluginCreator>>,
     ) -> Result<ExportedExtension, String> {
+        ExportedExtension::with_parts(
+            provider,
+            ExtensionParts {
+                plugins: creators,
+                ..ExtensionParts::default()
+            },
+        )
+    }
+
+    /// Builds the tables of creators, converters and custom ops.
+    pub fn with_parts(provider: &str, parts: ExtensionParts) -> Result<ExportedExtension, String> {
+        let creators = parts.plugins;
         let provider_c = CString::new(provider)
             .map_err(|_| format!("provider {provider:?} contains a NUL byte"))?;
         let mut ext = ExportedExtension {
@@ -124,16 +232,20 @@ impl ExportedExtension {
                 nb_creators: ptr::to_count(creators.len(), "creators")?,
                 provider: provider_c.as_ptr(),
                 creators: std::ptr::null(),
-                nb_converters: 0,
+                nb_converters: ptr::to_count(parts.converters.len(), "converters")?,
                 reserved0: 0,
                 converters: std::ptr::null(),
-                nb_custom_ops: 0,
+                nb_custom_ops: ptr::to_count(parts.custom_ops.len(), "custom ops")?,
                 reserved1: 0,
                 custom_ops: std::ptr::null(),
             },
             _provider: provider_c,
             creators: Vec::with_capacity(creators.len()),
             _creator_ptrs: Vec::with_capacity(creators.len()),
+            converters: Vec::new(),
+            _converter_ptrs: Vec::new(),
+            custom_ops: Vec::new(),
+            _custom_op_ptrs: Vec::new(),
         };
         for c in creators {
             let exported = Box::into_raw(Box::new(ExportedCreator::new(c)?));
@@ -145,6 +257,31 @@ impl ExportedExtension {
                 .push(unsafe { &raw const (*exported).raw });
         }
         ext.raw.creators = ext._creator_ptrs.as_ptr();
+        for c in parts.converters {
+            let exported = Box::into_raw(Box::new(ExportedConverter::new(c)?));
+            ext.converters.push(exported);
+            // SAFETY: `exported` is a live, uniquely owned allocation whose address is stable
+            // until the box is freed.
+            unsafe {
+                (*exported).raw.self_ = exported.cast::<c_void>();
+                ext._converter_ptrs.push(&raw const (*exported).raw);
+            }
+        }
+        for o in parts.custom_ops {
+            let exported = Box::into_raw(Box::new(ExportedCustomOp::new(o)?));
+            ext.custom_ops.push(exported);
+            // SAFETY: as above.
+            unsafe {
+                (*exported).raw.self_ = exported.cast::<c_void>();
+                ext._custom_op_ptrs.push(&raw const (*exported).raw);
+            }
+        }
+        if !ext._converter_ptrs.is_empty() {
+            ext.raw.converters = ext._converter_ptrs.as_ptr();
+        }
+        if !ext._custom_op_ptrs.is_empty() {
+            ext.raw.custom_ops = ext._custom_op_ptrs.as_ptr();
+        }
         Ok(ext)
     }
 
@@ -159,6 +296,14 @@ impl Drop for ExportedExtension {
         for c in self.creators.drain(..) {
             // SAFETY: made by `Box::into_raw` in `new` and freed only here.
             drop(unsafe { Box::from_raw(c) });
+        }
+        for c in self.converters.drain(..) {
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(c) });
+        }
+        for o in self.custom_ops.drain(..) {
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(o) });
         }
     }
 }

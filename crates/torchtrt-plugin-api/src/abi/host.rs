@@ -5,9 +5,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::converter::ForeignConverter;
+use super::custom_op::ForeignCustomOp;
 use super::host_creator::ForeignCreator;
 use super::ptr;
-use super::types::{TTRT_ABI_VERSION, TTRT_ENTRY_POINT, TtrtEntryPoint};
+use super::types::{TTRT_ABI_VERSION, TTRT_ENTRY_POINT, TtrtEntryPoint, TtrtExtension};
+use crate::converter::Converter;
+use crate::custom_op::{CustomOp, CustomOpCreator};
 use crate::plugin::{PluginCreator, PluginKey};
 
 /// Why a library could not be loaded. Every variant names the library.
@@ -70,6 +74,8 @@ pub struct Extension {
     path: PathBuf,
     provider: String,
     creators: Vec<Arc<ForeignCreator>>,
+    converters: Vec<Arc<ForeignConverter>>,
+    custom_ops: Vec<Arc<ForeignCustomOp>>,
 }
 
 impl fmt::Debug for Extension {
@@ -172,10 +178,14 @@ impl Extension {
             }
             creators.push(Arc::new(creator));
         }
+        // SAFETY: the converter and custom-op slots as the ABI's rules describe them.
+        let (converters, custom_ops) = unsafe { read_ops(ext, &lib) }.map_err(malformed)?;
         Ok(Extension {
             path,
             provider,
             creators,
+            converters,
+            custom_ops,
         })
     }
 
@@ -189,6 +199,31 @@ impl Extension {
         &self.path
     }
 
+    /// The library's custom converters, in the library's order.
+    pub fn converters(&self) -> Vec<Arc<dyn Converter>> {
+        self.converters
+            .iter()
+            .map(|c| c.clone() as Arc<dyn Converter>)
+            .collect()
+    }
+
+    /// The library's custom ops, in the library's order.
+    pub fn custom_ops(&self) -> Vec<Arc<dyn CustomOp>> {
+        self.custom_ops
+            .iter()
+            .map(|c| c.clone() as Arc<dyn CustomOp>)
+            .collect()
+    }
+
+    /// The plugin creators derived from the library's custom ops (see
+    /// [`CustomOpCreator`]), in the library's order.
+    pub fn custom_op_creators(&self) -> Vec<Arc<dyn PluginCreator>> {
+        self.custom_ops()
+            .into_iter()
+            .map(|op| Arc::new(CustomOpCreator::new(op)) as Arc<dyn PluginCreator>)
+            .collect()
+    }
+
     /// The library's plugin creators, in the library's order.
     pub fn creators(&self) -> Vec<Arc<dyn PluginCreator>> {
         self.creators
@@ -196,4 +231,52 @@ impl Extension {
             .map(|c| c.clone() as Arc<dyn PluginCreator>)
             .collect()
     }
+}
+
+type Ops = (Vec<Arc<ForeignConverter>>, Vec<Arc<ForeignCustomOp>>);
+
+/// Reads the converter and custom-op tables; an op claimed twice is an error.
+///
+/// # Safety
+/// `ext` is a version-1 table valid while `lib` is alive.
+unsafe fn read_ops(ext: &TtrtExtension, lib: &Arc<LibHandle>) -> Result<Ops, String> {
+    let nb = ptr::count(ext.nb_converters, "converters")?;
+    // SAFETY: `nb_converters` pointers by the ABI's rules.
+    let raw = unsafe { ptr::slice(ext.converters, nb, "converters") }?;
+    let mut converters: Vec<Arc<ForeignConverter>> = Vec::with_capacity(nb);
+    for (i, &c) in raw.iter().enumerate() {
+        // SAFETY: NULL or a valid converter table by the ABI's rules.
+        let c = unsafe { ForeignConverter::new(lib.clone(), c) }
+            .map_err(|e| format!("converter {i}: {e}"))?;
+        let op = c.op();
+        if converters
+            .iter()
+            .any(|o| o.op().domain == op.domain && o.op().op_type == op.op_type)
+        {
+            return Err(format!(
+                "converter {}::{} is provided twice",
+                op.domain, op.op_type
+            ));
+        }
+        converters.push(Arc::new(c));
+    }
+    let nb = ptr::count(ext.nb_custom_ops, "custom ops")?;
+    // SAFETY: `nb_custom_ops` pointers by the ABI's rules.
+    let raw = unsafe { ptr::slice(ext.custom_ops, nb, "custom ops") }?;
+    let mut ops: Vec<Arc<ForeignCustomOp>> = Vec::with_capacity(nb);
+    for (i, &o) in raw.iter().enumerate() {
+        // SAFETY: NULL or a valid custom-op table by the ABI's rules.
+        let o = unsafe { ForeignCustomOp::new(lib.clone(), o) }
+            .map_err(|e| format!("custom op {i}: {e}"))?;
+        let (d, t) = (o.domain(), o.op_type());
+        let clash = ops.iter().any(|p| p.domain() == d && p.op_type() == t)
+            || converters
+                .iter()
+                .any(|c| c.op().domain == d && c.op().op_type == t);
+        if clash {
+            return Err(format!("op {d}::{t} is provided twice"));
+        }
+        ops.push(Arc::new(o));
+    }
+    Ok((converters, ops))
 }

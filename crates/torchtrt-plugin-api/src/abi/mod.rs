@@ -7,10 +7,15 @@
 //! [`export_plugins!`](crate::export_plugins); hosts read them back with [`Extension::load`],
 //! which yields ordinary [`PluginCreator`](crate::PluginCreator)s.
 
+mod builder_foreign;
+mod builder_host;
+mod converter;
+mod custom_op;
 mod desc;
 mod dims;
 mod export;
 mod export_plugin;
+mod ext_types;
 mod fields;
 mod host;
 mod host_creator;
@@ -20,7 +25,12 @@ mod schema;
 mod status;
 mod types;
 
-pub use export::{ExportedExtension, ExtensionCell, export_entry};
+pub use converter::ForeignConverter;
+pub use custom_op::ForeignCustomOp;
+pub use export::{
+    ExportedExtension, ExtensionCell, ExtensionParts, export_entry, export_parts_entry,
+};
+pub use ext_types::*;
 pub use host::{Extension, LoadError};
 pub use host_creator::ForeignCreator;
 pub use host_plugin::ForeignPlugin;

@@ -4,6 +4,8 @@
 
 use std::ffi::{c_char, c_void};
 
+use super::ext_types::{TtrtConverter, TtrtCustomOp};
+
 /// The ABI version this crate speaks; the first member of [`TtrtExtension`].
 pub const TTRT_ABI_VERSION: u32 = 1;
 /// Most dimensions a tensor or a shape may have across the ABI.
@@ -318,18 +320,18 @@ pub struct TtrtExtension {
     pub provider: *const c_char,
     /// `nb_creators` pointers to creators.
     pub creators: *const *const TtrtCreator,
-    /// Reserved for converters: 0 in version 1.
+    /// Number of entries in `converters` (0 for a plugin-only library).
     pub nb_converters: i32,
     /// Zero.
     pub reserved0: i32,
-    /// Reserved for converters: NULL in version 1.
-    pub converters: *const c_void,
-    /// Reserved for custom ops: 0 in version 1.
+    /// `nb_converters` pointers to converters (NULL when there are none).
+    pub converters: *const *const TtrtConverter,
+    /// Number of entries in `custom_ops` (0 for a library without custom ops).
     pub nb_custom_ops: i32,
     /// Zero.
     pub reserved1: i32,
-    /// Reserved for custom ops: NULL in version 1.
-    pub custom_ops: *const c_void,
+    /// `nb_custom_ops` pointers to custom ops (NULL when there are none).
+    pub custom_ops: *const *const TtrtCustomOp,
 }
 
 /// The type of `torchtrt_extension_v1`.

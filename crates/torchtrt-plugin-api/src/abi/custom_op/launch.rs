@@ -1,0 +1,197 @@
+//! Launches of custom-op kernels: a `TtrtLaunch` as host or device tensors (library side),
+//! and host or device tensors as a `TtrtLaunch` (host side).
+
+use std::ffi::c_void;
+
+use super::invalid;
+use crate::abi::desc;
+use crate::abi::ptr;
+use crate::abi::types::TtrtLaunch;
+use crate::dtype::{DeviceKind, TensorDesc};
+use crate::error::PluginResult;
+use crate::plugin::{CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch};
+
+/// Calls `f` with the tensors `l` describes.
+///
+/// # Safety
+/// `l` is NULL or valid, and every pointer in it holds what its count and description say;
+/// outputs and workspace overlap nothing else.
+pub(super) unsafe fn run(
+    l: *const TtrtLaunch,
+    f: impl FnOnce(Launch<'_, '_>) -> PluginResult<()>,
+) -> PluginResult<()> {
+    // SAFETY: by the caller's promise.
+    let l = unsafe { l.as_ref() }.ok_or_else(|| invalid("launch is NULL".into()))?;
+    // SAFETY: by the caller's promise.
+    let (ins, outs, in_ptrs, out_ptrs) = unsafe {
+        let ins = desc::from_raw_all(l.input_descs, l.nb_inputs, "input").map_err(invalid)?;
+        let outs = desc::from_raw_all(l.output_descs, l.nb_outputs, "output").map_err(invalid)?;
+        let ip = ptr::slice(l.inputs, ins.len(), "input pointers").map_err(invalid)?;
+        let op = ptr::slice(l.outputs, outs.len(), "output pointers").map_err(invalid)?;
+        (ins, outs, ip, op)
+    };
+    match DeviceKind::from_raw(l.device) {
+        Some(DeviceKind::Cpu) => {
+            let bytes = |d: &TensorDesc| {
+                d.byte_len()
+                    .ok_or_else(|| invalid(format!("tensor {d} has no concrete size")))
+            };
+            let mut inputs = Vec::with_capacity(ins.len());
+            for (desc, &p) in ins.into_iter().zip(in_ptrs) {
+                // SAFETY: the input holds its description's bytes.
+                let data = unsafe { ptr::slice(p.cast::<u8>(), bytes(&desc)?, "input") }
+                    .map_err(invalid)?;
+                inputs.push(HostTensor { desc, data });
+            }
+            let mut outputs = Vec::with_capacity(outs.len());
+            for (desc, &p) in outs.into_iter().zip(out_ptrs) {
+                // SAFETY: the output holds its description's bytes and overlaps nothing.
+                let data = unsafe { ptr::slice_mut(p.cast::<u8>(), bytes(&desc)?, "output") }
+                    .map_err(invalid)?;
+                outputs.push(HostTensorMut { desc, data });
+            }
+            // SAFETY: the workspace holds `workspace_size` bytes and overlaps nothing.
+            let workspace =
+                unsafe { ptr::slice_mut(l.workspace.cast::<u8>(), l.workspace_size, "workspace") }
+                    .map_err(invalid)?;
+            f(Launch::Cpu(CpuLaunch {
+                inputs: &inputs,
+                outputs: &mut outputs,
+                workspace,
+                threads: usize::try_from(l.threads).unwrap_or(1).max(1),
+            }))
+        }
+        Some(DeviceKind::Cuda) => {
+            let dev = |(desc, p): (TensorDesc, usize)| DeviceTensor {
+                desc,
+                ptr: p as u64,
+            };
+            let inputs: Vec<_> = ins
+                .into_iter()
+                .zip(in_ptrs.iter().map(|p| p.addr()))
+                .map(dev)
+                .collect();
+            let outputs: Vec<_> = outs
+                .into_iter()
+                .zip(out_ptrs.iter().map(|p| p.addr()))
+                .map(dev)
+                .collect();
+            f(Launch::Cuda(CudaLaunch {
+                inputs: &inputs,
+                outputs: &outputs,
+                workspace: l.workspace.addr() as u64,
+                device: l.device_ordinal,
+                stream: l.stream,
+            }))
+        }
+        None => Err(invalid(format!("unknown device kind {}", l.device))),
+    }
+}
+
+/// A launch in host terms.
+struct Parts<'a> {
+    device: DeviceKind,
+    ordinal: i32,
+    ins: &'a [TensorDesc],
+    outs: &'a [TensorDesc],
+    in_ptrs: &'a [*const c_void],
+    out_ptrs: &'a [*mut c_void],
+    workspace: (*mut c_void, usize),
+    stream: *mut c_void,
+    threads: usize,
+}
+
+fn raw_launch(p: Parts<'_>, f: impl FnOnce(&TtrtLaunch) -> PluginResult<()>) -> PluginResult<()> {
+    let ri = desc::to_raw_all(p.ins).map_err(invalid)?;
+    let ro = desc::to_raw_all(p.outs).map_err(invalid)?;
+    let raw = TtrtLaunch {
+        device: p.device as i32,
+        device_ordinal: p.ordinal,
+        nb_inputs: ptr::to_count(ri.len(), "inputs").map_err(invalid)?,
+        nb_outputs: ptr::to_count(ro.len(), "outputs").map_err(invalid)?,
+        input_descs: ri.as_ptr(),
+        output_descs: ro.as_ptr(),
+        inputs: p.in_ptrs.as_ptr(),
+        outputs: p.out_ptrs.as_ptr(),
+        workspace: p.workspace.0,
+        workspace_size: p.workspace.1,
+        stream: p.stream,
+        threads: i32::try_from(p.threads.max(1)).unwrap_or(i32::MAX),
+        reserved: 0,
+    };
+    f(&raw)
+}
+
+/// Calls `f` with the C form of a CPU launch, every buffer checked against its description.
+pub(super) fn cpu(
+    c: CpuLaunch<'_, '_>,
+    f: impl FnOnce(&TtrtLaunch) -> PluginResult<()>,
+) -> PluginResult<()> {
+    let ins: Vec<TensorDesc> = c.inputs.iter().map(|t| t.desc.clone()).collect();
+    let outs: Vec<TensorDesc> = c.outputs.iter().map(|t| t.desc.clone()).collect();
+    for t in c.inputs {
+        if t.desc.byte_len() != Some(t.data.len()) {
+            return Err(invalid(format!(
+                "input {} holds {} bytes",
+                t.desc,
+                t.data.len()
+            )));
+        }
+    }
+    for t in c.outputs.iter() {
+        if t.desc.byte_len() != Some(t.data.len()) {
+            return Err(invalid(format!(
+                "output {} holds {} bytes",
+                t.desc,
+                t.data.len()
+            )));
+        }
+    }
+    let in_ptrs: Vec<*const c_void> = c.inputs.iter().map(|t| t.data.as_ptr().cast()).collect();
+    let out_ptrs: Vec<*mut c_void> = c
+        .outputs
+        .iter_mut()
+        .map(|t| t.data.as_mut_ptr().cast())
+        .collect();
+    let ws = (c.workspace.as_mut_ptr().cast(), c.workspace.len());
+    raw_launch(
+        Parts {
+            device: DeviceKind::Cpu,
+            ordinal: 0,
+            ins: &ins,
+            outs: &outs,
+            in_ptrs: &in_ptrs,
+            out_ptrs: &out_ptrs,
+            workspace: ws,
+            stream: std::ptr::null_mut(),
+            threads: c.threads,
+        },
+        f,
+    )
+}
+
+/// Calls `f` with the C form of a CUDA launch.
+pub(super) fn cuda(
+    c: &CudaLaunch<'_>,
+    f: impl FnOnce(&TtrtLaunch) -> PluginResult<()>,
+) -> PluginResult<()> {
+    let ins: Vec<TensorDesc> = c.inputs.iter().map(|t| t.desc.clone()).collect();
+    let outs: Vec<TensorDesc> = c.outputs.iter().map(|t| t.desc.clone()).collect();
+    let dev = |p: u64| std::ptr::without_provenance_mut::<c_void>(p as usize);
+    let in_ptrs: Vec<*const c_void> = c.inputs.iter().map(|t| dev(t.ptr).cast_const()).collect();
+    let out_ptrs: Vec<*mut c_void> = c.outputs.iter().map(|t| dev(t.ptr)).collect();
+    raw_launch(
+        Parts {
+            device: DeviceKind::Cuda,
+            ordinal: c.device,
+            ins: &ins,
+            outs: &outs,
+            in_ptrs: &in_ptrs,
+            out_ptrs: &out_ptrs,
+            workspace: (dev(c.workspace), 0),
+            stream: c.stream,
+            threads: 1,
+        },
+        f,
+    )
+}
