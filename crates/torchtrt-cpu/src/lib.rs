@@ -13,6 +13,7 @@ mod linalg;
 mod math;
 mod parallel;
 mod scalar;
+mod scratch;
 mod strided;
 mod tensor_access;
 

@@ -8,7 +8,8 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_direct::conv_direct;
 use crate::dispatch::with_float;
-use crate::linalg::{GemmElem, MatRef, Window, WindowParams, gemm, im2col, via_f32};
+use crate::linalg::{GemmElem, MatRef, Window, WindowParams, gemm_into, im2col, via_f32};
+use crate::scratch::with_scratch;
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
 const WHAT: &str = "Convolution";
@@ -147,8 +148,13 @@ impl Kernel for ConvKernel {
     }
 }
 
-/// Runs the convolution: one task per (image, group), each an im2col and a gemm. Tasks run
-/// in parallel when there are enough of them, else one at a time with a parallel gemm.
+/// Bytes of im2col tile one task aims for: it stays in L2 while the product reads it.
+const TILE_BYTES: usize = 256 * 1024;
+
+/// Runs the convolution as tiles of the output: each task takes one (image, group), a range
+/// of output positions (columns) and a range of output channels (rows), unfolds its columns
+/// with im2col into per-thread scratch and multiplies them with a single-threaded gemm.
+/// Rows are split only when there are too few column tiles to keep every thread busy.
 fn conv<G: GemmElem>(
     geom: &ConvGeom,
     x: &[G],
@@ -160,46 +166,86 @@ fn conv<G: GemmElem>(
     let groups = geom.groups;
     let (cg, mg) = (geom.channels / groups, geom.out_channels / groups);
     let (plane, outputs, taps) = (win.input_len(), win.output_len(), cg * win.kernel_len());
-    let task_len = mg * outputs;
-    if task_len == 0 {
+    if out.len() != geom.batch * geom.out_channels * outputs {
+        return Err(format!("{WHAT}: the output has {} elements", out.len()));
+    }
+    if mg * outputs == 0 {
         return Ok(());
     }
     let pointwise = win.is_pointwise();
-    let task = |col: &mut Vec<G>, t: usize, dst: &mut [G], parallel: bool| {
-        let (image, group) = (t / groups, t % groups);
+    let width = (TILE_BYTES / (taps * size_of::<G>()).max(1))
+        .max(64)
+        .next_multiple_of(16)
+        .min(outputs);
+    let col_tiles = outputs.div_ceil(width);
+    let threads = rayon::current_num_threads();
+    let mut row_tiles = 1;
+    while geom.batch * groups * col_tiles * row_tiles < 2 * threads && mg >= 32 * row_tiles {
+        row_tiles *= 2;
+    }
+    let height = mg.div_ceil(row_tiles);
+    let per_image_group = col_tiles * row_tiles;
+    let tasks = geom.batch * groups * per_image_group;
+    let dst = SendPtr(out.as_mut_ptr());
+    let task = |t: usize| -> Result<(), String> {
+        let (image_group, rest) = (t / per_image_group, t % per_image_group);
+        let (image, group) = (image_group / groups, image_group % groups);
+        let (j0, m0) = ((rest / row_tiles) * width, (rest % row_tiles) * height);
+        let (n, m) = (width.min(outputs - j0), height.min(mg - m0));
+        if m == 0 {
+            return Ok(());
+        }
         let start = (image * geom.channels + group * cg) * plane;
         let xg = &x[start..start + cg * plane];
-        let rhs = if pointwise {
-            MatRef::row_major(xg, cg, outputs)
-        } else {
-            col.resize(taps * outputs, G::ZERO);
-            if parallel {
-                let per_channel = win.kernel_len() * outputs;
-                col.par_chunks_mut(per_channel)
-                    .zip(xg.par_chunks(plane))
-                    .for_each(|(rows, src)| im2col(src, 1, win, G::ZERO, rows));
-            } else {
-                im2col(xg, cg, win, G::ZERO, col);
-            }
-            MatRef::row_major(col.as_slice(), taps, outputs)
-        };
-        let lhs = MatRef::row_major(&w[group * mg * taps..(group + 1) * mg * taps], mg, taps);
+        let first_row = group * mg + m0;
+        let lhs = MatRef::row_major(&w[first_row * taps..(first_row + m) * taps], m, taps);
+        let dst = dst
+            .get()
+            .wrapping_add((image * geom.out_channels + first_row) * outputs + j0);
         if let Some(bias) = bias {
-            for (row, &b) in dst.chunks_exact_mut(outputs).zip(&bias[group * mg..]) {
-                row.fill(b);
+            for (i, &b) in bias[first_row..first_row + m].iter().enumerate() {
+                // SAFETY: row `i` of this task's tile lies inside `out` (its row, channel and
+                // columns are in range) and no other task touches it.
+                unsafe { std::slice::from_raw_parts_mut(dst.add(i * outputs), n) }.fill(b);
             }
         }
-        gemm(dst, lhs, rhs, bias.is_some(), parallel)
+        let product = |rhs: MatRef<'_, G>| {
+            // SAFETY: as above: the `m × n` tile at `dst` with row stride `outputs` is this
+            // task's alone.
+            unsafe { gemm_into(dst, outputs, lhs, rhs, bias.is_some(), false) }
+        };
+        if pointwise {
+            return product(MatRef {
+                data: &xg[j0..],
+                rows: cg,
+                cols: n,
+                row_stride: outputs,
+                col_stride: 1,
+            });
+        }
+        with_scratch(taps * n, |col: &mut [G]| {
+            im2col(xg, cg, win, G::ZERO, j0..j0 + n, col);
+            product(MatRef::row_major(col, taps, n))
+        })
     };
-    let tasks = geom.batch * groups;
-    if tasks >= rayon::current_num_threads() && tasks > 1 {
-        out.par_chunks_mut(task_len)
-            .enumerate()
-            .try_for_each_init(Vec::new, |col, (t, dst)| task(col, t, dst, false))
+    if tasks > 1 && threads > 1 {
+        (0..tasks).into_par_iter().try_for_each(task)
     } else {
-        let mut col = Vec::new();
-        out.chunks_mut(task_len)
-            .enumerate()
-            .try_for_each(|(t, dst)| task(&mut col, t, dst, true))
+        (0..tasks).try_for_each(task)
     }
 }
+
+/// The output's base pointer, shared by tasks that write disjoint tiles.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+
+impl<T> SendPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+// SAFETY: the pointer is only used to write tiles that no two tasks share.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SendPtr<T> {}

@@ -5,7 +5,7 @@ use half::bf16;
 use half::slice::HalfFloatSliceExt;
 
 /// Element types the `gemm` crate multiplies natively.
-pub(crate) trait GemmElem: Copy + Send + Sync + 'static {
+pub(crate) trait GemmElem: bytemuck::Pod + Send + Sync {
     /// 0
     const ZERO: Self;
     /// 1
@@ -87,13 +87,36 @@ pub(crate) fn gemm<T: GemmElem>(
     accumulate: bool,
     parallel: bool,
 ) -> Result<(), String> {
-    let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
-    if rhs.rows != k || dst.len() != m * n {
+    let (m, n) = (lhs.rows, rhs.cols);
+    if dst.len() != m * n {
         return Err(format!(
-            "gemm: cannot multiply {m}×{k} by {}×{n} into {} elements",
+            "gemm: cannot multiply {m}×{}, {}×{n} into {} elements",
+            lhs.cols,
             rhs.rows,
             dst.len()
         ));
+    }
+    // SAFETY: `dst` is an exclusive slice of exactly `m × n` elements, row stride `n`.
+    unsafe { gemm_into(dst.as_mut_ptr(), n, lhs, rhs, accumulate, parallel) }
+}
+
+/// [`gemm()`] into an `lhs.rows × rhs.cols` block at `dst` whose rows lie `dst_stride`
+/// elements apart (a tile of a larger matrix).
+///
+/// # Safety
+/// Every element `dst + i · dst_stride + j` of the block must be valid for reads and writes
+/// and accessed by no one else during the call.
+pub(crate) unsafe fn gemm_into<T: GemmElem>(
+    dst: *mut T,
+    dst_stride: usize,
+    lhs: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+    accumulate: bool,
+    parallel: bool,
+) -> Result<(), String> {
+    let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
+    if rhs.rows != k {
+        return Err(format!("gemm: cannot multiply {m}×{k} by {}×{n}", rhs.rows));
     }
     lhs.check("lhs")?;
     rhs.check("rhs")?;
@@ -102,7 +125,10 @@ pub(crate) fn gemm<T: GemmElem>(
     }
     if k == 0 {
         if !accumulate {
-            dst.fill(T::ZERO);
+            for i in 0..m {
+                // SAFETY: row `i` of the block is valid for writes (the caller's contract).
+                unsafe { std::slice::from_raw_parts_mut(dst.add(i * dst_stride), n) }.fill(T::ZERO);
+            }
         }
         return Ok(());
     }
@@ -114,16 +140,17 @@ pub(crate) fn gemm<T: GemmElem>(
     let stride = |s: usize| isize::try_from(s).map_err(|_| format!("gemm: stride {s} too large"));
     let (lhs_rs, lhs_cs) = (stride(lhs.row_stride)?, stride(lhs.col_stride)?);
     let (rhs_rs, rhs_cs) = (stride(rhs.row_stride)?, stride(rhs.col_stride)?);
-    let dst_rs = stride(n)?;
+    let dst_rs = stride(dst_stride)?;
     // SAFETY: `T` is one of the types `gemm` supports (f32, f64, f16; the trait is sealed to
-    // them), `dst` holds `m × n` elements at row stride `n`, and `check` proved every
-    // element of `lhs` and `rhs` addressed by the strides lies inside its slice.
+    // them), the caller guarantees the `m × n` block at `dst` with row stride `dst_stride`,
+    // and `check` proved every element of `lhs` and `rhs` addressed by the strides lies
+    // inside its slice.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             dst_rs,
             accumulate,

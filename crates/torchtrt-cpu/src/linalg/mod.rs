@@ -9,6 +9,6 @@ mod gemm;
 mod im2col;
 mod window;
 
-pub(crate) use gemm::{GemmElem, MatRef, gemm, via_f32};
+pub(crate) use gemm::{GemmElem, MatRef, gemm, gemm_into, via_f32};
 pub(crate) use im2col::im2col;
 pub(crate) use window::{Window, WindowParams};

@@ -122,3 +122,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4))]
+
+    /// Images wide enough to be split into several column tiles (a partial last one, tiles
+    /// that start mid-line), and few positions with many channels, split into row tiles.
+    #[test]
+    fn tiled(c in 12usize..20, m in 33usize..80, seed: u64) {
+        let mut rng = Rng::new(seed);
+        let shapes = [(3, 1, 1, [41, 37], c, 8), (3, 2, 0, [40, 45], c, 5), (1, 1, 0, [64, 70], c, 3), (3, 1, 1, [5, 6], c, m), (1, 1, 0, [7, 7], c, m)];
+        for (k, stride, pad, hw, cg, mg) in shapes {
+            let case = Case {
+                x: vec![1, cg, hw[0], hw[1]],
+                w: vec![mg, cg, k, k],
+                strides: vec![stride; 2],
+                dilations: vec![1; 2],
+                pads_begin: vec![pad; 2],
+                pads_end: vec![pad; 2],
+                groups: 1,
+                bias: true,
+            };
+            let dtype = torchtrt_core::plugin_api::DType::F32;
+            let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+            let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+            let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
+            let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
+            let tol = Tol::of(dtype).scale(((cg * k * k) as f64).sqrt());
+            check(&run(layer(&case), &[&x, &w, &b])?, &want, tol)?;
+        }
+    }
+}
