@@ -4,6 +4,7 @@
 mod args;
 mod commands;
 mod npy;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,7 @@ fn main() -> ExitCode {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .init();
+    progress::init(cli.quiet, cli.verbose);
     let result = match cli.command {
         Command::Compile(a) => commands::compile::run(a),
         Command::Run(a) => commands::run::run(a),
@@ -106,8 +108,25 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: a cause whose text the message
+/// already ends with (errors that print their source) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line += ": ";
+        }
+        line += &text;
+    }
+    line.replace('\n', " ")
 }

@@ -9,6 +9,7 @@ use torchtrt::Tensor;
 use torchtrt::plugin_api::DType;
 
 use crate::BuildOptions;
+use crate::progress::Progress;
 
 /// Arguments of `bench`.
 #[derive(Args)]
@@ -33,7 +34,9 @@ pub struct BenchArgs {
 
 /// Times repeated executions on deterministic inputs at the inputs' opt shapes.
 pub fn run(a: BenchArgs) -> Result<()> {
-    let engine = super::load_or_compile(&a.model, &a.build)?;
+    let stages = Progress::stages(4);
+    let engine = super::load_or_compile(&a.model, &a.build, &[], &stages)?;
+    stages.finish();
     let inputs: Vec<Tensor> = engine
         .plan()
         .inputs
@@ -49,15 +52,20 @@ pub fn run(a: BenchArgs) -> Result<()> {
         .collect::<Result<_>>()?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let mut ctx = engine.create_context();
+    let bar = Progress::iterations(a.warmup + a.iterations.max(1), "warm-up");
     for _ in 0..a.warmup {
         ctx.execute(&refs)?;
+        bar.inc();
     }
+    bar.message("timing");
     let mut times = Vec::with_capacity(a.iterations);
     for _ in 0..a.iterations.max(1) {
         let t = Instant::now();
         ctx.execute(&refs)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
+        bar.inc();
     }
+    bar.finish();
     times.sort_by(f64::total_cmp);
     if a.profile {
         ctx.set_profiling(true);

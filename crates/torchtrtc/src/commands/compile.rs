@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::BuildOptions;
+use crate::progress::Progress;
 
 /// Arguments of `compile`.
 #[derive(Args)]
@@ -26,10 +27,14 @@ pub struct CompileArgs {
 pub fn run(a: CompileArgs) -> Result<()> {
     let mut build = a.build.clone();
     build.input_shapes.extend(a.inputs.iter().cloned());
+    let progress = Progress::stages(5);
+    progress.stage("loading libraries");
     super::load_libraries(&build)?;
-    let engine = super::compile_onnx(&a.model, &build)?;
+    let engine = super::compile_onnx(&a.model, &build, &[], &progress)?;
+    progress.stage("serializing");
     let bytes = engine.serialize();
     std::fs::write(&a.output, &bytes).with_context(|| format!("writing {}", a.output.display()))?;
+    progress.finish();
     let summary = engine.summary();
     println!(
         "{} → {} ({} layers, {} plugin layers, {} bytes)",
@@ -39,11 +44,6 @@ pub fn run(a: CompileArgs) -> Result<()> {
         summary.plugins.len(),
         bytes.len()
     );
-    if !summary.required_libraries.is_empty() {
-        println!(
-            "deployment needs: {}",
-            summary.required_libraries.join(", ")
-        );
-    }
+    println!("{}", super::inspect::deployment_line(&summary));
     Ok(())
 }

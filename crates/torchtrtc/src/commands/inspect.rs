@@ -1,9 +1,11 @@
 //! `torchtrtc inspect`.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
+use torchtrt::EngineSummary;
 
 /// Arguments of `inspect`.
 #[derive(Args)]
@@ -15,7 +17,11 @@ pub struct InspectArgs {
     plugins: Vec<PathBuf>,
 }
 
-/// Prints the engine's summary.
+/// The provider name of the built-in plugin library, up to its version.
+const BUILTIN_PROVIDER: &str = "torchtrt_plugins";
+
+/// Prints the engine: inputs and outputs with their ranges, layers in execution order with
+/// their devices, every plugin with key, fields and source, and what a deployment needs.
 pub fn run(a: InspectArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
@@ -23,9 +29,120 @@ pub fn run(a: InspectArgs) -> Result<()> {
             .load_library(lib)
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
+    let bytes =
+        std::fs::read(&a.engine).with_context(|| format!("reading {}", a.engine.display()))?;
+    if !bytes.starts_with(&torchtrt::ENGINE_MAGIC) {
+        let hint = if a.engine.extension().is_some_and(|e| e == "onnx") {
+            " (an ONNX model: `torchtrtc compile` it first, or `torchtrtc run` it directly)"
+        } else {
+            ""
+        };
+        bail!("{} is not a torchtrt engine{hint}", a.engine.display());
+    }
     let engine = torchtrt::Runtime::new()?
-        .deserialize_file(&a.engine)
+        .deserialize(&bytes)
         .with_context(|| format!("loading {}", a.engine.display()))?;
-    print!("{}", engine.summary());
+    let s = engine.summary();
+    println!("engine: {} ({} bytes)", a.engine.display(), bytes.len());
+    print!("{}", render(&s));
     Ok(())
+}
+
+/// The summary as `inspect` prints it.
+fn render(s: &EngineSummary) -> String {
+    let mut out = format!("target: {}\ninputs:\n", s.target);
+    for i in &s.inputs {
+        out += &format!("  {i}\n");
+    }
+    out += "outputs:\n";
+    for o in &s.outputs {
+        out += &format!("  {o}\n");
+    }
+    out += &format!("layers ({}, in execution order):\n", s.layers.len());
+    let width = s.layers.iter().map(|l| l.name.len()).max().unwrap_or(0);
+    for (i, l) in s.layers.iter().enumerate() {
+        out += &format!(
+            "  {i:>4} [{}] {:<width$}  {}  {}\n",
+            l.device, l.name, l.kind, l.signature
+        );
+    }
+    out += &format!("plugins ({}):\n", s.plugins.len());
+    for (p, (library, provider)) in s.plugins.iter().zip(origins(s)) {
+        let from = source(library.as_deref(), provider.as_deref());
+        out += &format!("  {} {} from {from}\n", p.layer, p.key);
+        for f in p.fields.iter() {
+            out += &format!("      {}: {} = {}\n", f.name, f.value.ty(), f.value);
+        }
+    }
+    out += &format!(
+        "activation memory: {} bytes at opt shapes ({} without reuse)\n",
+        s.memory.0, s.memory.1
+    );
+    out += &deployment_line(s);
+    out.push('\n');
+    out
+}
+
+/// Where each plugin layer's creator came from: `(library, provider)` as the engine records
+/// them; `None` library means it was registered in-process (built in, or by the host).
+fn origins(s: &EngineSummary) -> Vec<(Option<String>, Option<String>)> {
+    s.plugins
+        .iter()
+        .map(|p| (p.library.clone(), p.provider.clone()))
+        .collect()
+}
+
+fn is_builtin(provider: Option<&str>) -> bool {
+    provider.is_some_and(|v| v.starts_with(BUILTIN_PROVIDER))
+}
+
+/// A plugin's source as `inspect` prints it.
+fn source(library: Option<&str>, provider: Option<&str>) -> String {
+    match (library, provider) {
+        (Some(lib), Some(provider)) => format!("{lib} ({provider})"),
+        (Some(lib), None) => lib.to_string(),
+        (None, Some(provider)) if is_builtin(Some(provider)) => {
+            format!("the built-in plugins ({provider})")
+        }
+        (None, Some(provider)) => format!("{provider} (registered by the host program)"),
+        (None, None) => "an unknown provider".to_string(),
+    }
+}
+
+/// The libraries a deployment of the engine needs: the runtime (with the built-in plugins
+/// baked in, or lean plus `libtorchtrt_plugins.so`) and every external plugin library.
+pub fn deployment_line(s: &EngineSummary) -> String {
+    let mut builtin = BTreeSet::new();
+    let mut external = BTreeSet::new();
+    let mut hosted = BTreeSet::new();
+    for (p, (library, provider)) in s.plugins.iter().zip(origins(s)) {
+        match library {
+            Some(lib) => {
+                external.insert(lib);
+            }
+            None if is_builtin(provider.as_deref()) => {
+                builtin.insert(p.key.name.clone());
+            }
+            None => {
+                hosted.insert(format!("{} ({})", p.key, source(None, provider.as_deref())));
+            }
+        }
+    }
+    let list = |set: BTreeSet<String>| set.into_iter().collect::<Vec<_>>().join(", ");
+    let mut line = if builtin.is_empty() {
+        "deployment needs: libtorchtrt_runtime.so (the lean build will do)".to_string()
+    } else {
+        format!(
+            "deployment needs: libtorchtrt_runtime.so with the built-in plugins baked in \
+             (or the lean build + libtorchtrt_plugins.so) for {}",
+            list(builtin)
+        )
+    };
+    if !external.is_empty() {
+        line += &format!("; plus {}", list(external));
+    }
+    if !hosted.is_empty() {
+        line += &format!("; plus the code that registers {}", list(hosted));
+    }
+    line
 }

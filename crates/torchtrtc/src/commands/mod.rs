@@ -8,10 +8,14 @@ pub mod run;
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use torchtrt::onnx::proto::ModelProto;
+use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
+use torchtrt::onnx::proto::type_proto::Value as TypeValue;
 use torchtrt::plugin_api::DType;
-use torchtrt::{BuildConfig, Engine};
+use torchtrt::{BuildConfig, Dim, Engine};
 
+use crate::progress::Progress;
 use crate::{BuildOptions, Precision};
 
 /// Registers the built-ins and loads every `--plugins` library, before any model is read.
@@ -38,29 +42,133 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
     }
 }
 
-/// An engine from an `.engine` file, or compiled from an ONNX model.
-pub fn load_or_compile(path: &Path, opts: &BuildOptions) -> Result<Engine> {
+/// An engine from an `.engine` file, or compiled from an ONNX model. `shapes` are the shapes
+/// of the tensors `run` was given, which fix the model's dynamic input dims.
+pub fn load_or_compile(
+    path: &Path,
+    opts: &BuildOptions,
+    shapes: &[(String, Vec<usize>)],
+    progress: &Progress,
+) -> Result<Engine> {
+    progress.stage("loading libraries");
     load_libraries(opts)?;
     let is_engine = std::fs::read(path)
         .map(|b| b.starts_with(&torchtrt::ENGINE_MAGIC))
         .with_context(|| format!("reading {}", path.display()))?;
     if is_engine {
+        progress.stage("loading engine");
         return torchtrt::Runtime::new()?
             .deserialize_file(path)
             .with_context(|| format!("loading engine {}", path.display()));
     }
-    compile_onnx(path, opts)
+    compile_onnx(path, opts, shapes, progress)
 }
 
-/// Imports and compiles an ONNX model.
-pub fn compile_onnx(path: &Path, opts: &BuildOptions) -> Result<Engine> {
-    let mut options = torchtrt::onnx::ImportOptions::default();
+/// Imports and compiles an ONNX model, reporting the stages to `progress`.
+pub fn compile_onnx(
+    path: &Path,
+    opts: &BuildOptions,
+    shapes: &[(String, Vec<usize>)],
+    progress: &Progress,
+) -> Result<Engine> {
+    progress.stage("reading model");
+    let model = torchtrt::onnx::load_model(path)
+        .with_context(|| format!("importing {}", path.display()))?;
+    let mut options = torchtrt::onnx::ImportOptions {
+        evaluator: torchtrt::default_backends().into_iter().next(),
+        ..Default::default()
+    };
+    let declared = model_inputs(&model.proto);
+    let names = || {
+        let n: Vec<&str> = declared.iter().map(|(n, _)| n.as_str()).collect();
+        n.join(", ")
+    };
     for spec in &opts.input_shapes {
         let (name, dims) = crate::args::parse_input_shape(spec)?;
+        if !declared.iter().any(|(n, _)| *n == name) {
+            bail!(
+                "--input {spec}: the model has no input `{name}` (inputs: {})",
+                names()
+            );
+        }
         options.input_dims.insert(name, dims);
     }
-    let net = torchtrt::import_onnx(path, options)
-        .with_context(|| format!("importing {}", path.display()))?;
+    for (name, shape) in shapes {
+        let Some((_, dims)) = declared.iter().find(|(n, _)| n == name) else {
+            bail!(
+                "--input {name}: the model has no input `{name}` (inputs: {})",
+                names()
+            );
+        };
+        if options.input_dims.contains_key(name) {
+            continue;
+        }
+        check_declared(name, dims.as_deref(), shape)?;
+        let fixed = shape.iter().map(|&d| Dim::Fixed(d as i64)).collect();
+        options.input_dims.insert(name.clone(), fixed);
+    }
+    progress.stage("converting");
+    let net = torchtrt::onnx::import_model(
+        &model.proto,
+        model.base_dir.as_deref(),
+        torchtrt::registry(),
+        &options,
+    )
+    .with_context(|| format!("importing {}", path.display()))?;
+    progress.stage("building");
     torchtrt::compile(&net, &build_config(opts))
         .with_context(|| format!("compiling {}", path.display()))
+}
+
+/// The graph's inputs that are not initializers, with their declared dims
+/// (`Some(n)` fixed, `None` symbolic or unknown) when the model gives a shape.
+fn model_inputs(model: &ModelProto) -> Vec<(String, Option<Vec<Option<i64>>>)> {
+    let Some(graph) = &model.graph else {
+        return Vec::new();
+    };
+    graph
+        .input
+        .iter()
+        .filter(|i| !graph.initializer.iter().any(|w| w.name() == i.name()))
+        .map(|i| {
+            let dims = match i.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(TypeValue::TensorType(tt)) => tt.shape.as_ref().map(|s| {
+                    s.dim
+                        .iter()
+                        .map(|d| match d.value {
+                            Some(DimValue::DimValue(v)) if v >= 0 => Some(v),
+                            _ => None,
+                        })
+                        .collect()
+                }),
+                _ => None,
+            };
+            (i.name().to_string(), dims)
+        })
+        .collect()
+}
+
+/// Checks a given tensor's shape against the dims the model declares for that input.
+fn check_declared(name: &str, declared: Option<&[Option<i64>]>, shape: &[usize]) -> Result<()> {
+    let Some(dims) = declared else {
+        return Ok(());
+    };
+    let fits = dims.len() == shape.len()
+        && dims
+            .iter()
+            .zip(shape)
+            .all(|(d, &s)| d.is_none_or(|d| d == s as i64));
+    if !fits {
+        let want: Vec<String> = dims
+            .iter()
+            .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+            .collect();
+        let got: Vec<String> = shape.iter().map(ToString::to_string).collect();
+        bail!(
+            "input `{name}` has shape [{}], the model declares [{}]",
+            got.join(","),
+            want.join(",")
+        );
+    }
+    Ok(())
 }

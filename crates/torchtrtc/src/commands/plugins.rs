@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use torchtrt::plugin_api::{FieldSpec, FieldType};
 
 /// Arguments of `plugins`.
 #[derive(Args)]
@@ -11,6 +12,9 @@ pub struct PluginsArgs {
     /// Plugin library to load first (repeatable).
     #[arg(long = "plugins", value_name = "LIB")]
     plugins: Vec<PathBuf>,
+    /// Also print every field's description.
+    #[arg(long)]
+    docs: bool,
 }
 
 /// Prints the registry as a table: namespace, name, version, fields, source.
@@ -21,40 +25,75 @@ pub fn run(a: PluginsArgs) -> Result<()> {
             .load_library(lib)
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
-    println!(
-        "{:<16} {:<28} {:<8} {:<40} fields",
-        "namespace", "name", "version", "source"
-    );
-    for c in torchtrt::registry().creators() {
-        let source = match &c.library {
-            Some(p) => format!("{} ({})", c.provider, p.display()),
-            None => format!("{} (built in)", c.provider),
-        };
-        let ns = if c.key.namespace.is_empty() {
-            "\"\""
-        } else {
-            &c.key.namespace
-        };
+    let rows: Vec<[String; 5]> = torchtrt::registry()
+        .creators()
+        .iter()
+        .map(|c| {
+            let namespace = if c.key.namespace.is_empty() {
+                "\"\"".to_string()
+            } else {
+                c.key.namespace.clone()
+            };
+            let source = match &c.library {
+                Some(p) => format!("{} ({})", p.display(), c.provider),
+                None => format!("built in ({})", c.provider),
+            };
+            let fields: Vec<String> = c.fields.iter().map(field).collect();
+            [
+                namespace,
+                c.key.name.clone(),
+                c.key.version.clone(),
+                source,
+                fields.join(", "),
+            ]
+        })
+        .collect();
+    let head = ["NAMESPACE", "NAME", "VERSION", "SOURCE", "FIELDS"].map(String::from);
+    let width = |col: usize| {
+        rows.iter()
+            .chain([&head])
+            .map(|r| r[col].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let w: Vec<usize> = (0..4).map(width).collect();
+    for r in [&head].into_iter().chain(&rows) {
         println!(
-            "{ns:<16} {:<28} {:<8} {source:<40}",
-            c.key.name, c.key.version
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
         );
-        for f in &c.fields {
-            let default = f
-                .default
-                .as_ref()
-                .map(|d| format!(" = {d}"))
-                .unwrap_or_default();
-            let req = if f.required { "required" } else { "optional" };
-            println!(
-                "{:>18}{}: {} ({req}, {} values){default} — {}",
-                "",
-                f.name,
-                f.ty,
-                f.len_rule(),
-                f.doc
-            );
+    }
+    if a.docs {
+        for c in torchtrt::registry().creators() {
+            println!("\n{}:", c.key);
+            for f in &c.fields {
+                println!("  {}: {}", field(f), f.doc);
+            }
         }
     }
     Ok(())
+}
+
+/// A field as `name: type`, `[]` for a list, `?` when optional, `= default` when it has one.
+fn field(f: &FieldSpec) -> String {
+    let list = if f.ty == FieldType::Char || (f.min_len == 1 && f.max_len == Some(1)) {
+        ""
+    } else {
+        "[]"
+    };
+    let optional = if f.required { "" } else { "?" };
+    let default = f
+        .default
+        .as_ref()
+        .map(|d| format!(" = {d}"))
+        .unwrap_or_default();
+    format!("{}{optional}: {}{list}{default}", f.name, f.ty)
 }

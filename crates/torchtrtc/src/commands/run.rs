@@ -9,6 +9,7 @@ use torchtrt::Tensor;
 use crate::BuildOptions;
 use crate::args::{file_safe, parse_pair};
 use crate::npy::{read_tensor, write_npy};
+use crate::progress::Progress;
 
 /// Arguments of `run`.
 #[derive(Args)]
@@ -44,20 +45,13 @@ pub fn run(a: RunArgs) -> Result<()> {
             Ok((name, read_tensor(file.as_ref())?))
         })
         .collect::<Result<_>>()?;
-    let mut build = a.build.clone();
-    for (name, t) in &inputs {
-        if !build
-            .input_shapes
-            .iter()
-            .any(|s| s.starts_with(&format!("{name}=")))
-        {
-            let dims: Vec<String> = t.shape().iter().map(ToString::to_string).collect();
-            build
-                .input_shapes
-                .push(format!("{name}={}", dims.join("x")));
-        }
-    }
-    let engine = super::load_or_compile(&a.model, &build)?;
+    let shapes: Vec<(String, Vec<usize>)> = inputs
+        .iter()
+        .map(|(n, t)| (n.clone(), t.shape().to_vec()))
+        .collect();
+    let progress = Progress::stages(4);
+    let engine = super::load_or_compile(&a.model, &a.build, &shapes, &progress)?;
+    progress.finish();
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let outputs = engine.create_context().execute_named(&named)?;
     if let Some(dir) = &a.output_dir {
@@ -69,6 +63,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             write_npy(&dir.join(format!("{}.npy", file_safe(name))), t)?;
         }
     }
+    print_plugins(&engine);
     let mut failed = Vec::new();
     for spec in &a.checks {
         let (name, file) = parse_pair(spec)?;
@@ -90,6 +85,40 @@ pub fn run(a: RunArgs) -> Result<()> {
         bail!("--check failed for {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// One line naming the plugins the engine ran, with how many layers of each and their source.
+fn print_plugins(engine: &torchtrt::Engine) {
+    let summary = engine.summary();
+    if summary.plugins.is_empty() {
+        println!("plugins: none");
+        return;
+    }
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for p in &summary.plugins {
+        let key = p.key.to_string();
+        let key = key.strip_prefix("::").unwrap_or(&key).to_string();
+        match seen.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((key, 1)),
+        }
+    }
+    let list: Vec<String> = seen
+        .iter()
+        .map(|(k, n)| {
+            if *n > 1 {
+                format!("{k} ×{n}")
+            } else {
+                k.clone()
+            }
+        })
+        .collect();
+    println!(
+        "plugins: {} ({} plugin layers of {})",
+        list.join(", "),
+        summary.plugins.len(),
+        summary.layers.len()
+    );
 }
 
 /// The worst element by how far it is outside or inside the tolerance.

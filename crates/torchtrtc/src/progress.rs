@@ -1,0 +1,83 @@
+//! Progress bars for long work (compile stages, bench iterations), drawn on stderr only
+//! when both stdout and stderr are terminals and neither `-q` nor `-v` is given.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Decides once, from the flags and the terminals, whether bars are drawn.
+pub fn init(quiet: bool, verbose: u8) {
+    let tty = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    ENABLED.store(tty && !quiet && verbose == 0, Ordering::Relaxed);
+}
+
+/// A bar, or nothing when bars are off; every method is then a no-op.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// A bar over named stages; [`Progress::stage`] moves to the next one.
+    pub fn stages(total: usize) -> Progress {
+        Progress::new(total, "{spinner} [{pos}/{len}] {msg} ({elapsed})")
+    }
+
+    /// A bar over `n` iterations of `what`.
+    pub fn iterations(n: usize, what: &str) -> Progress {
+        let p = Progress::new(n, "{msg} [{bar:30}] {pos}/{len} ({per_sec}, {eta} left)");
+        p.message(what);
+        p
+    }
+
+    fn new(total: usize, template: &str) -> Progress {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return Progress { bar: None };
+        }
+        let bar = ProgressBar::new(total as u64);
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        Progress { bar: Some(bar) }
+    }
+
+    /// Starts stage `name`, counting the previous one as done.
+    pub fn stage(&self, name: &str) {
+        if let Some(bar) = &self.bar {
+            if !bar.message().is_empty() {
+                bar.inc(1);
+            }
+            bar.set_message(name.to_string());
+        }
+    }
+
+    /// Sets the message without advancing.
+    pub fn message(&self, text: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(text.to_string());
+        }
+    }
+
+    /// One more unit done.
+    pub fn inc(&self) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,543 @@
+//! The built `torchtrtc` binary, driven as a user would: the README's demo, compile →
+//! inspect → run → bench, and bad input of every kind, each of which must be one line on
+//! stderr starting with `error:` and exit code 1 (2 for usage), never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use prost::Message;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn demo(file: &str) -> PathBuf {
+    root().join("models/demo").join(file)
+}
+
+/// A folder of this test run's own under cargo's test scratch space.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn torchtrtc<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_torchtrtc"))
+        .args(args)
+        .output()
+        .expect("torchtrtc runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn succeeds(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Asserts exit `code` and exactly one stderr line, `error: …` containing every `needle`.
+fn fails(out: &Output, code: i32, needles: &[&str]) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{err}",
+        text(&out.stdout)
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    if code == 1 {
+        assert_eq!(err.trim_end().lines().count(), 1, "one line wanted:\n{err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+    for n in needles {
+        assert!(err.contains(n), "`{n}` missing from:\n{err}");
+    }
+    err
+}
+
+/// The demo model compiled once per test process.
+fn demo_engine() -> &'static Path {
+    static ENGINE: OnceLock<PathBuf> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let path = scratch("demo.engine");
+        let out = torchtrtc([
+            "compile".as_ref(),
+            demo("demo.onnx").as_os_str(),
+            "-o".as_ref(),
+            path.as_os_str(),
+        ]);
+        succeeds(&out);
+        path
+    })
+}
+
+fn input_arg(file: &Path) -> String {
+    format!("x={}", file.display())
+}
+
+/// Writes a version-1.0 `.npy` file.
+fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
+    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+    let shape = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn pseudo_random(n: usize) -> Vec<f64> {
+    let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn f32_npy(name: &str, shape: &[usize]) -> PathBuf {
+    let n = shape.iter().product();
+    let data: Vec<u8> = pseudo_random(n)
+        .iter()
+        .flat_map(|&v| (v as f32).to_le_bytes())
+        .collect();
+    let path = scratch(name);
+    write_npy(&path, "<f4", shape, &data);
+    path
+}
+
+/// The numbers of a flat JSON object of numbers, in order.
+fn parse_flat_json(line: &str) -> Vec<(String, f64)> {
+    let body = line
+        .trim()
+        .strip_prefix('{')
+        .and_then(|l| l.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("not a JSON object: {line}"));
+    body.split(',')
+        .map(|kv| {
+            let (k, v) = kv.split_once(':').expect("key: value");
+            let k = k.trim().trim_matches('"').to_string();
+            let v = v.trim().parse::<f64>().unwrap_or_else(|_| panic!("{kv}"));
+            (k, v)
+        })
+        .collect()
+}
+
+#[test]
+fn readme_demo_compiles_runs_checks_and_names_the_plugins() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let first = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run"))
+        .expect("README has a cargo run command");
+    assert!(
+        first.contains("run models/demo/demo.onnx")
+            && first.contains("--check y=models/demo/y.npy"),
+        "README's first command is the demo: {first}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_torchtrtc"))
+        .current_dir(root())
+        .args([
+            "run",
+            "models/demo/demo.onnx",
+            "--input",
+            "x=models/demo/x.npy",
+            "--check",
+            "y=models/demo/y.npy",
+        ])
+        .output()
+        .unwrap();
+    let stdout = succeeds(&out);
+    assert!(stdout.contains("check y: ok"), "{stdout}");
+    let plugins = stdout
+        .lines()
+        .find(|l| l.starts_with("plugins:"))
+        .expect("a plugins line");
+    for name in [
+        "torch_tensorrt::Interpolate@1 ×2",
+        "InstanceNormalization_TRT@1",
+        "CustomGeluPluginDynamic@1",
+        "torch_tensorrt::NormalizePlugin@1",
+    ] {
+        assert!(plugins.contains(name), "{name} missing: {plugins}");
+    }
+}
+
+#[test]
+fn compile_inspect_run_check_and_output_dir() {
+    let engine = demo_engine();
+    let shown = succeeds(&torchtrtc(["inspect".as_ref(), engine.as_os_str()]));
+    for want in [
+        "x: f32[1,3,16,16]",
+        "[cpu] conv",
+        "adaptive_max_pool torch_tensorrt::Interpolate@1 from the built-in plugins",
+        "mode: string = \"adaptive_max_pool2d\"",
+        "out_size: i64 = [7, 7]",
+        "deployment needs: libtorchtrt_runtime.so with the built-in plugins baked in",
+        "libtorchtrt_plugins.so",
+    ] {
+        assert!(shown.contains(want), "`{want}` missing from:\n{shown}");
+    }
+    let dir = scratch("outputs");
+    let out = torchtrtc([
+        "run".as_ref(),
+        engine.as_os_str(),
+        "--input".as_ref(),
+        input_arg(&demo("x.npy")).as_ref(),
+        "--check".as_ref(),
+        format!("y={}", demo("y.npy").display()).as_ref(),
+        "--output-dir".as_ref(),
+        dir.as_os_str(),
+    ]);
+    let stdout = succeeds(&out);
+    assert!(stdout.contains("check y: ok"), "{stdout}");
+    let written = std::fs::read(dir.join("y.npy")).unwrap();
+    assert!(written.starts_with(b"\x93NUMPY"));
+    assert_eq!(written.len(), std::fs::read(demo("y.npy")).unwrap().len());
+}
+
+#[test]
+fn check_against_a_wrong_reference_fails_with_exit_1() {
+    let wrong = f32_npy("wrong_y.npy", &[1, 8, 7, 7]);
+    let out = torchtrtc([
+        "run".as_ref(),
+        demo_engine().as_os_str(),
+        "--input".as_ref(),
+        input_arg(&demo("x.npy")).as_ref(),
+        "--check".as_ref(),
+        format!("y={}", wrong.display()).as_ref(),
+    ]);
+    fails(&out, 1, &["--check failed for y"]);
+    assert!(text(&out.stdout).contains("check y: FAILED: element"));
+}
+
+#[test]
+fn bench_json_last_line_has_the_numbers() {
+    let out = torchtrtc([
+        "bench".as_ref(),
+        demo_engine().as_os_str(),
+        "--iterations".as_ref(),
+        "5".as_ref(),
+        "--warmup".as_ref(),
+        "1".as_ref(),
+        "--json".as_ref(),
+    ]);
+    let stdout = succeeds(&out);
+    let fields = parse_flat_json(stdout.lines().last().unwrap());
+    let get = |k: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("{k} missing: {stdout}"))
+    };
+    let (min, median, p90, p99) = (
+        get("min_ms"),
+        get("median_ms"),
+        get("p90_ms"),
+        get("p99_ms"),
+    );
+    assert!(
+        0.0 < min && min <= median && median <= p90 && p90 <= p99,
+        "{stdout}"
+    );
+    assert!((get("throughput_per_s") - 1e3 / median).abs() < 1e-6 * get("throughput_per_s"));
+    assert!(get("peak_rss_bytes") > 1e6, "{stdout}");
+}
+
+#[test]
+fn plugins_lists_the_builtins_as_a_table() {
+    let stdout = succeeds(&torchtrtc(["plugins"]));
+    let head = stdout.lines().next().unwrap();
+    for col in ["NAMESPACE", "NAME", "VERSION", "SOURCE", "FIELDS"] {
+        assert!(head.contains(col), "{head}");
+    }
+    let interp = stdout
+        .lines()
+        .find(|l| l.starts_with("torch_tensorrt") && l.contains(" Interpolate "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(interp.contains("built in (torchtrt_plugins"), "{interp}");
+    assert!(interp.contains("mode: string"), "{interp}");
+    assert!(interp.contains("out_size?: i64[]"), "{interp}");
+}
+
+#[test]
+fn missing_model_file() {
+    for cmd in ["run", "compile", "bench"] {
+        let mut args = vec![cmd.to_string(), "no/such/model.onnx".to_string()];
+        if cmd == "compile" {
+            args.extend(["-o".into(), scratch("never.engine").display().to_string()]);
+        }
+        fails(
+            &torchtrtc(&args),
+            1,
+            &["no/such/model.onnx", "No such file"],
+        );
+    }
+    fails(
+        &torchtrtc(["inspect", "no/such/model.engine"]),
+        1,
+        &["no/such/model.engine", "No such file"],
+    );
+}
+
+#[test]
+fn non_onnx_model_file() {
+    let path = scratch("notes.onnx");
+    std::fs::write(&path, "these are my notes, not a model\n").unwrap();
+    let out = torchtrtc([
+        "run".as_ref(),
+        path.as_os_str(),
+        "--input".as_ref(),
+        input_arg(&demo("x.npy")).as_ref(),
+    ]);
+    fails(&out, 1, &["notes.onnx", "not an ONNX model"]);
+    let out = torchtrtc(["inspect".as_ref(), path.as_os_str()]);
+    fails(&out, 1, &["notes.onnx is not a torchtrt engine", "compile"]);
+}
+
+#[test]
+fn truncated_onnx_model() {
+    let bytes = std::fs::read(demo("demo.onnx")).unwrap();
+    let path = scratch("truncated.onnx");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let out = torchtrtc([
+        "compile".as_ref(),
+        path.as_os_str(),
+        "-o".as_ref(),
+        scratch("truncated.engine").as_os_str(),
+    ]);
+    fails(&out, 1, &["truncated.onnx", "not an ONNX model"]);
+}
+
+#[test]
+fn engine_of_another_format_version() {
+    let mut bytes = std::fs::read(demo_engine()).unwrap();
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let path = scratch("v2.engine");
+    std::fs::write(&path, bytes).unwrap();
+    fails(
+        &torchtrtc(["inspect".as_ref(), path.as_os_str()]),
+        1,
+        &["v2.engine", "format version 2", "reads version 1"],
+    );
+    let out = torchtrtc([
+        "run".as_ref(),
+        path.as_os_str(),
+        "--input".as_ref(),
+        input_arg(&demo("x.npy")).as_ref(),
+    ]);
+    fails(&out, 1, &["format version 2"]);
+}
+
+#[test]
+fn npy_of_the_wrong_dtype() {
+    let data: Vec<u8> = pseudo_random(768)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let path = scratch("x_f64.npy");
+    write_npy(&path, "<f8", &[1, 3, 16, 16], &data);
+    for model in [demo_engine().to_path_buf(), demo("demo.onnx")] {
+        let out = torchtrtc([
+            "run".as_ref(),
+            model.as_os_str(),
+            "--input".as_ref(),
+            input_arg(&path).as_ref(),
+        ]);
+        fails(&out, 1, &["input `x` is f64[1,3,16,16], expected f32"]);
+    }
+}
+
+#[test]
+fn npy_of_the_wrong_shape() {
+    let path = f32_npy("x_small.npy", &[1, 3, 8, 16]);
+    let out = torchtrtc([
+        "run".as_ref(),
+        demo_engine().as_os_str(),
+        "--input".as_ref(),
+        input_arg(&path).as_ref(),
+    ]);
+    fails(&out, 1, &["input `x` has shape [1,3,8,16]", "[1,3,16,16]"]);
+    let out = torchtrtc([
+        "run".as_ref(),
+        demo("demo.onnx").as_os_str(),
+        "--input".as_ref(),
+        input_arg(&path).as_ref(),
+    ]);
+    fails(&out, 1, &["input `x` has shape [1,3,8,16]", "[1,3,16,16]"]);
+}
+
+#[test]
+fn unknown_input_name() {
+    for model in [demo_engine().to_path_buf(), demo("demo.onnx")] {
+        let out = torchtrtc([
+            "run".as_ref(),
+            model.as_os_str(),
+            "--input".as_ref(),
+            format!("image={}", demo("x.npy").display()).as_ref(),
+        ]);
+        fails(&out, 1, &["no input `image`", "inputs: x"]);
+    }
+    let out = torchtrtc([
+        "compile".as_ref(),
+        demo("demo.onnx").as_os_str(),
+        "-o".as_ref(),
+        scratch("never2.engine").as_os_str(),
+        "--input".as_ref(),
+        "image=1x3x16x16".as_ref(),
+    ]);
+    fails(&out, 1, &["no input `image`"]);
+}
+
+#[test]
+fn plugins_path_that_does_not_exist() {
+    for cmd in ["plugins", "run", "inspect"] {
+        let mut args = vec![cmd.to_string()];
+        if cmd == "run" {
+            args.extend([
+                demo("demo.onnx").display().to_string(),
+                "--input".into(),
+                input_arg(&demo("x.npy")),
+            ]);
+        }
+        if cmd == "inspect" {
+            args.push(demo_engine().display().to_string());
+        }
+        args.extend(["--plugins".into(), "/no/such/libplugins.so".into()]);
+        fails(
+            &torchtrtc(&args),
+            1,
+            &["--plugins /no/such/libplugins.so", "does not exist"],
+        );
+    }
+}
+
+/// Compiles `source` (C) into the shared library `name` with the system C compiler.
+fn c_library(source: &str, name: &str) -> PathBuf {
+    let c = scratch(&format!("{name}.c"));
+    std::fs::write(&c, source).unwrap();
+    let lib = scratch(name);
+    let status = Command::new("cc")
+        .args(["-std=c11", "-shared", "-fPIC", "-O1", "-I"])
+        .arg(root().join("include"))
+        .arg(&c)
+        .arg("-o")
+        .arg(&lib)
+        .arg("-lm")
+        .status()
+        .expect("the system C compiler runs");
+    assert!(status.success(), "cc failed on {name}");
+    lib
+}
+
+#[test]
+fn library_that_is_not_an_extension() {
+    let lib = c_library(
+        "int not_a_torchtrt_extension(void);\nint not_a_torchtrt_extension(void) { return 7; }\n",
+        "libplain.so",
+    );
+    let out = torchtrtc(["plugins".as_ref(), "--plugins".as_ref(), lib.as_os_str()]);
+    fails(
+        &out,
+        1,
+        &[
+            "libplain.so",
+            "not a torchtrt extension",
+            "torchtrt_extension_v1",
+        ],
+    );
+    let text_file = scratch("libtext.so");
+    std::fs::write(&text_file, "not ELF").unwrap();
+    let out = torchtrtc([
+        "plugins".as_ref(),
+        "--plugins".as_ref(),
+        text_file.as_os_str(),
+    ]);
+    fails(&out, 1, &["libtext.so"]);
+}
+
+#[test]
+fn library_registering_a_key_already_taken() {
+    let source =
+        std::fs::read_to_string(root().join("crates/torchtrt-plugin-api/tests/c/scale_shift.c"))
+            .unwrap();
+    let clash = "\"\", \"CustomGeluPluginDynamic\", \"1\"";
+    let patched = source.replace("\"test_c\", \"ScaleShift\", \"1\"", clash);
+    assert!(
+        patched.contains(clash),
+        "scale_shift.c names its key as expected"
+    );
+    let lib = c_library(&patched, "libgelu_clash.so");
+    let out = torchtrtc(["plugins".as_ref(), "--plugins".as_ref(), lib.as_os_str()]);
+    fails(
+        &out,
+        1,
+        &[
+            "libgelu_clash.so",
+            "CustomGeluPluginDynamic",
+            "already registered",
+        ],
+    );
+}
+
+#[test]
+fn op_no_converter_or_plugin_knows() {
+    let bytes = std::fs::read(demo("demo.onnx")).unwrap();
+    let mut model = torchtrt::onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
+    let graph = model.graph.as_mut().unwrap();
+    let conv = graph
+        .node
+        .iter_mut()
+        .find(|n| n.op_type() == "Conv")
+        .unwrap();
+    conv.op_type = Some("FrobnicateConv".into());
+    let path = scratch("unknown_op.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    let out = torchtrtc([
+        "compile".as_ref(),
+        path.as_os_str(),
+        "-o".as_ref(),
+        scratch("never3.engine").as_os_str(),
+    ]);
+    fails(&out, 1, &["node `conv`", "FrobnicateConv", "no converter"]);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    fails(&torchtrtc(["run"]), 2, &["MODEL"]);
+    fails(&torchtrtc(["frobnicate"]), 2, &["frobnicate"]);
+    fails(
+        &torchtrtc(["compile", "m.onnx", "-o", "m.engine", "--precision", "f8"]),
+        2,
+        &["f8"],
+    );
+    let out = torchtrtc(["run", "m.onnx", "--input", "x"]);
+    fails(&out, 1, &["expected NAME=VALUE"]);
+}
