@@ -9,13 +9,22 @@ use crate::registry::{LibraryInfo, PluginRegistry};
 
 impl PluginRegistry {
     /// Loads a shared library exporting `torchtrt_extension_v1` and registers its plugin
-    /// creators under the library's provider name. Loading a library whose keys are already
-    /// registered by the same provider (e.g. `libtorchtrt_plugins.so` into a process with the
-    /// built-ins baked in) registers nothing and is not an error; a key held by another
-    /// provider refuses the whole library and leaves the registry as it was.
+    /// creators, and the creators derived from its custom ops, under the library's provider
+    /// name (see [`PluginRegistry::register_extension`]). Its converters are not the
+    /// registry's business: `torchtrt::load_library` adds them to the ONNX importer too.
     pub fn load_library(&self, path: impl AsRef<Path>) -> Result<LibraryInfo> {
-        let path = path.as_ref();
-        let ext = Extension::load(path)?;
+        let ext = Extension::load(path.as_ref())?;
+        self.register_extension(&ext)
+    }
+
+    /// Registers the plugin creators of a loaded library and those derived from its custom
+    /// ops (namespace = the op's domain, name = its op type, version `1`), recording the
+    /// library so engines name it. Registering a library whose keys are already registered by
+    /// the same provider (e.g. `libtorchtrt_plugins.so` into a process with the built-ins
+    /// baked in) registers nothing and is not an error; a key held by another provider
+    /// refuses the whole library and leaves the registry as it was.
+    pub fn register_extension(&self, ext: &Extension) -> Result<LibraryInfo> {
+        let path = ext.path();
         let canonical: PathBuf = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if let Some((_, provider)) = self.libraries().into_iter().find(|(p, _)| *p == canonical) {
             return Ok(LibraryInfo {
@@ -24,8 +33,10 @@ impl PluginRegistry {
                 registered: Vec::new(),
             });
         }
+        let mut creators = ext.creators();
+        creators.extend(ext.custom_op_creators());
         let registered = self
-            .register_all(ext.creators(), ext.provider(), Some(&canonical))
+            .register_all(creators, ext.provider(), Some(&canonical))
             .map_err(|e| Error::Library {
                 path: path.display().to_string(),
                 reason: match e {

@@ -26,6 +26,17 @@ pub fn plugin_key(node: &Node<'_>) -> Result<PluginKey> {
 /// Converts `node` into a plugin layer, or `Ok(None)` when the registry has no such key.
 pub fn convert(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Option<Vec<TensorId>>> {
     let key = plugin_key(node)?;
+    convert_with_key(ctx, node, &key)
+}
+
+/// Converts `node` into a layer of the plugin `key`, its attributes becoming fields by the
+/// creator's schema; `Ok(None)` when the registry has no such key.
+pub(crate) fn convert_with_key(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    key: &PluginKey,
+) -> Result<Option<Vec<TensorId>>> {
+    let key = key.clone();
     let Some(creator) = ctx.registry.get(&key) else {
         return Ok(None);
     };

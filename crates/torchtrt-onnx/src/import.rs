@@ -27,7 +27,8 @@ pub struct ImportOptions {
     /// Computes layers whose inputs are all known while importing, so converters that need
     /// values (resize scales computed from shapes, …) see them. Usually the CPU backend.
     pub evaluator: Option<Arc<dyn Backend>>,
-    /// The converters to use.
+    /// The converters to use; by default the built-ins plus those loaded extension
+    /// libraries added.
     pub converters: Arc<ConverterRegistry>,
     /// Replace exported GELU and `F.normalize` patterns by plugins (see `patterns`).
     pub fuse_patterns: bool,
@@ -39,7 +40,7 @@ impl Default for ImportOptions {
             input_dims: HashMap::new(),
             default_range: (1, 1, 1 << 16),
             evaluator: None,
-            converters: Arc::new(ConverterRegistry::builtin()),
+            converters: Arc::new(ConverterRegistry::with_extensions()),
             fuse_patterns: true,
         }
     }

@@ -5,6 +5,7 @@
 
 mod ctx;
 mod error;
+mod extension;
 mod fallback;
 mod import;
 mod model;
@@ -17,6 +18,9 @@ mod tensor;
 
 pub use ctx::Ctx;
 pub use error::{OnnxError, Result};
+pub use extension::{
+    ExtensionError, ExtensionOp, ExtensionOpKind, extension_ops, register_extension_ops,
+};
 pub use fallback::plugin_key;
 pub use import::{ImportOptions, import_model};
 pub use model::{LoadedModel, decode_model, load_model};

@@ -20,8 +20,12 @@
 
 pub mod capi;
 
+mod extensions;
+
 use std::path::Path;
 use std::sync::Arc;
+
+pub use extensions::{ExtensionInfo, LoadOptions, load_library, register_extension};
 
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
