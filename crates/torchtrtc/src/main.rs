@@ -75,6 +75,16 @@ struct BuildOptions {
     /// Plugin library to load before the model is read (repeatable).
     #[arg(long = "plugins", value_name = "LIB")]
     plugins: Vec<PathBuf>,
+    /// Custom-converter library to load before the model is read (repeatable).
+    #[arg(long = "custom-converters", value_name = "LIB")]
+    custom_converters: Vec<PathBuf>,
+    /// Custom-op library to load before the model is read (repeatable); its ops compile
+    /// into plugins, and engines using them need the library at run time.
+    #[arg(long = "custom-torch-ops", value_name = "LIB")]
+    custom_torch_ops: Vec<PathBuf>,
+    /// Let library converters replace built-in converters for the same op.
+    #[arg(long = "override-converters")]
+    override_converters: bool,
 }
 
 fn main() -> ExitCode {

@@ -18,14 +18,25 @@ use torchtrt::{BuildConfig, Dim, Engine};
 use crate::progress::Progress;
 use crate::{BuildOptions, Precision};
 
-/// Registers the built-ins and loads every `--plugins` library, before any model is read.
+/// Registers the built-ins and loads every `--plugins`, `--custom-converters` and
+/// `--custom-torch-ops` library, before any model is read. Each library is loaded whole
+/// (plugins, converters, custom ops) whichever flag names it; a failure names the flag.
 pub fn load_libraries(opts: &BuildOptions) -> Result<()> {
     torchtrt::init_plugins()?;
-    for lib in &opts.plugins {
-        let info = torchtrt::registry()
-            .load_library(lib)
-            .with_context(|| format!("--plugins {}", lib.display()))?;
-        tracing::info!(library = %info.path.display(), provider = info.provider, registered = info.registered.len(), "loaded plugin library");
+    let options = torchtrt::LoadOptions {
+        override_converters: opts.override_converters,
+    };
+    let flagged = [
+        ("--plugins", &opts.plugins),
+        ("--custom-converters", &opts.custom_converters),
+        ("--custom-torch-ops", &opts.custom_torch_ops),
+    ];
+    for (flag, libs) in flagged {
+        for lib in libs {
+            let info = torchtrt::load_library(lib, &options)
+                .with_context(|| format!("{flag} {}", lib.display()))?;
+            tracing::info!(library = %info.path.display(), provider = info.provider, plugins = info.plugins.len(), converters = info.converters.len(), "loaded extension library");
+        }
     }
     Ok(())
 }
