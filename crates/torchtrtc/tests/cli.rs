@@ -541,3 +541,119 @@ fn usage_errors_exit_2() {
     let out = torchtrtc(["run", "m.onnx", "--input", "x"]);
     fails(&out, 1, &["expected NAME=VALUE"]);
 }
+
+/// The C test plugin `test_c::ScaleShift` (y = scale·x + shift) as a library of its own.
+fn scale_shift_library() -> PathBuf {
+    let source =
+        std::fs::read_to_string(root().join("crates/torchtrt-plugin-api/tests/c/scale_shift.c"))
+            .unwrap();
+    c_library(&source, "libscale_shift.so")
+}
+
+/// The demo with a `test_c::ScaleShift` node (scale 2, shift 0.5) after the convolution.
+/// Instance normalization removes a per-tensor affine map, so the reference still holds.
+fn demo_with_scale_shift() -> PathBuf {
+    use torchtrt::onnx::proto::attribute_proto::AttributeType;
+    use torchtrt::onnx::proto::{AttributeProto, NodeProto, OperatorSetIdProto};
+    let bytes = std::fs::read(demo("demo.onnx")).unwrap();
+    let mut model = torchtrt::onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
+    model.opset_import.push(OperatorSetIdProto {
+        domain: Some("test_c".into()),
+        version: Some(1),
+    });
+    let graph = model.graph.as_mut().unwrap();
+    let at = graph
+        .node
+        .iter()
+        .position(|n| n.op_type() == "Conv")
+        .unwrap();
+    for n in &mut graph.node {
+        for i in &mut n.input {
+            if i == "conv" {
+                *i = "scaled".into();
+            }
+        }
+    }
+    let float = |name: &str, f: f32| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Float as i32),
+        f: Some(f),
+        ..AttributeProto::default()
+    };
+    graph.node.insert(
+        at + 1,
+        NodeProto {
+            input: vec!["conv".into()],
+            output: vec!["scaled".into()],
+            name: Some("scale_shift".into()),
+            op_type: Some("ScaleShift".into()),
+            domain: Some("test_c".into()),
+            attribute: vec![float("scale", 2.0), float("shift", 0.5)],
+            ..NodeProto::default()
+        },
+    );
+    let path = scratch("demo_scale_shift.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn external_plugin_library_is_named_where_a_deployment_needs_it() {
+    let lib = scale_shift_library();
+    let model = demo_with_scale_shift();
+    let engine = scratch("scale_shift.engine");
+    let compile = |extra: &[&std::ffi::OsStr]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "compile".as_ref(),
+            model.as_os_str(),
+            "-o".as_ref(),
+            engine.as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        torchtrtc(args)
+    };
+    fails(
+        &compile(&[]),
+        1,
+        &["node `scale_shift`", "test_c::ScaleShift@1"],
+    );
+    let out = compile(&["--plugins".as_ref(), lib.as_os_str()]);
+    let stdout = succeeds(&out);
+    assert!(stdout.contains("libscale_shift.so"), "{stdout}");
+
+    let shown = succeeds(&torchtrtc([
+        "inspect".as_ref(),
+        engine.as_os_str(),
+        "--plugins".as_ref(),
+        lib.as_os_str(),
+    ]));
+    let deploy = shown
+        .lines()
+        .find(|l| l.starts_with("deployment needs:"))
+        .unwrap();
+    assert!(
+        deploy.contains("built-in plugins baked in") && deploy.contains("; plus /"),
+        "{deploy}"
+    );
+    assert!(deploy.ends_with("libscale_shift.so"), "{deploy}");
+    assert!(shown.contains("scale: f32 = 2"), "{shown}");
+
+    let run = |extra: &[&std::ffi::OsStr]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), engine.as_os_str()];
+        let input = input_arg(&demo("x.npy"));
+        let check = format!("y={}", demo("y.npy").display());
+        let mut owned: Vec<std::ffi::OsString> = vec![
+            "--input".into(),
+            input.into(),
+            "--check".into(),
+            check.into(),
+        ];
+        owned.extend(extra.iter().map(|s| s.to_os_string()));
+        args.extend(owned.iter().map(|s| s.as_os_str()));
+        torchtrtc(args)
+    };
+    fails(&run(&[]), 1, &["ScaleShift", "libscale_shift.so"]);
+    let stdout = succeeds(&run(&["--plugins".as_ref(), lib.as_os_str()]));
+    assert!(stdout.contains("check y: ok"), "{stdout}");
+    assert!(stdout.contains("test_c::ScaleShift@1"), "{stdout}");
+}
