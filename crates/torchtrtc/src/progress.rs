@@ -27,7 +27,7 @@ impl Progress {
 
     /// A bar over `n` iterations of `what`.
     pub fn iterations(n: usize, what: &str) -> Progress {
-        let p = Progress::new(n, "{msg} [{bar:30}] {pos}/{len} ({per_sec}, {eta} left)");
+        let p = Progress::new(n, "{msg} [{bar:30}] {pos}/{len} ({elapsed}, {eta} left)");
         p.message(what);
         p
     }
@@ -51,6 +51,13 @@ impl Progress {
                 bar.inc(1);
             }
             bar.set_message(name.to_string());
+        }
+    }
+
+    /// Changes the number of stages or iterations, e.g. once the path taken is known.
+    pub fn set_total(&self, total: usize) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total as u64);
         }
     }
 

@@ -657,3 +657,20 @@ fn external_plugin_library_is_named_where_a_deployment_needs_it() {
     assert!(stdout.contains("check y: ok"), "{stdout}");
     assert!(stdout.contains("test_c::ScaleShift@1"), "{stdout}");
 }
+
+#[test]
+fn help_on_every_command() {
+    for (cmd, flag) in [
+        ("compile", "--input <NAME=SHAPE>"),
+        ("run", "--check <NAME=FILE>"),
+        ("inspect", "--plugins <LIB>"),
+        ("plugins", "--docs"),
+        ("bench", "--json"),
+    ] {
+        let stdout = succeeds(&torchtrtc([cmd, "--help"]));
+        assert!(
+            stdout.contains(flag),
+            "{cmd} --help lacks {flag}:\n{stdout}"
+        );
+    }
+}

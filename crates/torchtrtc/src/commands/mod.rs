@@ -67,6 +67,7 @@ pub fn load_or_compile(
         .map(|b| b.starts_with(&torchtrt::ENGINE_MAGIC))
         .with_context(|| format!("reading {}", path.display()))?;
     if is_engine {
+        progress.set_total(2);
         progress.stage("loading engine");
         return torchtrt::Runtime::new()?
             .deserialize_file(path)
