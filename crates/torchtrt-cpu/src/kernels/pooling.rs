@@ -142,20 +142,44 @@ impl<C: Real> Reduction<C> for LpOf {
 }
 
 impl Pool {
-    /// Pools every (image, channel) plane, planes in parallel.
+    /// Pools one output line (the innermost dim) at a time, lines in parallel; each tap
+    /// updates a whole line, so the inner loops run over consecutive outputs. Types computed
+    /// in a wider type are converted a plane per task.
     fn run<T: FloatElem>(&self, x: &[T], out: &mut [T]) {
-        let (plane, outputs) = (self.window.input_len(), self.window.output_len());
-        let work = outputs * self.window.kernel_len();
+        let w = &self.window;
+        let (plane, o2) = (w.input_len(), w.output[2]);
+        let lines_per_plane = w.output[0] * w.output[1];
         let spans: [Vec<Span>; 3] = std::array::from_fn(|d| self.spans(d));
+        let inner: Vec<_> = (0..w.kernel[2]).map(|t| w.inner_span(t)).collect();
+        let geo = LineGeometry {
+            spans: &spans,
+            inner: &inner,
+        };
+        let line = |src: &[T::C], l: usize, dst: &mut [T::C]| match self.kind {
+            PoolKind::Max => self.line(MaxOf, &geo, src, l, dst),
+            PoolKind::Average => self.line(MeanOf, &geo, src, l, dst),
+            PoolKind::Lp { p } => self.line(LpOf(p), &geo, src, l, dst),
+        };
         let init = || (Vec::new(), Vec::new());
-        for_each_row(out, outputs, work, init, |(in_buf, out_buf), p, dst| {
-            let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
-            T::write(dst, out_buf, |dst| match self.kind {
-                PoolKind::Max => self.plane(MaxOf, &spans, src, dst),
-                PoolKind::Average => self.plane(MeanOf, &spans, src, dst),
-                PoolKind::Lp { p } => self.plane(LpOf(p), &spans, src, dst),
+        if size_of::<T>() == size_of::<T::C>() {
+            let work = o2 * w.kernel_len();
+            for_each_row(out, o2, work, init, |(in_buf, out_buf), l, dst| {
+                let p = l / lines_per_plane;
+                let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
+                T::write(dst, out_buf, |dst| line(src, l % lines_per_plane, dst));
             });
-        });
+        } else {
+            let outputs = w.output_len();
+            let work = outputs * w.kernel_len();
+            for_each_row(out, outputs, work, init, |(in_buf, out_buf), p, dst| {
+                let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
+                T::write(dst, out_buf, |dst| {
+                    for (l, d) in dst.chunks_exact_mut(o2).enumerate() {
+                        line(src, l, d);
+                    }
+                });
+            });
+        }
     }
 
     fn spans(&self, dim: usize) -> Vec<Span> {
@@ -172,46 +196,54 @@ impl Pool {
             .collect()
     }
 
-    fn plane<C: Real, R: Reduction<C>>(
+    /// Output line `l` of a plane (`l` = outer index · output[1] + middle index).
+    fn line<C: Real, R: Reduction<C>>(
         &self,
         op: R,
-        spans: &[Vec<Span>; 3],
+        geo: &LineGeometry<'_>,
         src: &[C],
+        l: usize,
         dst: &mut [C],
     ) {
         let w = &self.window;
         let [_, i1, i2] = w.input;
-        let [d0, d1, d2] = w.dilation;
-        let mut out = dst.iter_mut();
-        for s0 in &spans[0] {
-            for s1 in &spans[1] {
-                for s2 in &spans[2] {
-                    let mut acc = op.start();
-                    for t0 in 0..s0.valid {
-                        let p = s0.start + t0 * d0;
-                        for t1 in 0..s1.valid {
-                            let row = (p * i1 + s1.start + t1 * d1) * i2 + s2.start;
-                            if d2 == 1 {
-                                for &v in &src[row..row + s2.valid] {
-                                    acc = op.step(acc, v);
-                                }
-                            } else {
-                                for t2 in 0..s2.valid {
-                                    acc = op.step(acc, src[row + t2 * d2]);
-                                }
-                            }
+        let [d0, d1, _] = w.dilation;
+        let s = w.stride[2];
+        let (s0, s1) = (geo.spans[0][l / w.output[1]], geo.spans[1][l % w.output[1]]);
+        dst.fill(op.start());
+        for t0 in 0..s0.valid {
+            let p = s0.start + t0 * d0;
+            for t1 in 0..s1.valid {
+                let start = (p * i1 + s1.start + t1 * d1) * i2;
+                let row = &src[start..start + i2];
+                for (range, first) in geo.inner {
+                    let inside = &mut dst[range.clone()];
+                    if s == 1 {
+                        for (o, &v) in inside.iter_mut().zip(&row[*first..]) {
+                            *o = op.step(*o, v);
                         }
-                    }
-                    let count = if self.count_include_pad {
-                        s0.padded * s1.padded * s2.padded
                     } else {
-                        s0.valid * s1.valid * s2.valid
-                    };
-                    if let Some(o) = out.next() {
-                        *o = op.finish(acc, count);
+                        for (j, o) in inside.iter_mut().enumerate() {
+                            *o = op.step(*o, row[first + j * s]);
+                        }
                     }
                 }
             }
         }
+        for (o, s2) in dst.iter_mut().zip(&geo.spans[2]) {
+            let count = if self.count_include_pad {
+                s0.padded * s1.padded * s2.padded
+            } else {
+                s0.valid * s1.valid * s2.valid
+            };
+            *o = op.finish(*o, count);
+        }
     }
+}
+
+/// What [`Pool::line`] needs of the window beyond the window itself: the spans of every
+/// output along each dim, and for each innermost tap the outputs it reads the input for.
+struct LineGeometry<'a> {
+    spans: &'a [Vec<Span>; 3],
+    inner: &'a [(std::ops::Range<usize>, usize)],
 }

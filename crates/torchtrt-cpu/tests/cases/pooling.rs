@@ -72,3 +72,35 @@ proptest! {
         check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scale(2.0))?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4))]
+
+    /// Inputs big enough to split into parallel tasks: a strided max pool, a padded average
+    /// pool, and LRN's window over a channel axis made spatial ([N, 1, C, H, W]).
+    #[test]
+    fn larger_inputs(c in 8usize..24, hw in 20usize..40, dtype in float_dtype(), seed: u64) {
+        let mut rng = Rng::new(seed);
+        let cases = [
+            (vec![2, c, hw, hw + 1], vec![3, 3], vec![2, 2], vec![0, 0], true, false),
+            (vec![1, c, hw + 2, hw], vec![3, 3], vec![1, 1], vec![1, 1], false, false),
+            (vec![1, 1, c, hw, hw], vec![5, 1, 1], vec![1, 1, 1], vec![2, 0, 0], false, true),
+        ];
+        for (shape, kernel, strides, pads, max, count_include_pad) in cases {
+            let p = PoolParams {
+                dilations: vec![1; kernel.len()],
+                kernel,
+                strides,
+                pads_begin: pads.clone(),
+                pads_end: pads,
+                ceil_mode: false,
+                count_include_pad,
+                max,
+                lp: None,
+            };
+            let x = random(dtype, &shape, &mut rng, -2.0, 2.0);
+            let got = run(layer(&p), &[&x])?;
+            check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scale(2.0))?;
+        }
+    }
+}
