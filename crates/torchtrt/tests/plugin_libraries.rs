@@ -5,31 +5,14 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use common::{assert_close, random_f32, workspace_root};
+use common::{assert_close, build_example, random_f32};
 use torchtrt::plugin_api::{DType, FieldCollection, PluginKey};
 use torchtrt::{BuildConfig, Dim, NetworkDefinition, Runtime, Tensor, registry};
 
-/// Builds `examples/plugin_rust` with its own cargo and target folder (so it never waits on
-/// the cargo running this test) and returns the `.so`.
+/// The out-of-tree Rust plugin example as a built `.so`.
 fn build_swish() -> PathBuf {
-    let root = workspace_root();
-    let target = root.join("target/ext-tests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let out = Command::new(cargo)
-        .args(["build", "--offline", "--manifest-path"])
-        .arg(root.join("examples/plugin_rust/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "building examples/plugin_rust failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("debug/libtorchtrt_example_plugin_rust.so")
+    build_example("plugin_rust", "torchtrt_example_plugin_rust")
 }
 
 #[test]

@@ -1,0 +1,109 @@
+//! One-node ONNX models of custom-domain ops, and running them, for the extension tests.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use torchtrt::onnx::proto::attribute_proto::AttributeType;
+use torchtrt::onnx::proto::tensor_shape_proto::Dimension;
+use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
+use torchtrt::onnx::proto::type_proto::{Tensor as TensorType, Value as TypeValue};
+use torchtrt::onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
+    TypeProto, ValueInfoProto,
+};
+use torchtrt::{BuildConfig, Engine, Tensor};
+
+/// A FLOAT attribute.
+pub fn float(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Float as i32),
+        f: Some(v),
+        ..AttributeProto::default()
+    }
+}
+
+/// An f32 value of shape `[n, 8]` with `n` dynamic.
+fn value(name: &str) -> ValueInfoProto {
+    let dim = |v| Dimension {
+        value: Some(v),
+        ..Dimension::default()
+    };
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(TypeValue::TensorType(TensorType {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: vec![
+                        dim(DimValue::DimParam("n".into())),
+                        dim(DimValue::DimValue(8)),
+                    ],
+                }),
+            })),
+            ..TypeProto::default()
+        }),
+        ..ValueInfoProto::default()
+    }
+}
+
+/// `y = domain::op(x; attrs)` in a node called `name`, `x` and `y` of shape `[n, 8]`, written
+/// to a file of its own; returns the path.
+pub fn one_node_model(name: &str, domain: &str, op: &str, attrs: Vec<AttributeProto>) -> PathBuf {
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![
+            OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            },
+            OperatorSetIdProto {
+                domain: Some(domain.into()),
+                version: Some(1),
+            },
+        ],
+        graph: Some(GraphProto {
+            name: Some("extension_test".into()),
+            node: vec![NodeProto {
+                op_type: Some(op.into()),
+                domain: Some(domain.into()),
+                name: Some(name.into()),
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                attribute: attrs,
+                ..NodeProto::default()
+            }],
+            input: vec![value("x")],
+            output: vec![value("y")],
+            ..GraphProto::default()
+        }),
+        ..ModelProto::default()
+    };
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let path = dir.join(format!("{name}.onnx"));
+    std::fs::write(&path, prost::Message::encode_to_vec(&model)).expect("model written");
+    path
+}
+
+/// Imports and compiles a model with the default options (extension converters included).
+pub fn compile(path: &PathBuf) -> Result<Engine, String> {
+    let net = torchtrt::import_onnx(path, torchtrt::onnx::ImportOptions::default())
+        .map_err(|e| e.to_string())?;
+    torchtrt::compile(&net, &BuildConfig::default()).map_err(|e| e.to_string())
+}
+
+/// Runs an engine on `x` of shape `[n, 8]` and returns `y`.
+pub fn run(engine: &Engine, x: &[f32]) -> Result<Vec<f32>, String> {
+    let input = Tensor::from_vec(&[x.len() / 8, 8], x.to_vec()).map_err(|e| e.to_string())?;
+    let out = engine
+        .create_context()
+        .execute(&[&input])
+        .map_err(|e| e.to_string())?;
+    Ok(out[0]
+        .as_slice::<f32>()
+        .map_err(|e| e.to_string())?
+        .to_vec())
+}
