@@ -61,3 +61,39 @@ pub fn file_safe(name: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_shapes_fixed_and_dynamic() {
+        let (name, dims) = parse_input_shape("x=1x3x224x224").unwrap();
+        assert_eq!(name, "x");
+        assert_eq!(dims, [1, 3, 224, 224].map(Dim::Fixed).to_vec());
+        let (_, dims) = parse_input_shape("img=1x3x8;4x3x16;8x3x32").unwrap();
+        assert_eq!(dims[0], Dim::dynamic("img.0", 1, 4, 8));
+        assert_eq!(dims[1], Dim::Fixed(3));
+        assert_eq!(dims[2], Dim::dynamic("img.2", 8, 16, 32));
+    }
+
+    #[test]
+    fn bad_input_shapes_name_the_problem() {
+        for (spec, why) in [
+            ("x", "expected NAME=SHAPE"),
+            ("x=1xQ", "`Q` is not a dimension"),
+            ("x=1;2", "give one shape or three"),
+            ("x=1x2;1;1x2", "different ranks"),
+            ("x=4;2;8", "MIN ≤ OPT ≤ MAX"),
+        ] {
+            let err = parse_input_shape(spec).unwrap_err().to_string();
+            assert!(err.contains(why), "{spec}: {err}");
+        }
+    }
+
+    #[test]
+    fn file_safe_names() {
+        assert_eq!(file_safe("normalize/div:0 x"), "normalize_div_0_x");
+        assert_eq!(file_safe("a.b-c_d"), "a.b-c_d");
+    }
+}

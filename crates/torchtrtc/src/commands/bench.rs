@@ -79,9 +79,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
     let median = pct(0.5);
     let rss = peak_rss_bytes();
+    let shapes: Vec<String> = engine
+        .plan()
+        .inputs
+        .iter()
+        .zip(&inputs)
+        .map(|(i, t)| format!("{}{:?}", i.name, t.shape()))
+        .collect();
     println!(
-        "{}: min {:.3} ms, median {median:.3} ms, p90 {:.3} ms, p99 {:.3} ms, {:.1} inferences/s, peak RSS {:.1} MiB",
+        "{} at {}: min {:.3} ms, median {median:.3} ms, p90 {:.3} ms, p99 {:.3} ms, {:.1} inferences/s, peak RSS {:.1} MiB",
         a.model.display(),
+        shapes.join(" "),
         times[0],
         pct(0.9),
         pct(0.99),
