@@ -674,3 +674,38 @@ fn help_on_every_command() {
         );
     }
 }
+
+#[test]
+fn run_reads_onnx_tensor_protos_as_inputs() {
+    let npy = std::fs::read(demo("x.npy")).unwrap();
+    let header = u16::from_le_bytes([npy[8], npy[9]]) as usize;
+    let raw = npy[10 + header..].to_vec();
+    assert_eq!(raw.len(), 3 * 16 * 16 * 4);
+    let proto = torchtrt::onnx::proto::TensorProto {
+        dims: vec![1, 3, 16, 16],
+        data_type: Some(1),
+        name: Some("x".into()),
+        raw_data: Some(raw),
+        ..Default::default()
+    };
+    let pb = scratch("input_0.pb");
+    std::fs::write(&pb, proto.encode_to_vec()).unwrap();
+    let out = torchtrtc([
+        "run".as_ref(),
+        demo_engine().as_os_str(),
+        "--input".as_ref(),
+        input_arg(&pb).as_ref(),
+        "--check".as_ref(),
+        format!("y={}", demo("y.npy").display()).as_ref(),
+    ]);
+    assert!(succeeds(&out).contains("check y: ok"));
+    let bad = scratch("garbage.pb");
+    std::fs::write(&bad, [0xffu8; 7]).unwrap();
+    let out = torchtrtc([
+        "run".as_ref(),
+        demo_engine().as_os_str(),
+        "--input".as_ref(),
+        input_arg(&bad).as_ref(),
+    ]);
+    fails(&out, 1, &["garbage.pb", "not an ONNX TensorProto"]);
+}
