@@ -1,6 +1,7 @@
 //! `CustomGeluPluginDynamic` v1 (namespace `""`): GELU in its exact (erf) or tanh form, with
 //! an optional bias added along the last dimension first.
 
+mod cuda;
 mod kernel;
 
 use std::sync::Arc;
@@ -142,6 +143,12 @@ impl Plugin for GeluPlugin {
     }
 
     fn enqueue(&self, launch: Launch<'_, '_>) -> PluginResult<()> {
+        if let Launch::Cuda(c) = &launch {
+            if let Some(x) = c.inputs.first() {
+                self.check_bias(&x.desc.shape)?;
+            }
+            return cuda::enqueue(&self.origin, self.form, self.bias.as_deref(), c);
+        }
         let cpu = self.origin.cpu_launch(launch)?;
         let shape = cpu
             .inputs

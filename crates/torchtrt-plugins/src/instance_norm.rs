@@ -2,6 +2,7 @@
 //! 3-D to 5-D `[N, C, …]` inputs, a per-channel scale and bias, and an optional fused
 //! (leaky) relu.
 
+mod cuda;
 mod kernel;
 
 use std::sync::Arc;
@@ -152,6 +153,18 @@ impl Plugin for InstanceNormPlugin {
     }
 
     fn enqueue(&self, launch: Launch<'_, '_>) -> PluginResult<()> {
+        if let Launch::Cuda(c) = &launch {
+            if let Some(x) = c.inputs.first() {
+                self.check_channels(&x.desc.shape)?;
+            }
+            let params = cuda::Params {
+                scales: &self.scales,
+                bias: &self.bias,
+                epsilon: self.epsilon,
+                leaky_slope: self.relu.then_some(self.alpha),
+            };
+            return cuda::enqueue(&self.origin, &params, c);
+        }
         let cpu = self.origin.cpu_launch(launch)?;
         let shape = cpu
             .inputs

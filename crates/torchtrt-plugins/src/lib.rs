@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 
 use torchtrt_plugin_api::{PluginResult, Registrar};
 
+pub mod cuda;
 pub mod gelu;
 pub mod instance_norm;
 pub mod interpolate;

@@ -2,6 +2,7 @@
 //! (`torch.norm`), or, with `mode = "normalize"`, the input divided by that norm
 //! (`F.normalize`: `x / max(‖x‖ₚ, eps)`).
 
+mod cuda;
 mod fused;
 mod kernel;
 mod loops;
@@ -223,6 +224,18 @@ impl Plugin for NormalizePlugin {
     }
 
     fn enqueue(&self, launch: Launch<'_, '_>) -> PluginResult<()> {
+        if let Launch::Cuda(c) = &launch {
+            let shape = c.inputs.first().map(|t| t.desc.shape.clone());
+            let shape = shape.unwrap_or_default();
+            let params = cuda::Params {
+                mask: &self.reduced(shape.len())?,
+                order: Order::new(self.order),
+                mode: self.mode,
+                eps: self.eps,
+                expected_out: &self.out_shape(&shape, 1)?,
+            };
+            return cuda::enqueue(&self.origin, &params, c);
+        }
         let cpu = self.origin.cpu_launch(launch)?;
         let shape = cpu
             .inputs

@@ -148,7 +148,7 @@ pub(crate) fn supports_unary_float(
     let Some(port) = io.get(pos) else {
         return false;
     };
-    if device != DeviceKind::Cpu || num_inputs != 1 || pos > 1 {
+    if !matches!(device, DeviceKind::Cpu | DeviceKind::Cuda) || num_inputs != 1 || pos > 1 {
         return false;
     }
     if port.format != TensorFormat::Linear || !FLOAT_DTYPES.contains(&port.dtype) {

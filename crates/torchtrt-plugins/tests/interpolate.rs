@@ -733,7 +733,7 @@ fn shape_and_launch_errors() {
         device: 0,
         stream: std::ptr::null_mut(),
     }));
-    assert!(matches!(cuda, Err(PluginError::Unsupported(_))));
+    assert!(cuda.is_err());
 
     let input = Buf::from_f32(DType::F32, &random_data(3, 17));
     let mut output = Buf::zeros(DType::F32, 32);
@@ -773,7 +773,7 @@ fn supports_cpu_float_linear_same_dtype() {
         let io = [PortDesc::linear(dtype), PortDesc::linear(dtype)];
         assert!(plugin.supports(0, &io, 1, DeviceKind::Cpu));
         assert!(plugin.supports(1, &io, 1, DeviceKind::Cpu));
-        assert!(!plugin.supports(0, &io, 1, DeviceKind::Cuda));
+        assert!(plugin.supports(0, &io, 1, DeviceKind::Cuda));
     }
     let mixed = [PortDesc::linear(DType::F32), PortDesc::linear(DType::F16)];
     assert!(!plugin.supports(1, &mixed, 1, DeviceKind::Cpu));

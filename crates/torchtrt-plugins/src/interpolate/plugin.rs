@@ -145,7 +145,7 @@ impl Plugin for InterpolatePlugin {
         let Some(port) = io.get(pos) else {
             return false;
         };
-        device == DeviceKind::Cpu
+        matches!(device, DeviceKind::Cpu | DeviceKind::Cuda)
             && num_inputs == 1
             && pos < 2
             && port.format == TensorFormat::Linear
@@ -192,11 +192,22 @@ impl Plugin for InterpolatePlugin {
                 launch::run(&self.config, input, output, cpu.threads)
                     .map_err(|e| self.input_error(e))
             }
-            Launch::Cuda(_) => Err(PluginError::Unsupported(format!(
-                "plugin {} layer `{}`: no CUDA kernel yet",
-                key(),
-                self.layer
-            ))),
+            Launch::Cuda(c) => {
+                self.check_counts(c.inputs.len(), Some(c.outputs.len()))?;
+                let (x, y) = (&c.inputs[0], &c.outputs[0]);
+                self.check_dtype(x.desc.dtype)?;
+                if y.desc.dtype != x.desc.dtype {
+                    return Err(self.input_error(format!(
+                        "output dtype {} differs from input dtype {}",
+                        y.desc.dtype, x.desc.dtype
+                    )));
+                }
+                self.check_shapes(&x.desc.shape, &y.desc.shape)?;
+                super::cuda::enqueue(&self.config, x, y, &c).map_err(|e| match e {
+                    PluginError::InvalidInput(m) => self.input_error(m),
+                    other => other,
+                })
+            }
         }
     }
 

@@ -1,0 +1,243 @@
+//! The NormalizePlugin CUDA kernels. Dimensions are merged into alternating runs of kept
+//! and reduced dimensions (size-1 dimensions dropped). When the innermost run is reduced a
+//! warp folds one output (lanes over contiguous elements); otherwise a thread folds one
+//! output over strided elements, coalesced across neighbouring threads, and in mode
+//! `normalize` keeps up to 64 of them in registers for the second pass.
+
+use torchtrt_plugin_api::{CudaLaunch, DType, PluginResult};
+
+use super::Mode;
+use super::reduce::Order;
+use crate::cuda::{self, Args, Program};
+use crate::support::Origin;
+
+const PROGRAM: Program = Program {
+    name: "normalize",
+    source: r#"
+#define CACHE 64
+__device__ __forceinline__ float fold(int ord, float p, float acc, float v) {
+    float a = fabsf(v);
+    switch (ord) {
+        case 0: return acc + a;
+        case 1: return fmaf(v, v, acc);
+        case 2: return fmaxf(acc, a);
+        default: return acc + powf(a, p);
+    }
+}
+__device__ __forceinline__ float finish(int ord, float p, float acc) {
+    switch (ord) {
+        case 1: return sqrtf(acc);
+        case 3: return powf(acc, 1.0f / p);
+        default: return acc;
+    }
+}
+/* geo: nk, nr, kdim[nk], kstride[nk], rdim[nr], rstride[nr]; runs outer to inner. */
+__device__ __forceinline__ i64 offset(const i64* dim, const i64* stride, int n, i64 i) {
+    i64 off = 0;
+    for (int d = n - 1; d >= 0; --d) { i64 q = i / dim[d]; off += (i - q * dim[d]) * stride[d]; i = q; }
+    return off;
+}
+
+template <typename D, int MODE>
+__device__ __forceinline__ void norm_thread(const typename D::T* x, typename D::T* y,
+        const i64* geo, i64 K, i64 R, int ord, float p, float eps) {
+    int nk = (int)geo[0], nr = (int)geo[1];
+    const i64 *kdim = geo + 2, *kstr = kdim + nk, *rdim = kstr + nk, *rstr = rdim + nr;
+    i64 rs = rstr[nr - 1];
+    bool simple = nr == 1;
+    bool cached = MODE == 1 && simple && R <= CACHE;
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < K; k += (i64)gridDim.x * blockDim.x) {
+        i64 base = offset(kdim, kstr, nk, k);
+        float acc = 0.0f;
+        float a[CACHE];
+        if (cached) {
+#pragma unroll
+            for (int r = 0; r < CACHE; ++r) if (r < R) a[r] = Elem<D>::load(x, base + r * rs);
+#pragma unroll
+            for (int r = 0; r < CACHE; ++r) if (r < R) acc = fold(ord, p, acc, a[r]);
+        } else {
+            for (i64 r = 0; r < R; ++r) {
+                i64 off = simple ? r * rs : offset(rdim, rstr, nr, r);
+                acc = fold(ord, p, acc, Elem<D>::load(x, base + off));
+            }
+        }
+        float norm = finish(ord, p, acc);
+        if (MODE == 0) { Elem<D>::store(y, k, norm); continue; }
+        float inv = 1.0f / fmaxf(norm, eps);
+        if (cached) {
+#pragma unroll
+            for (int r = 0; r < CACHE; ++r) if (r < R) Elem<D>::store(y, base + r * rs, a[r] * inv);
+        } else {
+            for (i64 r = 0; r < R; ++r) {
+                i64 off = base + (simple ? r * rs : offset(rdim, rstr, nr, r));
+                Elem<D>::store(y, off, Elem<D>::load(x, off) * inv);
+            }
+        }
+    }
+}
+
+template <typename D, int MODE>
+__device__ __forceinline__ void norm_warp(const typename D::T* x, typename D::T* y,
+        const i64* geo, i64 K, i64 R, int ord, float p, float eps) {
+    int nk = (int)geo[0], nr = (int)geo[1];
+    const i64 *kdim = geo + 2, *kstr = kdim + nk, *rdim = kstr + nk, *rstr = rdim + nr;
+    bool simple = nr == 1;
+    int lane = threadIdx.x & 31;
+    i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 k = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; k < K; k += warps) {
+        i64 base = offset(kdim, kstr, nk, k);
+        float acc = 0.0f;
+        for (i64 r = lane; r < R; r += 32) {
+            i64 off = simple ? r : offset(rdim, rstr, nr, r);
+            acc = fold(ord, p, acc, Elem<D>::load(x, base + off));
+        }
+        acc = ord == 2 ? warp_max(acc) : warp_sum(acc);
+        float norm = finish(ord, p, acc);
+        if (MODE == 0) { if (lane == 0) Elem<D>::store(y, k, norm); continue; }
+        float inv = 1.0f / fmaxf(norm, eps);
+        for (i64 r = lane; r < R; r += 32) {
+            i64 off = base + (simple ? r : offset(rdim, rstr, nr, r));
+            Elem<D>::store(y, off, Elem<D>::load(x, off) * inv);
+        }
+    }
+}
+
+#define NORM(name, D) \
+extern "C" __global__ void norm_thread_norm_##name(const D::T* x, D::T* y, const i64* g, i64 K, i64 R, int o, float p, float e) \
+{ norm_thread<D, 0>(x, y, g, K, R, o, p, e); } \
+extern "C" __global__ void norm_thread_normalize_##name(const D::T* x, D::T* y, const i64* g, i64 K, i64 R, int o, float p, float e) \
+{ norm_thread<D, 1>(x, y, g, K, R, o, p, e); } \
+extern "C" __global__ void norm_warp_norm_##name(const D::T* x, D::T* y, const i64* g, i64 K, i64 R, int o, float p, float e) \
+{ norm_warp<D, 0>(x, y, g, K, R, o, p, e); } \
+extern "C" __global__ void norm_warp_normalize_##name(const D::T* x, D::T* y, const i64* g, i64 K, i64 R, int o, float p, float e) \
+{ norm_warp<D, 1>(x, y, g, K, R, o, p, e); }
+FOR_EACH_DTYPE(NORM)
+"#,
+};
+
+/// Merged runs of `dims`: `(size, stride, reduced)`, outer to inner, size-1 dims dropped.
+fn runs(dims: &[usize], mask: &[bool]) -> Vec<(usize, usize, bool)> {
+    let mut stride = 1usize;
+    let mut out: Vec<(usize, usize, bool)> = Vec::new();
+    for (&d, &r) in dims.iter().zip(mask).rev() {
+        if d != 1 {
+            match out.last_mut() {
+                Some(last) if last.2 == r && last.1 * last.0 == stride => last.0 *= d,
+                _ => out.push((d, stride, r)),
+            }
+        }
+        stride *= d;
+    }
+    out.reverse();
+    out
+}
+
+fn kernel(warp: bool, mode: Mode, dtype: DType) -> Option<&'static str> {
+    Some(match (warp, mode, dtype) {
+        (false, Mode::Norm, DType::F32) => "norm_thread_norm_f32",
+        (false, Mode::Norm, DType::F16) => "norm_thread_norm_f16",
+        (false, Mode::Norm, DType::BF16) => "norm_thread_norm_bf16",
+        (false, Mode::Normalize, DType::F32) => "norm_thread_normalize_f32",
+        (false, Mode::Normalize, DType::F16) => "norm_thread_normalize_f16",
+        (false, Mode::Normalize, DType::BF16) => "norm_thread_normalize_bf16",
+        (true, Mode::Norm, DType::F32) => "norm_warp_norm_f32",
+        (true, Mode::Norm, DType::F16) => "norm_warp_norm_f16",
+        (true, Mode::Norm, DType::BF16) => "norm_warp_norm_bf16",
+        (true, Mode::Normalize, DType::F32) => "norm_warp_normalize_f32",
+        (true, Mode::Normalize, DType::F16) => "norm_warp_normalize_f16",
+        (true, Mode::Normalize, DType::BF16) => "norm_warp_normalize_bf16",
+        _ => return None,
+    })
+}
+
+/// The layer's settings as the kernels take them.
+pub(super) struct Params<'a> {
+    pub(super) mask: &'a [bool],
+    pub(super) order: Order,
+    pub(super) mode: Mode,
+    pub(super) eps: f32,
+    pub(super) expected_out: &'a [i64],
+}
+
+/// Queues the norm (or normalisation) of the launch's one input into its one output.
+pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) -> PluginResult<()> {
+    let (x, y, n) = origin.check_unary_cuda(cuda, Some(p.expected_out))?;
+    if n == 0 {
+        return Ok(());
+    }
+    let dims: Vec<usize> = x.desc.shape.iter().map(|&d| d as usize).collect();
+    let mut runs = runs(&dims, p.mask);
+    if !runs.iter().any(|r| r.2) {
+        runs.push((1, 1, true));
+    }
+    let (kept, reduced): (Vec<_>, Vec<_>) = runs.iter().partition(|r| !r.2);
+    let kept = if kept.is_empty() {
+        vec![(1, 0, false)]
+    } else {
+        kept
+    };
+    let big_k: usize = kept.iter().map(|r| r.0).product();
+    let big_r: usize = reduced.iter().map(|r| r.0).product();
+    let mut geo: Vec<i64> = vec![kept.len() as i64, reduced.len() as i64];
+    for set in [&kept, &reduced] {
+        geo.extend(set.iter().map(|r| r.0 as i64));
+        geo.extend(set.iter().map(|r| r.1 as i64));
+    }
+    let warp = runs.last().is_some_and(|r| r.2 && r.1 == 1) && big_r >= 16;
+    let dtype = x.desc.dtype;
+    let name = kernel(warp, p.mode, dtype)
+        .ok_or_else(|| origin.input_error(format!("no CUDA kernel for {dtype}")))?;
+    let (ord, pw) = match p.order {
+        Order::One => (0, 1.0),
+        Order::Two => (1, 2.0),
+        Order::Inf => (2, 0.0),
+        Order::P(v) => (3, v),
+    };
+    let geo = cuda::constant(cuda, bytemuck::cast_slice(&geo))?;
+    let threads = 256u64;
+    let workers = if warp {
+        big_k as u64 * 32
+    } else {
+        big_k as u64
+    };
+    let blocks = workers.div_ceil(threads).clamp(1, 1 << 20) as u32;
+    let args = Args::default()
+        .ptr(x.ptr)
+        .ptr(y.ptr)
+        .ptr(geo)
+        .i64(big_k as i64)
+        .i64(big_r as i64)
+        .i32(ord)
+        .f32(pw)
+        .f32(p.eps);
+    // SAFETY: the arguments match the kernel; the tensors were checked by
+    // `check_unary_cuda`; the geometry table lives for the process.
+    unsafe {
+        cuda::launch(
+            &PROGRAM,
+            name,
+            cuda,
+            (blocks, 1, 1),
+            (threads as u32, 1, 1),
+            0,
+            args,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn runs_merge_neighbours_and_drop_ones() {
+        assert_eq!(
+            runs(&[2, 3, 4, 5], &[false, true, false, false]),
+            vec![(2, 60, false), (3, 20, true), (20, 1, false)]
+        );
+        assert_eq!(
+            runs(&[2, 1, 4, 5], &[true, false, true, true]),
+            vec![(40, 1, true)]
+        );
+    }
+}
