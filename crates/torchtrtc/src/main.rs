@@ -106,6 +106,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     progress::init(cli.quiet, cli.verbose);
     let result = match cli.command {

@@ -1,8 +1,11 @@
 //! Progress bars for long work (compile stages, bench iterations), drawn on stderr only
-//! when both stdout and stderr are terminals and neither `-q` nor `-v` is given.
+//! when both stdout and stderr are terminals and neither `-q` nor `-v` is given; with `-v`
+//! each stage is logged with its time instead.
 
+use std::cell::Cell;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -14,9 +17,10 @@ pub fn init(quiet: bool, verbose: u8) {
     ENABLED.store(tty && !quiet && verbose == 0, Ordering::Relaxed);
 }
 
-/// A bar, or nothing when bars are off; every method is then a no-op.
+/// A bar, or nothing when bars are off. Stages are also logged (`-v`) with their times.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    current: Cell<Option<(&'static str, Instant)>>,
 }
 
 impl Progress {
@@ -34,18 +38,26 @@ impl Progress {
 
     fn new(total: usize, template: &str) -> Progress {
         if !ENABLED.load(Ordering::Relaxed) {
-            return Progress { bar: None };
+            return Progress {
+                bar: None,
+                current: Cell::new(None),
+            };
         }
         let bar = ProgressBar::new(total as u64);
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.enable_steady_tick(std::time::Duration::from_millis(100));
-        Progress { bar: Some(bar) }
+        Progress {
+            bar: Some(bar),
+            current: Cell::new(None),
+        }
     }
 
     /// Starts stage `name`, counting the previous one as done.
-    pub fn stage(&self, name: &str) {
+    pub fn stage(&self, name: &'static str) {
+        self.log_done();
+        self.current.set(Some((name, Instant::now())));
         if let Some(bar) = &self.bar {
             if !bar.message().is_empty() {
                 bar.inc(1);
@@ -75,8 +87,15 @@ impl Progress {
         }
     }
 
+    fn log_done(&self) {
+        if let Some((name, start)) = self.current.take() {
+            tracing::info!("{name}: {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
+        self.log_done();
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
