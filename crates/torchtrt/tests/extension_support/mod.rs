@@ -53,16 +53,14 @@ fn value(name: &str) -> ValueInfoProto {
 pub fn one_node_model(name: &str, domain: &str, op: &str, attrs: Vec<AttributeProto>) -> PathBuf {
     let model = ModelProto {
         ir_version: Some(8),
-        opset_import: vec![
-            OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(17),
-            },
-            OperatorSetIdProto {
-                domain: Some(domain.into()),
-                version: Some(1),
-            },
-        ],
+        opset_import: [("", 17), (domain, 1)]
+            .into_iter()
+            .filter(|&(d, v)| v == 17 || !d.is_empty())
+            .map(|(d, v)| OperatorSetIdProto {
+                domain: Some(d.into()),
+                version: Some(v),
+            })
+            .collect(),
         graph: Some(GraphProto {
             name: Some("extension_test".into()),
             node: vec![NodeProto {
