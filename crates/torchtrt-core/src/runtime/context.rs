@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use torchtrt_plugin_api::{ShapeDisplay, const_shape, shape_values};
+use torchtrt_plugin_api::{DType, ShapeDisplay, const_shape, shape_values};
 
 use super::pool::BufferPool;
 use crate::engine::Engine;
@@ -51,11 +51,19 @@ pub struct ExecutionContext {
     engine: Engine,
     pool: BufferPool,
     profile: Option<Vec<LayerTiming>>,
+    /// Per layer: whether its outputs follow from constants alone (a foldable layer of
+    /// constant inputs the builder left, e.g. one too large to fold into the engine).
+    derived: Vec<bool>,
+    /// Per layer: its outputs from the first run, when it is `derived`.
+    cached: Vec<Option<Vec<Arc<Tensor>>>>,
 }
 
 impl ExecutionContext {
     pub(crate) fn new(engine: Engine) -> ExecutionContext {
+        let derived = constant_derived(engine.plan());
         ExecutionContext {
+            cached: vec![None; derived.len()],
+            derived,
             engine,
             pool: BufferPool::default(),
             profile: None,
@@ -139,6 +147,12 @@ impl ExecutionContext {
                     slots[layer.outputs[0].index()] = Slot::Shared(c.value.clone());
                     continue;
                 }
+                if let Some(values) = &self.cached[li] {
+                    for (t, v) in layer.outputs.iter().zip(values) {
+                        slots[t.index()] = Slot::Shared(v.clone());
+                    }
+                    continue;
+                }
                 let kernel = inner.kernels[li].as_ref().ok_or_else(|| Error::Execution {
                     layer: layer.name.clone(),
                     message: "no kernel was prepared".into(),
@@ -157,19 +171,52 @@ impl ExecutionContext {
                     })
                     .collect::<Result<_>>()?;
                 let started = self.profile.is_some().then(Instant::now);
-                let mut outs = self.allocate_outputs(layer, &ins)?;
-                kernel
-                    .execute(&ins, &mut outs)
-                    .map_err(|message| Error::Execution {
-                        layer: layer.name.clone(),
-                        message,
-                    })?;
+                let dims = self.output_dims(layer, &ins)?;
+                let steal = is_view(&layer.kind)
+                    && plan.memory.release_after[li].contains(&layer.inputs[0])
+                    && matches!(slots[layer.inputs[0].index()], Slot::Owned(_))
+                    && dims.len() == 1
+                    && ins[0].dtype() == dims[0].0
+                    && ins[0].numel() == dims[0].1.iter().product::<usize>();
+                let outs = if steal {
+                    drop(ins);
+                    let Slot::Owned(mut t) =
+                        std::mem::replace(&mut slots[layer.inputs[0].index()], Slot::Empty)
+                    else {
+                        unreachable!("checked above")
+                    };
+                    t.reshape(&dims[0].1)?;
+                    vec![t]
+                } else {
+                    let mut outs: Vec<Tensor> = dims
+                        .iter()
+                        .map(|(dtype, d)| {
+                            let bytes = d.iter().product::<usize>() * dtype.size();
+                            Tensor::with_buffer(*dtype, d, self.pool.take(bytes))
+                        })
+                        .collect();
+                    kernel
+                        .execute(&ins, &mut outs)
+                        .map_err(|message| Error::Execution {
+                            layer: layer.name.clone(),
+                            message,
+                        })?;
+                    outs
+                };
                 if let (Some(t0), Some(p)) = (started, self.profile.as_mut()) {
                     p[li].calls += 1;
                     p[li].total += t0.elapsed();
                 }
-                for (t, out) in layer.outputs.iter().zip(outs) {
-                    slots[t.index()] = Slot::Owned(out);
+                if self.derived[li] {
+                    let values: Vec<Arc<Tensor>> = outs.into_iter().map(Arc::new).collect();
+                    for (t, v) in layer.outputs.iter().zip(&values) {
+                        slots[t.index()] = Slot::Shared(v.clone());
+                    }
+                    self.cached[li] = Some(values);
+                } else {
+                    for (t, out) in layer.outputs.iter().zip(outs) {
+                        slots[t.index()] = Slot::Owned(out);
+                    }
                 }
                 for t in &plan.memory.release_after[li] {
                     if let Slot::Owned(old) = std::mem::replace(&mut slots[t.index()], Slot::Empty)
@@ -219,11 +266,12 @@ impl ExecutionContext {
         result
     }
 
-    fn allocate_outputs(
-        &mut self,
+    /// The dtype and concrete shape of each output of `layer` on inputs `ins`.
+    fn output_dims(
+        &self,
         layer: &crate::network::Layer,
         ins: &[&Tensor],
-    ) -> Result<Vec<Tensor>> {
+    ) -> Result<Vec<(DType, Vec<usize>)>> {
         let shapes: Vec<_> = ins
             .iter()
             .map(|t| const_shape(&shape_i64(t.shape())))
@@ -256,17 +304,46 @@ impl ExecutionContext {
                         ),
                     })?;
                 let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-                let bytes = dims
-                    .iter()
+                dims.iter()
                     .try_fold(ty.dtype.size(), |a, &d| a.checked_mul(d))
                     .ok_or_else(|| Error::Execution {
                         layer: layer.name.clone(),
                         message: "output size overflows".into(),
                     })?;
-                Ok(Tensor::with_buffer(ty.dtype, &dims, self.pool.take(bytes)))
+                Ok((ty.dtype, dims))
             })
             .collect()
     }
+}
+
+/// Layers whose output is their first input's data under another shape.
+fn is_view(kind: &LayerKind) -> bool {
+    matches!(
+        kind,
+        LayerKind::Reshape(_)
+            | LayerKind::Flatten(_)
+            | LayerKind::Squeeze(_)
+            | LayerKind::Unsqueeze(_)
+    )
+}
+
+/// For each layer of `plan`, whether it is foldable and every input comes from a constant
+/// or from another such layer, so its outputs are the same on every run.
+fn constant_derived(plan: &crate::engine::EnginePlan) -> Vec<bool> {
+    let mut constant = vec![false; plan.tensor_names.len()];
+    plan.layers
+        .iter()
+        .map(|layer| {
+            let derived = match &layer.kind {
+                LayerKind::Constant(_) => true,
+                kind => kind.op().foldable() && layer.inputs.iter().all(|t| constant[t.index()]),
+            };
+            for t in &layer.outputs {
+                constant[t.index()] = derived;
+            }
+            derived && !matches!(layer.kind, LayerKind::Constant(_))
+        })
+        .collect()
 }
 
 fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<()> {
