@@ -357,6 +357,38 @@ fn engine_of_another_format_version() {
 }
 
 #[test]
+fn engine_for_another_target_or_damaged() {
+    let good = std::fs::read(demo_engine()).unwrap();
+    let mut cuda = good.clone();
+    cuda[12..16].copy_from_slice(&1u32.to_le_bytes());
+    cuda[16..20].copy_from_slice(&7u32.to_le_bytes());
+    let path = scratch("cuda_sm70.engine");
+    std::fs::write(&path, cuda).unwrap();
+    fails(
+        &torchtrtc(["inspect".as_ref(), path.as_os_str()]),
+        1,
+        &["cuda_sm70.engine", "cuda"],
+    );
+    let mut flipped = good.clone();
+    let at = good.len() - 3;
+    flipped[at] ^= 0x5a;
+    let path = scratch("flipped.engine");
+    std::fs::write(&path, flipped).unwrap();
+    fails(
+        &torchtrtc(["inspect".as_ref(), path.as_os_str()]),
+        1,
+        &["flipped.engine", "checksum"],
+    );
+    let path = scratch("short.engine");
+    std::fs::write(&path, &good[..good.len() / 2]).unwrap();
+    fails(
+        &torchtrtc(["inspect".as_ref(), path.as_os_str()]),
+        1,
+        &["short.engine"],
+    );
+}
+
+#[test]
 fn npy_of_the_wrong_dtype() {
     let data: Vec<u8> = pseudo_random(768)
         .iter()
