@@ -170,7 +170,7 @@ fn a_c_custom_op_becomes_a_plugin() {
     )
     .unwrap();
     let shape = vec![DimExpr::sym("n"), DimExpr::Const(5)];
-    assert_eq!(plugin.output_shapes(&[shape.clone()]).unwrap(), [shape]);
+    assert_eq!(plugin.output_shapes(std::slice::from_ref(&shape)).unwrap(), [shape]);
     assert_eq!(plugin.output_dtypes(&[DType::F32]).unwrap(), [DType::F32]);
     let x: Vec<f32> = (0..15).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
     let desc = TensorDesc::new(DType::F32, vec![3, 5]);
