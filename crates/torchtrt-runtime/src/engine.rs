@@ -467,12 +467,11 @@ pub unsafe extern "C" fn ttrt_engine_input_profile(
 ) -> TtrtStatus {
     guard("ttrt_engine_input_profile", || {
         with_entry(engine, index, false, |e| {
-            let pick: [(*mut TtrtTensorDesc, fn(&(i64, i64, i64)) -> i64); 3] =
-                [(min, |r| r.0), (opt, |r| r.1), (max, |r| r.2)];
-            for (p, f) in pick {
+            for (p, which) in [(min, 0), (opt, 1), (max, 2)] {
                 // SAFETY: the caller's contract: NULL or writable.
                 if let Some(p) = unsafe { p.as_mut() } {
-                    *p = desc(e.dtype, e.ranges.iter().map(f));
+                    let dims = e.ranges.iter().map(|&(lo, mid, hi)| [lo, mid, hi][which]);
+                    *p = desc(e.dtype, dims);
                 }
             }
             Ok(())

@@ -713,15 +713,19 @@ fn bad_models_and_compile_options_are_refused() {
         TTRT_ERROR_MODEL,
         &["not an ONNX model"],
     );
-    let mut options = TtrtCompileOptions::default();
-    options.precision = TTRT_DTYPE_I64;
+    let options = TtrtCompileOptions {
+        precision: TTRT_DTYPE_I64,
+        ..TtrtCompileOptions::default()
+    };
     fails(
         compile(&bytes, &options, &mut e),
         TTRT_ERROR_INVALID_ARGUMENT,
         &["options.precision"],
     );
-    options = TtrtCompileOptions::default();
-    options.device = TTRT_DEVICE_CUDA;
+    let options = TtrtCompileOptions {
+        device: TTRT_DEVICE_CUDA,
+        ..TtrtCompileOptions::default()
+    };
     fails(
         compile(&bytes, &options, &mut e),
         TTRT_ERROR_UNSUPPORTED,
