@@ -141,3 +141,18 @@ fn one_line(e: &anyhow::Error) -> String {
     }
     line.replace('\n', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn one_line_joins_causes_and_drops_repeats() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(io).context("m.engine: no such file");
+        let e = e.context("loading m.engine");
+        assert_eq!(one_line(&e), "loading m.engine: m.engine: no such file");
+        let e = anyhow::anyhow!("first\nsecond").context("outer");
+        assert_eq!(one_line(&e), "outer: first second");
+    }
+}
