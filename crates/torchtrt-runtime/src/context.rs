@@ -253,8 +253,11 @@ pub unsafe extern "C" fn ttrt_context_create(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ttrt_context_destroy(context: *mut TtrtContext) {
     if !context.is_null() {
-        // SAFETY: the caller's contract.
-        drop(unsafe { Box::from_raw(context) });
+        guard("ttrt_context_destroy", || {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(context) });
+            Ok(())
+        });
     }
 }
 

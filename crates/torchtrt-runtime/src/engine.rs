@@ -188,8 +188,11 @@ pub unsafe extern "C" fn ttrt_engine_deserialize_file(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ttrt_engine_destroy(engine: *mut TtrtEngine) {
     if !engine.is_null() {
-        // SAFETY: the caller's contract.
-        drop(unsafe { Box::from_raw(engine) });
+        guard("ttrt_engine_destroy", || {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(engine) });
+            Ok(())
+        });
     }
 }
 

@@ -89,8 +89,11 @@ pub unsafe extern "C" fn ttrt_runtime_create(out: *mut *mut TtrtRuntime) -> Ttrt
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ttrt_runtime_destroy(runtime: *mut TtrtRuntime) {
     if !runtime.is_null() {
-        // SAFETY: the caller's contract.
-        drop(unsafe { Box::from_raw(runtime) });
+        guard("ttrt_runtime_destroy", || {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(runtime) });
+            Ok(())
+        });
     }
 }
 
