@@ -339,13 +339,18 @@ fn truncated_onnx_model() {
 #[test]
 fn engine_of_another_format_version() {
     let mut bytes = std::fs::read(demo_engine()).unwrap();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let path = scratch("v2.engine");
+    let current = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    bytes[8..12].copy_from_slice(&(current + 1).to_le_bytes());
+    let path = scratch("next_version.engine");
     std::fs::write(&path, bytes).unwrap();
     fails(
         &torchtrtc(["inspect".as_ref(), path.as_os_str()]),
         1,
-        &["v2.engine", "format version 2", "reads version 1"],
+        &[
+            "next_version.engine",
+            &format!("format version {}", current + 1),
+            &format!("reads version {current}"),
+        ],
     );
     let out = torchtrtc([
         "run".as_ref(),
@@ -353,7 +358,7 @@ fn engine_of_another_format_version() {
         "--input".as_ref(),
         input_arg(&demo("x.npy")).as_ref(),
     ]);
-    fails(&out, 1, &["format version 2"]);
+    fails(&out, 1, &[&format!("format version {}", current + 1)]);
 }
 
 #[test]
@@ -446,6 +451,16 @@ fn unknown_input_name() {
         "image=1x3x16x16".as_ref(),
     ]);
     fails(&out, 1, &["no input `image`"]);
+    let x = input_arg(&demo("x.npy"));
+    let out = torchtrtc([
+        "run".as_ref(),
+        demo_engine().as_os_str(),
+        "--input".as_ref(),
+        x.as_ref(),
+        "--input".as_ref(),
+        x.as_ref(),
+    ]);
+    fails(&out, 1, &["--input x=… is given twice"]);
 }
 
 #[test]

@@ -45,6 +45,11 @@ pub fn run(a: RunArgs) -> Result<()> {
             Ok((name, read_tensor(file.as_ref())?))
         })
         .collect::<Result<_>>()?;
+    for (i, (name, _)) in inputs.iter().enumerate() {
+        if inputs[..i].iter().any(|(n, _)| n == name) {
+            bail!("--input {name}=… is given twice");
+        }
+    }
     let shapes: Vec<(String, Vec<usize>)> = inputs
         .iter()
         .map(|(n, t)| (n.clone(), t.shape().to_vec()))
