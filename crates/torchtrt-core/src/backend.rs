@@ -1,6 +1,8 @@
 //! The backend contract: a device that turns layers into ready-to-run kernels.
 
-use torchtrt_plugin_api::DeviceKind;
+use std::sync::Arc;
+
+use torchtrt_plugin_api::{DeviceKind, Plugin};
 
 use crate::layers::{InferInput, LayerKind};
 use crate::tensor::Tensor;
@@ -35,4 +37,10 @@ pub trait Backend: Send + Sync {
         layer: &LayerKind,
         inputs: &[InferInput<'_>],
     ) -> Result<Box<dyn Kernel>, String>;
+
+    /// A kernel that runs `plugin` on this backend's device, for plugin layers the builder
+    /// placed there. `None` (the default) runs the plugin's CPU kernel through the runtime.
+    fn plugin_kernel(&self, _plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
+        None
+    }
 }

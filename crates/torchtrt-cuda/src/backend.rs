@@ -1,25 +1,48 @@
 //! The [`Backend`] for engines targeted at a CUDA device.
 
+use std::sync::Arc;
+
 use torchtrt_core::backend::{Backend, Kernel};
 use torchtrt_core::layers::{InferInput, LayerKind};
-use torchtrt_plugin_api::DeviceKind;
+use torchtrt_plugin_api::{DeviceKind, Plugin};
 
 use crate::device::CudaDevice;
 use crate::error::CudaResult;
+use crate::plugin_kernel::StagedPluginKernel;
+use crate::stream::Stream;
 
-/// The CUDA backend of one device: reports the device's compute capability so the builder
-/// stamps engines with it. Core layers get CUDA kernels layer by layer; until a layer has
-/// one, `prepare` says so and the builder keeps that layer on the CPU.
-#[derive(Clone, Debug)]
+/// The CUDA backend of one device. Engines built with it are stamped with the device's
+/// compute capability. Plugin layers the builder placed on CUDA run their CUDA kernels on
+/// the backend's stream; core layers run on the `host` backend until they get CUDA kernels
+/// (see docs/cuda.md for the device-resident execution path this grows into).
+#[derive(Clone)]
 pub struct CudaBackend {
     device: CudaDevice,
+    stream: Arc<Stream>,
+    host: Arc<dyn Backend>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaBackend({:?}, host {})",
+            self.device,
+            self.host.name()
+        )
+    }
 }
 
 impl CudaBackend {
-    /// The backend of `cuda:ordinal`; `Err(NoDevice)` without a GPU.
-    pub fn new(ordinal: usize) -> CudaResult<CudaBackend> {
+    /// The backend of `cuda:ordinal`, with `host` preparing the layers that have no CUDA
+    /// kernel yet; `Err(NoDevice)` without a GPU.
+    pub fn new(ordinal: usize, host: Arc<dyn Backend>) -> CudaResult<CudaBackend> {
+        let device = CudaDevice::open(ordinal)?;
+        let stream = Arc::new(device.new_stream()?);
         Ok(CudaBackend {
-            device: CudaDevice::open(ordinal)?,
+            device,
+            stream,
+            host,
         })
     }
 
@@ -45,12 +68,16 @@ impl Backend for CudaBackend {
     fn prepare(
         &self,
         layer: &LayerKind,
-        _inputs: &[InferInput<'_>],
+        inputs: &[InferInput<'_>],
     ) -> Result<Box<dyn Kernel>, String> {
-        Err(format!(
-            "{}: no CUDA kernel for {} layers yet",
-            self.name(),
-            layer.op().kind()
-        ))
+        self.host.prepare(layer, inputs)
+    }
+
+    fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
+        Some(Ok(Box::new(StagedPluginKernel::new(
+            plugin.clone(),
+            self.device.clone(),
+            self.stream.clone(),
+        ))))
     }
 }

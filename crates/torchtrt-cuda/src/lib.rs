@@ -19,6 +19,7 @@ mod launch;
 mod memory;
 mod module;
 mod nvrtc;
+mod plugin_kernel;
 pub mod probe;
 mod stream;
 

@@ -14,4 +14,16 @@ mod runtime;
 
 pub(crate) use common::COMMON;
 pub(crate) use runtime::{Args, Program, constant, launch};
+
+use torchtrt_plugin_api::DType;
+
+/// The suffix of a kernel's name for its element type (`gelu_erf_f16`).
+pub(crate) fn suffix(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F32 => Some("f32"),
+        DType::F16 => Some("f16"),
+        DType::BF16 => Some("bf16"),
+        _ => None,
+    }
+}
 pub use runtime::{KernelImage, install_kernel_images, kernel_images};

@@ -175,7 +175,9 @@ fn instance_norm_matches_cpu() {
 fn normalize_matches_cpu() {
     let Some(gpu) = gpu() else { return };
     type Case = (f32, Vec<i32>, &'static str, i32, Vec<i64>);
-    let cases: [Case; 7] = [
+    let cases: [Case; 9] = [
+        (2.0, vec![1], "norm", 1, vec![2, 33, 5, 20]),
+        (3.0, vec![0], "normalize", 0, vec![7, 50]),
         (2.0, vec![1], "normalize", 0, vec![2, 64, 8, 8]),
         (2.0, vec![1], "norm", 0, vec![3, 5, 7]),
         (1.0, vec![-1], "norm", 1, vec![4, 100]),
@@ -207,6 +209,8 @@ fn interpolate_matches_cpu_in_every_mode() {
     let cases: Vec<(FieldCollection, Vec<i64>)> = vec![
         (sized("nearest", &[64, 64], 0), vec![2, 3, 32, 32]),
         (sized("nearest", &[7, 30], 0), vec![2, 3, 20, 11]),
+        (sized("nearest", &[64, 64], 0), vec![300, 1, 32, 32]),
+        (sized("bilinear", &[4, 4], 0), vec![70000, 1, 2, 2]),
         (sized("linear", &[50], 0), vec![2, 3, 21]),
         (sized("bilinear", &[64, 64], 0), vec![2, 3, 32, 32]),
         (sized("bilinear", &[17, 45], 1), vec![1, 2, 30, 20]),

@@ -253,20 +253,30 @@ impl Engine {
         let types = infer_plan(&plan)?;
         let mut kernels = Vec::with_capacity(plan.layers.len());
         let mut values = vec![None; types.len()];
-        for layer in &plan.layers {
+        for (li, layer) in plan.layers.iter().enumerate() {
             let kernel: Option<Box<dyn Kernel>> = match &layer.kind {
                 LayerKind::Constant(c) => {
                     values[layer.outputs[0].index()] = Some(c.value.clone());
                     None
                 }
                 LayerKind::Plugin(p) => {
-                    Some(Box::new(PluginKernel::new(p).map_err(|message| {
-                        Error::Layer {
-                            layer: layer.name.clone(),
-                            kind: "Plugin",
-                            message,
-                        }
-                    })?))
+                    let error = |message: String| Error::Layer {
+                        layer: layer.name.clone(),
+                        kind: "Plugin",
+                        message,
+                    };
+                    let on_device = plan.devices.get(li) == Some(&backend.device())
+                        && backend.device() != DeviceKind::Cpu;
+                    let device_kernel = if on_device {
+                        let plugin = p.plugin().map_err(error)?.clone();
+                        backend.plugin_kernel(&plugin)
+                    } else {
+                        None
+                    };
+                    match device_kernel {
+                        Some(kernel) => Some(kernel.map_err(error)?),
+                        None => Some(Box::new(PluginKernel::new(p).map_err(error)?)),
+                    }
                 }
                 kind => {
                     let ins: Vec<InferInput<'_>> = layer

@@ -1,5 +1,7 @@
 //! Shared helpers for the GPU tests: open a device or skip, random data.
 
+#![allow(dead_code)]
+
 use torchtrt_cuda::{CudaDevice, CudaError};
 
 /// `cuda:0`, or `None` after printing why the test is skipped.

@@ -82,7 +82,7 @@ fn driver() -> PluginResult<()> {
 
 struct Loaded {
     module: cusys::CUmodule,
-    functions: HashMap<&'static str, cusys::CUfunction>,
+    functions: HashMap<String, cusys::CUfunction>,
 }
 
 struct DeviceState {
@@ -131,11 +131,7 @@ fn device_state(
 
 /// The kernel `kernel` of `program` on the launch's device, compiling and loading the
 /// program on first use. Leaves the device's primary context current.
-fn function(
-    program: &Program,
-    kernel: &'static str,
-    ordinal: i32,
-) -> PluginResult<cusys::CUfunction> {
+fn function(program: &Program, kernel: &str, ordinal: i32) -> PluginResult<cusys::CUfunction> {
     driver()?;
     let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
     let state = device_state(&mut devices, ordinal)?;
@@ -169,7 +165,7 @@ fn function(
             program.name
         ))
     })?;
-    loaded.functions.insert(kernel, f);
+    loaded.functions.insert(kernel.to_string(), f);
     Ok(f)
 }
 
@@ -282,7 +278,7 @@ impl Args {
 /// memory of the launch's device for as long as the stream runs the kernel.
 pub(crate) unsafe fn launch(
     program: &Program,
-    kernel: &'static str,
+    kernel: &str,
     cuda: &CudaLaunch<'_>,
     grid: (u32, u32, u32),
     block: (u32, u32, u32),

@@ -68,7 +68,7 @@ __device__ __forceinline__ void interp_thread(const typename D::T* x, typename D
         Elem<D>::store(y, p * out_plane + o, gather<D, MAX>(x + p * in_plane, tab, g, oz, oy, ox));
 }
 
-/* One warp per output element; lanes over the (a, b, c) taps, c fastest. */
+/* One warp per output element: the warp walks the window's rows, lanes its columns. */
 template <typename D, int MAX>
 __device__ __forceinline__ void interp_warp(const typename D::T* x, typename D::T* y,
         const int* tab, Geo g, i64 planes) {
@@ -78,26 +78,81 @@ __device__ __forceinline__ void interp_warp(const typename D::T* x, typename D::
     i64 in_plane = g.in[0] * g.in[1] * g.in[2];
     i64 total = planes * out_plane;
     i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
-    int taps = g.n[0] * g.n[1] * g.n[2];
     for (i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; e < total; e += warps) {
         i64 p = e / out_plane, o = e - p * out_plane;
         i64 ox = o % g.out[2], oy = (o / g.out[2]) % g.out[1], oz = o / (g.out[2] * g.out[1]);
         const typename D::T* src = x + p * in_plane;
         float acc = tap_init<MAX>();
-        for (int t = lane; t < taps; t += 32) {
-            int c = t % g.n[2], ab = t / g.n[2], b = ab % g.n[1], a = ab / g.n[1];
-            i64 t0 = oz * g.n[0] + a, t1 = oy * g.n[1] + b, t2 = ox * g.n[2] + c;
-            float w = wt[g.w[0] + t0] * wt[g.w[1] + t1] * wt[g.w[2] + t2];
-            if (!MAX && w == 0.0f) continue;
-            i64 off = ((i64)tab[g.idx[0] + t0] * g.in[1] + tab[g.idx[1] + t1]) * g.in[2]
-                    + tab[g.idx[2] + t2];
-            float v = Elem<D>::load(src, off);
-            acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+        for (int a = 0; a < g.n[0]; ++a) {
+            i64 t0 = oz * g.n[0] + a;
+            float wz = wt[g.w[0] + t0];
+            if (!MAX && wz == 0.0f) continue;
+            i64 rz = tab[g.idx[0] + t0] * g.in[1];
+            for (int b = 0; b < g.n[1]; ++b) {
+                i64 t1 = oy * g.n[1] + b;
+                float wy = wt[g.w[1] + t1];
+                if (!MAX && wy == 0.0f) continue;
+                i64 ry = (rz + tab[g.idx[1] + t1]) * g.in[2];
+                for (int c = lane; c < g.n[2]; c += 32) {
+                    i64 t2 = ox * g.n[2] + c;
+                    float wx = wt[g.w[2] + t2];
+                    if (!MAX && wx == 0.0f) continue;
+                    float v = Elem<D>::load(src, ry + tab[g.idx[2] + t2]);
+                    acc = MAX ? fmaxf(acc, v) : fmaf(wz * wy * wx, v, acc);
+                }
+            }
         }
         acc = MAX ? warp_max(acc) : warp_sum(acc);
         if (lane == 0) Elem<D>::store(y, e, acc);
     }
 }
+
+/* Few taps, summed: one thread per output column; the block's (z, y) taps are combined
+   into NYZ (row, weight) pairs, the thread's NX column taps sit in registers, and the
+   thread walks `ppt` planes with them. */
+template <typename D, int NX, int NYZ>
+__device__ __forceinline__ void interp_fast(const typename D::T* x, typename D::T* y,
+        const int* tab, Geo g, i64 planes, int ppt) {
+    const float* wt = reinterpret_cast<const float*>(tab);
+    i64 ox = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ox >= g.out[2]) return;
+    i64 oy = blockIdx.y % g.out[1], oz = blockIdx.y / g.out[1];
+    i64 row[NYZ];
+    float wr[NYZ];
+#pragma unroll
+    for (int j = 0; j < NYZ; ++j) {
+        int a = j / g.n[1], b = j - a * g.n[1];
+        i64 t0 = oz * g.n[0] + a, t1 = oy * g.n[1] + b;
+        row[j] = ((i64)tab[g.idx[0] + t0] * g.in[1] + tab[g.idx[1] + t1]) * g.in[2];
+        wr[j] = wt[g.w[0] + t0] * wt[g.w[1] + t1];
+    }
+    int ix[NX];
+    float wx[NX];
+#pragma unroll
+    for (int c = 0; c < NX; ++c) { ix[c] = tab[g.idx[2] + ox * NX + c]; wx[c] = wt[g.w[2] + ox * NX + c]; }
+    i64 in_plane = g.in[0] * g.in[1] * g.in[2];
+    i64 out_plane = g.out[0] * g.out[1] * g.out[2];
+    i64 o = (i64)blockIdx.y * g.out[2] + ox;
+    i64 p1 = min(planes, (i64)(blockIdx.z + 1) * ppt);
+    for (i64 p = (i64)blockIdx.z * ppt; p < p1; ++p) {
+        const typename D::T* src = x + p * in_plane;
+        float acc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NYZ; ++j)
+#pragma unroll
+            for (int c = 0; c < NX; ++c)
+                acc = fmaf(wr[j] * wx[c], Elem<D>::load(src, row[j] + ix[c]), acc);
+        Elem<D>::store(y, p * out_plane + o, acc);
+    }
+}
+#define FAST1(name, D, NX, NYZ) \
+extern "C" __global__ void interp_fast_##NX##_##NYZ##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int ppt) \
+{ interp_fast<D, NX, NYZ>(x, y, t, g, p, ppt); }
+#define FAST(name, D) \
+FAST1(name, D, 1, 1) FAST1(name, D, 1, 2) FAST1(name, D, 1, 4) FAST1(name, D, 1, 8) FAST1(name, D, 1, 16) \
+FAST1(name, D, 2, 1) FAST1(name, D, 2, 2) FAST1(name, D, 2, 4) FAST1(name, D, 2, 8) FAST1(name, D, 2, 16) \
+FAST1(name, D, 4, 1) FAST1(name, D, 4, 2) FAST1(name, D, 4, 4) FAST1(name, D, 4, 8) FAST1(name, D, 4, 16)
+FOR_EACH_DTYPE(FAST)
 
 #define INTERP(name, D) \
 extern "C" __global__ void interp_thread_sum_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
@@ -129,22 +184,12 @@ fn axis_taps(config: &Config, g: &AxisGeom) -> AxisTaps {
     }
 }
 
-fn kernel(warp: bool, max: bool, dtype: DType) -> Option<&'static str> {
-    Some(match (warp, max, dtype) {
-        (false, false, DType::F32) => "interp_thread_sum_f32",
-        (false, false, DType::F16) => "interp_thread_sum_f16",
-        (false, false, DType::BF16) => "interp_thread_sum_bf16",
-        (false, true, DType::F32) => "interp_thread_max_f32",
-        (false, true, DType::F16) => "interp_thread_max_f16",
-        (false, true, DType::BF16) => "interp_thread_max_bf16",
-        (true, false, DType::F32) => "interp_warp_sum_f32",
-        (true, false, DType::F16) => "interp_warp_sum_f16",
-        (true, false, DType::BF16) => "interp_warp_sum_bf16",
-        (true, true, DType::F32) => "interp_warp_max_f32",
-        (true, true, DType::F16) => "interp_warp_max_f16",
-        (true, true, DType::BF16) => "interp_warp_max_bf16",
-        _ => return None,
-    })
+/// Enough threads to fill an H100/H200 a few times over; more planes per thread beyond.
+const FAST_THREADS: usize = 1 << 22;
+
+fn dtype_name(dtype: DType) -> PluginResult<&'static str> {
+    cuda::suffix(dtype)
+        .ok_or_else(|| PluginError::InvalidInput(format!("no CUDA kernel for {dtype}")))
 }
 
 fn invalid(msg: String) -> PluginError {
@@ -200,8 +245,12 @@ pub(super) fn enqueue(
     let warp = taps >= WARP_TAPS;
     let max = matches!(config.mode, Mode::AdaptiveMax { .. });
     let dtype = x.desc.dtype;
-    let name =
-        kernel(warp, max, dtype).ok_or_else(|| invalid(format!("no CUDA kernel for {dtype}")))?;
+    let name = format!(
+        "interp_{}_{}_{}",
+        if warp { "warp" } else { "thread" },
+        if max { "max" } else { "sum" },
+        dtype_name(dtype)?
+    );
     let packed = pack_geo(&tables, n, idx, w);
     let args = Args::default()
         .ptr(x.ptr)
@@ -209,6 +258,30 @@ pub(super) fn enqueue(
         .ptr(table)
         .bytes(&packed)
         .i64(planes as i64);
+    let nyz = tables[0].n * tables[1].n;
+    let fast = !max && [1, 2, 4].contains(&tables[2].n) && [1, 2, 4, 8, 16].contains(&nyz);
+    if fast {
+        let (ox, oyz) = (
+            tables[2].outputs(),
+            tables[0].outputs() * tables[1].outputs(),
+        );
+        let threads = ox.next_power_of_two().clamp(32, 256);
+        let gy = u32::try_from(oyz)
+            .ok()
+            .filter(|&v| v < 65536)
+            .ok_or_else(|| invalid(format!("{oyz} output rows exceed the CUDA grid")))?;
+        let per_plane = ox.div_ceil(threads) * threads * oyz;
+        let ppt = (planes * per_plane / FAST_THREADS)
+            .max(planes.div_ceil(65535))
+            .clamp(1, planes);
+        let name = format!("interp_fast_{}_{nyz}_{}", tables[2].n, dtype_name(dtype)?);
+        let grid = (ox.div_ceil(threads) as u32, gy, planes.div_ceil(ppt) as u32);
+        let args = args.i32(ppt as i32);
+        // SAFETY: as below, with the planes-per-thread count appended.
+        return unsafe {
+            cuda::launch(&PROGRAM, &name, cuda, grid, (threads as u32, 1, 1), 0, args)
+        };
+    }
     let (grid, block) = if warp {
         let blocks = (out_count as u64 * 32).div_ceil(256).clamp(1, 1 << 20) as u32;
         ((blocks, 1, 1), (256, 1, 1))
@@ -229,7 +302,7 @@ pub(super) fn enqueue(
     };
     // SAFETY: the arguments match the kernel (`Geo` passed by value in its C layout); the
     // tensors were checked by the plugin; the table lives for the process.
-    unsafe { cuda::launch(&PROGRAM, name, cuda, grid, block, 0, args) }
+    unsafe { cuda::launch(&PROGRAM, &name, cuda, grid, block, 0, args) }
 }
 
 /// `struct Geo` in its C layout: `i64 in[3], out[3]; int n[3], idx[3], w[3];` (84 bytes,

@@ -4,7 +4,7 @@
 //! output over strided elements, coalesced across neighbouring threads, and in mode
 //! `normalize` keeps up to 64 of them in registers for the second pass.
 
-use torchtrt_plugin_api::{CudaLaunch, DType, PluginResult};
+use torchtrt_plugin_api::{CudaLaunch, DType, PluginError, PluginResult};
 
 use super::Mode;
 use super::reduce::Order;
@@ -102,6 +102,54 @@ __device__ __forceinline__ void norm_warp(const typename D::T* x, typename D::T*
     }
 }
 
+/* x viewed as [O, R, S] (one reduced run between kept runs): a block loads an R x TILE
+   slab (coalesced along S) into shared memory, folds each column, and writes the norms or
+   the normalised slab, so x is read once. */
+#define TILE 64
+template <typename D, int MODE>
+__device__ __forceinline__ void norm_tile(const typename D::T* x, typename D::T* y,
+        i64 O, i64 R, i64 S, int ord, float p, float eps) {
+    extern __shared__ float sm[];
+    float* part = sm + R * TILE;
+    i64 tiles = (S + TILE - 1) / TILE;
+    i64 o = blockIdx.x / tiles, l0 = (blockIdx.x - o * tiles) * TILE;
+    int width = (int)min((i64)TILE, S - l0);
+    const typename D::T* src = x + o * R * S + l0;
+    int n = (int)R * TILE;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        int r = i / TILE, l = i - r * TILE;
+        sm[i] = l < width ? Elem<D>::load(src, r * S + l) : 0.0f;
+    }
+    __syncthreads();
+    int l = threadIdx.x % TILE, grp = threadIdx.x / TILE, groups = blockDim.x / TILE;
+    float acc = 0.0f;
+    for (int r = grp; r < R; r += groups) acc = fold(ord, p, acc, sm[r * TILE + l]);
+    part[grp * TILE + l] = acc;
+    __syncthreads();
+    if (grp == 0) {
+        for (int k = 1; k < groups; ++k)
+            acc = ord == 2 ? fmaxf(acc, part[k * TILE + l]) : acc + part[k * TILE + l];
+        float norm = finish(ord, p, acc);
+        part[l] = MODE == 0 ? norm : 1.0f / fmaxf(norm, eps);
+    }
+    __syncthreads();
+    if (MODE == 0) {
+        if (threadIdx.x < width) Elem<D>::store(y, o * S + l0 + threadIdx.x, part[threadIdx.x]);
+        return;
+    }
+    typename D::T* dst = y + o * R * S + l0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        int r = i / TILE, c = i - r * TILE;
+        if (c < width) Elem<D>::store(dst, r * S + c, sm[i] * part[c]);
+    }
+}
+#define TILED(name, D) \
+extern "C" __global__ void norm_tile_norm_##name(const D::T* x, D::T* y, i64 O, i64 R, i64 S, int o, float p, float e) \
+{ norm_tile<D, 0>(x, y, O, R, S, o, p, e); } \
+extern "C" __global__ void norm_tile_normalize_##name(const D::T* x, D::T* y, i64 O, i64 R, i64 S, int o, float p, float e) \
+{ norm_tile<D, 1>(x, y, O, R, S, o, p, e); }
+FOR_EACH_DTYPE(TILED)
+
 #define NORM(name, D) \
 extern "C" __global__ void norm_thread_norm_##name(const D::T* x, D::T* y, const i64* g, i64 K, i64 R, int o, float p, float e) \
 { norm_thread<D, 0>(x, y, g, K, R, o, p, e); } \
@@ -114,6 +162,16 @@ extern "C" __global__ void norm_warp_normalize_##name(const D::T* x, D::T* y, co
 FOR_EACH_DTYPE(NORM)
 "#,
 };
+
+/// Columns per shared-memory slab (`TILE` in the kernel).
+const TILE: usize = 64;
+/// The largest reduced extent whose slab fits 48 KiB of shared memory.
+const TILE_MAX_R: usize = 48 * 1024 / (TILE * 4) - 4;
+
+fn dtype_name(dtype: DType) -> PluginResult<&'static str> {
+    cuda::suffix(dtype)
+        .ok_or_else(|| PluginError::InvalidInput(format!("no CUDA kernel for {dtype}")))
+}
 
 /// Merged runs of `dims`: `(size, stride, reduced)`, outer to inner, size-1 dims dropped.
 fn runs(dims: &[usize], mask: &[bool]) -> Vec<(usize, usize, bool)> {
@@ -183,16 +241,51 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
         geo.extend(set.iter().map(|r| r.0 as i64));
         geo.extend(set.iter().map(|r| r.1 as i64));
     }
-    let warp = runs.last().is_some_and(|r| r.2 && r.1 == 1) && big_r >= 16;
-    let dtype = x.desc.dtype;
-    let name = kernel(warp, p.mode, dtype)
-        .ok_or_else(|| origin.input_error(format!("no CUDA kernel for {dtype}")))?;
     let (ord, pw) = match p.order {
         Order::One => (0, 1.0),
         Order::Two => (1, 2.0),
         Order::Inf => (2, 0.0),
         Order::P(v) => (3, v),
     };
+    let dtype = x.desc.dtype;
+    let inner = runs.last().filter(|r| !r.2).map_or(1, |r| r.0);
+    if reduced.len() == 1 && kept.len() <= 2 && inner >= 16 && big_r <= TILE_MAX_R {
+        let mode = match p.mode {
+            Mode::Norm => "norm",
+            Mode::Normalize => "normalize",
+        };
+        let name = format!("norm_tile_{mode}_{}", dtype_name(dtype)?);
+        let outer = big_k / inner;
+        let tiles = outer * inner.div_ceil(TILE);
+        let shared = ((big_r + 4) * TILE * 4) as u32;
+        let args = Args::default()
+            .ptr(x.ptr)
+            .ptr(y.ptr)
+            .i64(outer as i64)
+            .i64(big_r as i64)
+            .i64(inner as i64)
+            .i32(ord)
+            .f32(pw)
+            .f32(p.eps);
+        let grid = u32::try_from(tiles)
+            .map_err(|_| origin.input_error(format!("{tiles} tiles exceed one CUDA grid")))?;
+        // SAFETY: the arguments match the kernel; the tensors were checked by
+        // `check_unary_cuda`; `shared` holds the slab and the partial folds.
+        return unsafe {
+            cuda::launch(
+                &PROGRAM,
+                &name,
+                cuda,
+                (grid, 1, 1),
+                (256, 1, 1),
+                shared,
+                args,
+            )
+        };
+    }
+    let warp = runs.last().is_some_and(|r| r.2 && r.1 == 1) && big_r >= 16;
+    let name = kernel(warp, p.mode, dtype)
+        .ok_or_else(|| origin.input_error(format!("no CUDA kernel for {dtype}")))?;
     let geo = cuda::constant(cuda, bytemuck::cast_slice(&geo))?;
     let threads = 256u64;
     let workers = if warp {
