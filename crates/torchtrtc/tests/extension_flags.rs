@@ -194,6 +194,7 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
         s(&lib),
     ]);
     check(&run, 0, &[]);
+    assert!(String::from_utf8_lossy(&run.stdout).contains("check y: ok"));
     check(
         &torchtrtc(&["run", s(&engine), "--input", &input, "--plugins", s(&lib)]),
         0,
@@ -242,6 +243,7 @@ fn custom_converters_compile_and_run_through_the_flag() {
         &format!("y={}", s(&y)),
     ]);
     check(&run, 0, &[]);
+    assert!(String::from_utf8_lossy(&run.stdout).contains("check y: ok"));
 }
 
 #[test]
