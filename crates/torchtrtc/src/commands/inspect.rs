@@ -12,8 +12,12 @@ use torchtrt::EngineSummary;
 pub struct InspectArgs {
     /// The engine file.
     engine: PathBuf,
-    /// Plugin library the engine needs (repeatable).
-    #[arg(long = "plugins", value_name = "LIB")]
+    /// Extension library the engine needs: plugins, custom ops (repeatable).
+    #[arg(
+        long = "plugins",
+        value_name = "LIB",
+        visible_aliases = ["custom-torch-ops", "custom-converters"]
+    )]
     plugins: Vec<PathBuf>,
 }
 
@@ -25,8 +29,7 @@ const BUILTIN_PROVIDER: &str = "torchtrt_plugins";
 pub fn run(a: InspectArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
-        torchtrt::registry()
-            .load_library(lib)
+        torchtrt::load_library(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
     let bytes =

@@ -9,8 +9,12 @@ use torchtrt::plugin_api::{FieldSpec, FieldType};
 /// Arguments of `plugins`.
 #[derive(Args)]
 pub struct PluginsArgs {
-    /// Plugin library to load first (repeatable).
-    #[arg(long = "plugins", value_name = "LIB")]
+    /// Extension library to load first: plugins, custom ops (repeatable).
+    #[arg(
+        long = "plugins",
+        value_name = "LIB",
+        visible_aliases = ["custom-torch-ops", "custom-converters"]
+    )]
     plugins: Vec<PathBuf>,
     /// Also print every field's description.
     #[arg(long)]
@@ -21,8 +25,7 @@ pub struct PluginsArgs {
 pub fn run(a: PluginsArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
-        torchtrt::registry()
-            .load_library(lib)
+        torchtrt::load_library(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
     let rows: Vec<[String; 5]> = torchtrt::registry()
