@@ -9,7 +9,7 @@ use torchtrt_plugin_api::{DType, DeviceKind};
 
 use super::Work;
 use crate::error::Result;
-use crate::layers::{Constant, ElementwiseOp, LayerKind, TypeShape};
+use crate::layers::{ActivationKind, Constant, ElementwiseOp, LayerKind, TypeShape};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
@@ -43,7 +43,8 @@ pub(crate) fn fold_into_conv(
             continue;
         };
         let conv = &work.layers[pos];
-        if !matches!(conv.kind, LayerKind::Convolution(_)) || !sole(c) {
+        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none());
+        if !plain || !sole(c) {
             continue;
         }
         let Some(factor) = work.tensors[k.index()].value.clone() else {
@@ -123,6 +124,51 @@ pub(crate) fn fold_into_conv(
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Fuses the activation `layer` into the convolution producing its input, when that
+/// convolution runs on the CPU, has no activation yet, and nothing else reads its output;
+/// returns whether it did (the layer is then not emitted). Only the kinds the CPU
+/// convolution applies as an epilogue are fused: `Relu`, `LeakyRelu`, `Clip`.
+pub(crate) fn fuse_activation(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> bool {
+    let LayerKind::Activation(a) = kind else {
+        return false;
+    };
+    let fusable = matches!(
+        a.kind,
+        ActivationKind::Relu | ActivationKind::LeakyRelu { .. } | ActivationKind::Clip { .. }
+    );
+    let c = inputs[0];
+    if !fusable || uses.get(c.index()).is_some_and(|&u| u != 1) {
+        return false;
+    }
+    let Some(pos) = work
+        .layers
+        .iter()
+        .rposition(|l| l.outputs.first() == Some(&c))
+    else {
+        return false;
+    };
+    if work.devices.get(pos) != Some(&DeviceKind::Cpu) {
+        return false;
+    }
+    let LayerKind::Convolution(conv) = &mut work.layers[pos].kind else {
+        return false;
+    };
+    if conv.activation.is_some() {
+        return false;
+    }
+    conv.activation = Some(a.kind);
+    work.layers[pos].outputs = layer.outputs.clone();
+    work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
+    true
 }
 
 /// The values of a tensor that broadcasts along the channel axis (1) of a rank-`rank`

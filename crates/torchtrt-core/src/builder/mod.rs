@@ -231,6 +231,9 @@ pub fn build(
         {
             continue;
         }
+        if fuse::fuse_activation(&mut work, layer, &kind, &inputs, &types, &uses) {
+            continue;
+        }
         work.emit(
             Layer {
                 name: layer.name.clone(),

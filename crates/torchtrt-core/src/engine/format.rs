@@ -22,7 +22,7 @@ use crate::tensor::{ALIGN, Tensor};
 /// The first bytes of every engine file.
 pub const MAGIC: [u8; 8] = *b"TTRTENG\0";
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER: usize = 64;
 
 #[derive(Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DimExpr, format_shape};
 
-use super::{InferInput, LayerOp, TypeShape, require_float};
+use super::{ActivationKind, InferInput, LayerOp, TypeShape, require_float};
 
 /// Cross-correlation of `x [N, C, *S]` with `w [M, C/groups, *K]`, plus an optional bias
 /// `[M]` as third input (ONNX `Conv`).
@@ -19,6 +19,10 @@ pub struct Convolution {
     pub dilations: Vec<i64>,
     /// Number of groups.
     pub groups: i64,
+    /// An activation applied to the output as it is written (the builder fuses a following
+    /// `Relu`, `LeakyRelu` or `Clip` layer into the convolution on the CPU).
+    #[serde(default)]
+    pub activation: Option<ActivationKind>,
 }
 
 impl Convolution {
@@ -30,6 +34,7 @@ impl Convolution {
             pads_end: vec![0; spatial],
             dilations: vec![1; spatial],
             groups: 1,
+            activation: None,
         }
     }
 }

@@ -3,16 +3,18 @@
 //! a shifted input line, scaled by its weight, to an output line.
 
 use super::convolution::ConvGeom;
-use crate::linalg::Window;
+use crate::linalg::{Epilogue, Window};
 use crate::parallel::for_each_row;
 use crate::scalar::{FloatElem, Real};
 
-/// Convolves when every group has one input channel (`geom.channels == geom.groups`).
+/// Convolves when every group has one input channel (`geom.channels == geom.groups`), then
+/// applies `epilogue`.
 pub(super) fn conv_direct<T: FloatElem>(
     geom: &ConvGeom,
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
+    epilogue: Epilogue,
     out: &mut [T],
 ) {
     let win = &geom.window;
@@ -30,7 +32,10 @@ pub(super) fn conv_direct<T: FloatElem>(
             let src = T::view(&x[channel * plane..(channel + 1) * plane], xb);
             let weights = T::view(&w[m * taps..(m + 1) * taps], wb);
             let b = bias.map_or(T::C::ZERO, |b| b[m].to_c());
-            T::write(dst, ob, |dst| plane_conv(win, src, weights, b, dst));
+            T::write(dst, ob, |dst| {
+                plane_conv(win, src, weights, b, dst);
+                epilogue.apply(dst);
+            });
         },
     );
 }

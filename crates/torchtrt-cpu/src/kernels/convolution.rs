@@ -8,7 +8,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_direct::conv_direct;
 use crate::dispatch::with_float;
-use crate::linalg::{GemmElem, MatRef, Window, WindowParams, gemm_into, im2col, via_f32};
+use crate::linalg::{Epilogue, GemmElem, MatRef, Window, WindowParams, gemm_into, im2col, via_f32};
 use crate::scratch::with_scratch;
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
@@ -17,15 +17,19 @@ const WHAT: &str = "Convolution";
 struct ConvKernel {
     layer: Convolution,
     dtype: DType,
+    epilogue: Epilogue,
 }
 
 pub(super) fn prepare(
     layer: &Convolution,
     inputs: &[InferInput<'_>],
 ) -> Result<Box<dyn Kernel>, String> {
+    let epilogue = Epilogue::of(layer.activation)
+        .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))?;
     Ok(Box::new(ConvKernel {
         layer: layer.clone(),
         dtype: inputs[0].dtype,
+        epilogue,
     }))
 }
 
@@ -107,7 +111,7 @@ impl Kernel for ConvKernel {
         if geom.groups > 1 && geom.channels == geom.groups {
             return with_float!(self.dtype, WHAT, T => {
                 let bias = bias.map(elems::<T>).transpose()?;
-                conv_direct::<T>(&geom, elems(x)?, elems(w)?, bias, elems_mut(out)?);
+                conv_direct::<T>(&geom, elems(x)?, elems(w)?, bias, self.epilogue, elems_mut(out)?);
                 Ok(())
             });
         }
@@ -117,6 +121,7 @@ impl Kernel for ConvKernel {
                 elems(x)?,
                 elems(w)?,
                 bias.map(elems).transpose()?,
+                self.epilogue,
                 elems_mut(out)?,
             ),
             DType::F64 => conv::<f64>(
@@ -124,6 +129,7 @@ impl Kernel for ConvKernel {
                 elems(x)?,
                 elems(w)?,
                 bias.map(elems).transpose()?,
+                self.epilogue,
                 elems_mut(out)?,
             ),
             DType::F16 => conv::<half::f16>(
@@ -131,6 +137,7 @@ impl Kernel for ConvKernel {
                 elems(x)?,
                 elems(w)?,
                 bias.map(elems).transpose()?,
+                self.epilogue,
                 elems_mut(out)?,
             ),
             DType::BF16 => {
@@ -140,7 +147,7 @@ impl Kernel for ConvKernel {
                 };
                 let bias = (!bias.is_empty()).then_some(bias.as_slice());
                 via_f32([elems(x)?, elems(w)?], elems_mut(out)?, |[x, w], out| {
-                    conv::<f32>(&geom, x, w, bias, out)
+                    conv::<f32>(&geom, x, w, bias, self.epilogue, out)
                 })
             }
             other => Err(format!("{WHAT} has no CPU kernel for {other}")),
@@ -160,6 +167,7 @@ fn conv<G: GemmElem>(
     x: &[G],
     w: &[G],
     bias: Option<&[G]>,
+    epilogue: Epilogue,
     out: &mut [G],
 ) -> Result<(), String> {
     let win = &geom.window;
@@ -212,7 +220,16 @@ fn conv<G: GemmElem>(
         let product = |rhs: MatRef<'_, G>| {
             // SAFETY: as above: the `m × n` tile at `dst` with row stride `outputs` is this
             // task's alone.
-            unsafe { gemm_into(dst, outputs, lhs, rhs, bias.is_some(), false) }
+            unsafe { gemm_into(dst, outputs, lhs, rhs, bias.is_some(), false) }?;
+            if epilogue != Epilogue::Identity {
+                for i in 0..m {
+                    // SAFETY: as above.
+                    G::activate(epilogue, unsafe {
+                        std::slice::from_raw_parts_mut(dst.add(i * outputs), n)
+                    });
+                }
+            }
+            Ok(())
         };
         if pointwise {
             return product(MatRef {

@@ -4,27 +4,49 @@ use gemm::Parallelism;
 use half::bf16;
 use half::slice::HalfFloatSliceExt;
 
+use super::Epilogue;
+
 /// Element types the `gemm` crate multiplies natively.
 pub(crate) trait GemmElem: bytemuck::Pod + Send + Sync {
     /// 0
     const ZERO: Self;
     /// 1
     const ONE: Self;
+
+    /// Applies `e` to every element of `xs`.
+    fn activate(e: Epilogue, xs: &mut [Self]);
 }
 
 impl GemmElem for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+
+    fn activate(e: Epilogue, xs: &mut [f32]) {
+        e.apply(xs)
+    }
 }
 
 impl GemmElem for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+
+    fn activate(e: Epilogue, xs: &mut [f64]) {
+        e.apply(xs)
+    }
 }
 
 impl GemmElem for half::f16 {
     const ZERO: half::f16 = half::f16::ZERO;
     const ONE: half::f16 = half::f16::ONE;
+
+    fn activate(e: Epilogue, xs: &mut [half::f16]) {
+        if e == Epilogue::Identity {
+            return;
+        }
+        let mut wide = xs.to_f32_vec();
+        e.apply(&mut wide);
+        xs.convert_from_f32_slice(&wide);
+    }
 }
 
 /// A `rows × cols` matrix read from `data` with element `(i, j)` at

@@ -5,10 +5,12 @@
 //! first and the product added to it. A fused activation runs over the destination rows
 //! right after the product, while they are still in cache.
 
+mod epilogue;
 mod gemm;
 mod im2col;
 mod window;
 
+pub(crate) use epilogue::Epilogue;
 pub(crate) use gemm::{GemmElem, MatRef, gemm, gemm_into, via_f32};
 pub(crate) use im2col::im2col;
 pub(crate) use window::{Window, WindowParams};

@@ -61,6 +61,7 @@ fn layer(c: &Case) -> Convolution {
         pads_end: v(&c.pads_end),
         dilations: v(&c.dilations),
         groups: c.groups as i64,
+        activation: None,
     }
 }
 
@@ -151,5 +152,38 @@ proptest! {
             let tol = Tol::of(dtype).scale(((cg * k * k) as f64).sqrt());
             check(&run(layer(&case), &[&x, &w, &b])?, &want, tol)?;
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// A fused activation matches the convolution followed by the activation, on the
+    /// gemm path and the depthwise (direct) path.
+    #[test]
+    fn fused_activation(case in cases(), dtype in float_dtype(), which in 0usize..3, depthwise: bool, seed: u64) {
+        use torchtrt_core::layers::ActivationKind;
+        let mut rng = Rng::new(seed);
+        let mut case = case;
+        if depthwise {
+            case.groups = case.x[1];
+            case.w[0] = case.x[1];
+            case.w[1] = 1;
+        }
+        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+        let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+        let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
+        let (kind, f): (ActivationKind, fn(f64) -> f64) = match which {
+            0 => (ActivationKind::Relu, |v| v.max(0.0)),
+            1 => (ActivationKind::LeakyRelu { alpha: 0.125 }, |v| if v < 0.0 { v * 0.125 } else { v }),
+            _ => (ActivationKind::Clip { min: -0.5, max: 0.75 }, |v| v.clamp(-0.5, 0.75)),
+        };
+        let mut fused = layer(&case);
+        fused.activation = Some(kind);
+        let got = run(fused, &[&x, &w, &b])?;
+        let mut want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
+        want.data.iter_mut().for_each(|v| *v = f(*v));
+        let taps: usize = case.w[1..].iter().product();
+        check(&got, &want, Tol::of(dtype).scale((taps as f64).sqrt()))?;
     }
 }

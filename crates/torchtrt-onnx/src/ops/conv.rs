@@ -53,6 +53,7 @@ fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         pads_end: w.pads_end,
         dilations: w.dilations,
         groups: node.int_or("group", 1)?,
+        activation: None,
     };
     Ok(vec![ctx.add(node, layer, &ins)?])
 }

@@ -1,0 +1,63 @@
+//! Activations fused into a producer (convolution): applied to its output tile while it is
+//! still in cache, instead of in a separate pass over memory.
+
+use torchtrt_core::layers::ActivationKind;
+
+use crate::scalar::Real;
+
+/// An element-wise function applied to a kernel's output as it is written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Epilogue {
+    /// Nothing.
+    Identity,
+    /// `max(x, 0)`
+    Relu,
+    /// `x < 0 ? alpha·x : x`
+    LeakyRelu(f64),
+    /// `min(max(x, lo), hi)`
+    Clip(f64, f64),
+}
+
+impl Epilogue {
+    /// The epilogue of a fused activation; `None` for kinds that cannot be fused.
+    pub(crate) fn of(kind: Option<ActivationKind>) -> Option<Epilogue> {
+        Some(match kind {
+            None => Epilogue::Identity,
+            Some(ActivationKind::Relu) => Epilogue::Relu,
+            Some(ActivationKind::LeakyRelu { alpha }) => Epilogue::LeakyRelu(alpha.into()),
+            Some(ActivationKind::Clip { min, max }) => Epilogue::Clip(min.into(), max.into()),
+            Some(_) => return None,
+        })
+    }
+
+    /// Applies the function to every element of `xs`.
+    pub(crate) fn apply<C: Real>(self, xs: &mut [C]) {
+        match self {
+            Epilogue::Identity => {}
+            Epilogue::Relu => xs.iter_mut().for_each(|x| {
+                if *x < C::ZERO {
+                    *x = C::ZERO;
+                }
+            }),
+            Epilogue::LeakyRelu(alpha) => {
+                let a = C::from_f64(alpha);
+                xs.iter_mut().for_each(|x| {
+                    if *x < C::ZERO {
+                        *x = *x * a;
+                    }
+                });
+            }
+            Epilogue::Clip(lo, hi) => {
+                let (lo, hi) = (C::from_f64(lo), C::from_f64(hi));
+                xs.iter_mut().for_each(|x| {
+                    if *x < lo {
+                        *x = lo;
+                    }
+                    if *x > hi {
+                        *x = hi;
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Builder fusions on the CPU backend: an activation after a convolution becomes the
+//! convolution's epilogue unless something else reads the convolution's output, and the
+//! result is the same as running the layers one by one.
+
+use std::sync::Arc;
+
+use torchtrt_core::layers::{Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp};
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{Backend, BuildConfig, Dim, LayerKind, NetworkDefinition, Tensor, build};
+use torchtrt_cpu::CpuBackend;
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) % 1000)
+        .map(|v| v as f32 / 500.0 - 1.0)
+        .collect()
+}
+
+/// x → conv(3×3, pad 1) → relu → y; with `tap`, the conv output is also an output.
+fn network(tap: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[1, 3, 6, 7].map(Dim::Fixed))
+        .unwrap();
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[4, 3, 3, 3], values(108, 7)).unwrap(),
+        )
+        .unwrap();
+    let b = net
+        .add_constant("b", Tensor::from_vec(&[4], values(4, 3)).unwrap())
+        .unwrap();
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let c = net.add("conv", conv, &[x, w, b]).unwrap();
+    let y = net
+        .add(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[c],
+        )
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    if tap {
+        let two = net
+            .add_constant("two", Tensor::from_vec(&[1], vec![2f32]).unwrap())
+            .unwrap();
+        let z = net
+            .add("double", Elementwise::new(ElementwiseOp::Mul), &[c, two])
+            .unwrap();
+        net.mark_output(z, "z").unwrap();
+    }
+    net
+}
+
+fn run(tap: bool, fuse_expected: bool) -> Vec<Tensor> {
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let engine = build(&network(tap), &BuildConfig::default(), &backends).unwrap();
+    let activations = engine
+        .plan()
+        .layers
+        .iter()
+        .filter(|l| matches!(l.kind, LayerKind::Activation(_)))
+        .count();
+    assert_eq!(activations == 0, fuse_expected, "fused: {fuse_expected}");
+    let x = Tensor::from_vec(&[1, 3, 6, 7], values(126, 11)).unwrap();
+    engine.create_context().execute(&[&x]).unwrap()
+}
+
+#[test]
+fn relu_fuses_into_its_convolution_and_gives_the_same_result() {
+    let fused = run(false, true);
+    let separate = run(true, false);
+    let y = fused[0].as_slice::<f32>().unwrap();
+    assert_eq!(y, separate[0].as_slice::<f32>().unwrap());
+    assert!(y.iter().all(|&v| v >= 0.0) && y.iter().any(|&v| v > 0.0));
+    let z = separate[1].as_slice::<f32>().unwrap();
+    assert!(
+        z.iter().any(|&v| v < 0.0),
+        "the tapped output is before the relu"
+    );
+    for (a, b) in y.iter().zip(z) {
+        assert_eq!(*a, (b / 2.0).max(0.0));
+    }
+}
