@@ -43,8 +43,8 @@ static TtrtStatus sb_output_dtypes(void* self, const int32_t* in, int32_t nb_in,
                                    int32_t nb_out, TtrtErrorBuf* err) {
   (void)self;
   if (nb_in != 1 || nb_out != 1) {
-    return fail(err, TTRT_ERROR_INVALID_ARGUMENT, "ScaleBias takes 1 input and 1 output, got %d and %d",
-                (int)nb_in, (int)nb_out);
+    return fail(err, TTRT_ERROR_INVALID_ARGUMENT,
+                "ScaleBias takes 1 input and 1 output, got %d and %d", (int)nb_in, (int)nb_out);
   }
   out[0] = in[0];
   return TTRT_OK;
@@ -63,8 +63,8 @@ static TtrtStatus sb_output_shapes(void* self, const TtrtShapeExpr* in, int32_t 
   int64_t c;
   int32_t axis;
   if (nb_in != 1 || nb_out != 1) {
-    return fail(err, TTRT_ERROR_INVALID_ARGUMENT, "ScaleBias takes 1 input and 1 output, got %d and %d",
-                (int)nb_in, (int)nb_out);
+    return fail(err, TTRT_ERROR_INVALID_ARGUMENT,
+                "ScaleBias takes 1 input and 1 output, got %d and %d", (int)nb_in, (int)nb_out);
   }
   axis = sb_axis(p, in[0].nb_dims);
   if (axis < 0) {
@@ -96,13 +96,15 @@ static TtrtStatus sb_enqueue(void* self, const TtrtLaunch* l, TtrtErrorBuf* err)
   int64_t outer = 1, inner = 1, o, c, i;
   int32_t axis, k;
   if (l->device != TTRT_DEVICE_CPU || d->dtype != TTRT_DTYPE_F32) {
-    return fail(err, TTRT_ERROR_UNSUPPORTED, "ScaleBias runs f32 on the CPU (got device %d, dtype %d)",
-                (int)l->device, (int)d->dtype);
+    return fail(err, TTRT_ERROR_UNSUPPORTED,
+                "ScaleBias runs f32 on the CPU (got device %d, dtype %d)", (int)l->device,
+                (int)d->dtype);
   }
   axis = sb_axis(p, d->nb_dims);
   if (axis < 0 || d->dims[axis] != p->channels) {
-    return fail(err, TTRT_ERROR_INVALID_ARGUMENT, "ScaleBias: axis %d of the input does not have %lld channels",
-                (int)p->axis, (long long)p->channels);
+    return fail(err, TTRT_ERROR_INVALID_ARGUMENT,
+                "ScaleBias: axis %d of the input does not have %lld channels", (int)p->axis,
+                (long long)p->channels);
   }
   for (k = 0; k < axis; k++) {
     outer *= d->dims[k];
@@ -231,7 +233,8 @@ static const TtrtField axis_field = {"axis", TTRT_FIELD_I32, 0, 1, &axis_default
 static const TtrtFieldSpec schema[] = {
     {"scale", TTRT_FIELD_F32, 1, 1, -1, NULL, "per-channel multiplier"},
     {"bias", TTRT_FIELD_F32, 1, 1, -1, NULL, "per-channel offset, added after scaling"},
-    {"axis", TTRT_FIELD_I32, 0, 1, 1, &axis_field, "the channel axis; negative counts from the end"},
+    {"axis", TTRT_FIELD_I32, 0, 1, 1, &axis_field,
+     "the channel axis; negative counts from the end"},
 };
 
 static const TtrtCreator creator = {

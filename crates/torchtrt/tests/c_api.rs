@@ -792,3 +792,34 @@ fn the_last_error_belongs_to_the_calling_thread() {
     // SAFETY: a handle from this test.
     unsafe { ttrt_runtime_destroy(rt) };
 }
+
+#[test]
+fn one_engine_runs_on_many_threads_each_with_its_own_context() {
+    let rt = runtime();
+    let engine = compiled(rt);
+    let rust = torchtrt::Runtime::new()
+        .unwrap()
+        .deserialize(&serialized(engine))
+        .unwrap();
+    let shared = engine as usize;
+    std::thread::scope(|s| {
+        for batch in 1..=4usize {
+            let rust = rust.clone();
+            s.spawn(move || {
+                let x = random_f32(batch * CHANNELS * SIZE * SIZE, 40 + batch as u64);
+                let engine = shared as *const TtrtEngine;
+                for _ in 0..3 {
+                    let got = run_c(engine, batch, &mut x.clone(), batch % 2 == 0);
+                    let input = Tensor::from_vec(&[batch, CHANNELS, SIZE, SIZE], x.clone());
+                    let want = rust.create_context().execute(&[&input.unwrap()]).unwrap();
+                    assert_close(&got, want[0].as_slice::<f32>().unwrap(), 1e-6, 1e-6);
+                }
+            });
+        }
+    });
+    // SAFETY: handles from this test, destroyed once after every thread ended.
+    unsafe {
+        ttrt_engine_destroy(engine);
+        ttrt_runtime_destroy(rt);
+    }
+}
