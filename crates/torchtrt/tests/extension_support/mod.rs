@@ -9,8 +9,8 @@ use torchtrt::onnx::proto::tensor_shape_proto::Dimension;
 use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
 use torchtrt::onnx::proto::type_proto::{Tensor as TensorType, Value as TypeValue};
 use torchtrt::onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use torchtrt::{BuildConfig, Engine, Tensor};
 
@@ -24,8 +24,8 @@ pub fn float(name: &str, v: f32) -> AttributeProto {
     }
 }
 
-/// An f32 value of shape `[n, 8]` with `n` dynamic.
-fn value(name: &str) -> ValueInfoProto {
+/// An f32 value of shape `[n, width]` with `n` dynamic.
+fn value(name: &str, width: i64) -> ValueInfoProto {
     let dim = |v| Dimension {
         value: Some(v),
         ..Dimension::default()
@@ -38,7 +38,7 @@ fn value(name: &str) -> ValueInfoProto {
                 shape: Some(TensorShapeProto {
                     dim: vec![
                         dim(DimValue::DimParam("n".into())),
-                        dim(DimValue::DimValue(8)),
+                        dim(DimValue::DimValue(width)),
                     ],
                 }),
             })),
@@ -51,6 +51,31 @@ fn value(name: &str) -> ValueInfoProto {
 /// `y = domain::op(x; attrs)` in a node called `name`, `x` and `y` of shape `[n, 8]`, written
 /// to a file of its own; returns the path.
 pub fn one_node_model(name: &str, domain: &str, op: &str, attrs: Vec<AttributeProto>) -> PathBuf {
+    model_with_weight(name, domain, op, attrs, None, 8)
+}
+
+/// [`one_node_model`] with an optional second input `w`, an f32 initializer of `dims`, and
+/// an output of shape `[n, out_width]`.
+pub fn model_with_weight(
+    name: &str,
+    domain: &str,
+    op: &str,
+    attrs: Vec<AttributeProto>,
+    weight: Option<(&[i64], &[f32])>,
+    out_width: i64,
+) -> PathBuf {
+    let initializer: Vec<TensorProto> = weight
+        .iter()
+        .map(|(dims, v)| TensorProto {
+            name: Some("w".into()),
+            dims: dims.to_vec(),
+            data_type: Some(1),
+            float_data: v.to_vec(),
+            ..TensorProto::default()
+        })
+        .collect();
+    let mut inputs = vec!["x".to_string()];
+    inputs.extend(initializer.iter().map(|t| t.name().to_string()));
     let model = ModelProto {
         ir_version: Some(8),
         opset_import: [("", 17), (domain, 1)]
@@ -67,13 +92,14 @@ pub fn one_node_model(name: &str, domain: &str, op: &str, attrs: Vec<AttributePr
                 op_type: Some(op.into()),
                 domain: Some(domain.into()),
                 name: Some(name.into()),
-                input: vec!["x".into()],
+                input: inputs,
                 output: vec!["y".into()],
                 attribute: attrs,
                 ..NodeProto::default()
             }],
-            input: vec![value("x")],
-            output: vec![value("y")],
+            initializer,
+            input: vec![value("x", 8)],
+            output: vec![value("y", out_width)],
             ..GraphProto::default()
         }),
         ..ModelProto::default()
