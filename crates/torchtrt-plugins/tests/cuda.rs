@@ -219,6 +219,8 @@ fn interpolate_matches_cpu_in_every_mode() {
         (sized("trilinear", &[16, 16, 16], 1), vec![1, 2, 8, 8, 8]),
         (sized("adaptive_avg_pool1d", &[5], 0), vec![2, 3, 23]),
         (sized("adaptive_avg_pool2d", &[7, 7], 0), vec![2, 3, 32, 30]),
+        (sized("adaptive_avg_pool2d", &[3, 5], 0), vec![2, 3, 64, 64]),
+        (sized("adaptive_max_pool1d", &[3], 0), vec![2, 3, 200]),
         (
             sized("adaptive_avg_pool3d", &[2, 3, 4], 0),
             vec![1, 2, 9, 10, 11],

@@ -23,7 +23,23 @@ __device__ __forceinline__ void gelu_impl(const typename D::T* x, typename D::T*
     i64 stride = (i64)gridDim.x * blockDim.x;
     i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     i64 nvec = vec ? n / V : 0;
-    for (i64 v = tid; v < nvec; v += stride) {
+    i64 pairs = nvec / 2;
+    for (i64 v = tid; v < pairs; v += stride) {
+        uint4 r0 = *reinterpret_cast<const uint4*>(x + 2 * v * V);
+        uint4 r1 = *reinterpret_cast<const uint4*>(x + (2 * v + 1) * V);
+        float a[2 * V];
+        Vec16<D>::unpack(r0, a);
+        Vec16<D>::unpack(r1, a + V);
+#pragma unroll
+        for (int k = 0; k < 2 * V; ++k) {
+            float t = a[k];
+            if (bias) t += bias[(2 * v * V + k) % last];
+            a[k] = gelu<FORM>(t);
+        }
+        Vec16<D>::store(y, 2 * v * V, a);
+        Vec16<D>::store(y, (2 * v + 1) * V, a + V);
+    }
+    for (i64 v = 2 * pairs + tid; v < nvec; v += stride) {
         float a[V];
         Vec16<D>::load(x, v * V, a);
 #pragma unroll
@@ -79,7 +95,7 @@ pub(super) fn enqueue(
         None => 0,
     };
     let vec = (x.ptr.is_multiple_of(16) && y.ptr.is_multiple_of(16)) as i32;
-    let per_block = 256 * (16 / dtype.size()) as u64;
+    let per_block = 512 * (16 / dtype.size()) as u64;
     let blocks = (n as u64).div_ceil(per_block).clamp(1, 1 << 16) as u32;
     let args = Args::default()
         .ptr(x.ptr)

@@ -145,6 +145,55 @@ __device__ __forceinline__ void interp_fast(const typename D::T* x, typename D::
         Elem<D>::store(y, p * out_plane + o, acc);
     }
 }
+/* Two-dimensional pooling, one block per plane: threads take input columns and fold each
+   output row's window of input rows (coalesced loads, each row read once per window that
+   covers it) into shared memory; then one thread per output folds its columns. Taps with
+   weight 0 are padding (pool tables pad windows to the widest). */
+template <typename D, int MAX>
+__device__ __forceinline__ void pool2d(const typename D::T* x, typename D::T* y,
+        const int* tab, Geo g, i64 planes) {
+    extern __shared__ float cols[];
+    const float* wt = reinterpret_cast<const float*>(tab);
+    int iy = (int)g.in[1], ix = (int)g.in[2], oy = (int)g.out[1], ox = (int)g.out[2];
+    for (i64 p = blockIdx.x; p < planes; p += gridDim.x) {
+        const typename D::T* src = x + p * iy * ix;
+        for (int c = threadIdx.x; c < ix; c += blockDim.x) {
+            for (int b = 0; b < oy; ++b) {
+                float acc = tap_init<MAX>();
+#pragma unroll 4
+                for (int k = 0; k < g.n[1]; ++k) {
+                    int t = b * g.n[1] + k;
+                    float w = wt[g.w[1] + t];
+                    if (w == 0.0f) continue;
+                    float v = Elem<D>::load(src, (i64)tab[g.idx[1] + t] * ix + c);
+                    acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+                }
+                cols[b * ix + c] = acc;
+            }
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < oy * ox; e += blockDim.x) {
+            int b = e / ox, o = e - b * ox;
+            float acc = tap_init<MAX>();
+            for (int k = 0; k < g.n[2]; ++k) {
+                int t = o * g.n[2] + k;
+                float w = wt[g.w[2] + t];
+                if (w == 0.0f) continue;
+                float v = cols[b * ix + tab[g.idx[2] + t]];
+                acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+            }
+            Elem<D>::store(y, p * oy * ox + e, acc);
+        }
+        __syncthreads();
+    }
+}
+#define POOL(name, D) \
+extern "C" __global__ void pool2d_sum_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
+{ pool2d<D, 0>(x, y, t, g, p); } \
+extern "C" __global__ void pool2d_max_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
+{ pool2d<D, 1>(x, y, t, g, p); }
+FOR_EACH_DTYPE(POOL)
+
 #define FAST1(name, D, NX, NYZ) \
 extern "C" __global__ void interp_fast_##NX##_##NYZ##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int ppt) \
 { interp_fast<D, NX, NYZ>(x, y, t, g, p, ppt); }
@@ -258,6 +307,32 @@ pub(super) fn enqueue(
         .ptr(table)
         .bytes(&packed)
         .i64(planes as i64);
+    let pool = matches!(
+        config.mode,
+        Mode::AdaptiveAvg { .. } | Mode::AdaptiveMax { .. }
+    );
+    let rows_bytes = tables[1].outputs() * tables[2].input * 4;
+    if pool && warp && tables[0].outputs() == 1 && tables[0].input == 1 && rows_bytes <= 48 << 10 {
+        let name = format!(
+            "pool2d_{}_{}",
+            if max { "max" } else { "sum" },
+            dtype_name(dtype)?
+        );
+        let grid = (planes.min(1 << 20) as u32, 1, 1);
+        let threads = tables[2].input.next_multiple_of(32).clamp(64, 512) as u32;
+        // SAFETY: as below; `rows_bytes` of shared memory hold the row folds.
+        return unsafe {
+            cuda::launch(
+                &PROGRAM,
+                &name,
+                cuda,
+                grid,
+                (threads, 1, 1),
+                rows_bytes as u32,
+                args,
+            )
+        };
+    }
     let nyz = tables[0].n * tables[1].n;
     let fast = !max && [1, 2, 4].contains(&tables[2].n) && [1, 2, 4, 8, 16].contains(&nyz);
     if fast {
