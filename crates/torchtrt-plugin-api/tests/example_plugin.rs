@@ -8,9 +8,10 @@
 )]
 
 mod common;
+#[path = "../../torchtrt/tests/common/examples.rs"]
+mod examples;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use common::{Buffer, assert_close, run_cpu};
@@ -21,26 +22,9 @@ use torchtrt_plugin_api::{
     TensorDesc, bf16, create_plugin, f16,
 };
 
-/// Builds the example with its own target folder, so it never waits on the outer cargo.
+/// The example as a built `.so`.
 fn build_example() -> PathBuf {
-    let root = common::workspace_root()
-        .canonicalize()
-        .expect("the workspace exists");
-    let target = root.join("target/ext-tests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let out = Command::new(cargo)
-        .args(["build", "--offline", "--manifest-path"])
-        .arg(root.join("examples/plugin_rust/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "building examples/plugin_rust failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("debug/libtorchtrt_example_plugin_rust.so")
+    examples::build_example("plugin_rust", "torchtrt_example_plugin_rust")
 }
 
 fn extension() -> &'static Extension {

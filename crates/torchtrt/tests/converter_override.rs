@@ -8,7 +8,8 @@ mod extension_support;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use common::{assert_close, build_example, random_f32};
+use common::examples::build_example;
+use common::{assert_close, random_f32};
 use extension_support::{compile, one_node_model, run};
 use torchtrt::plugin_api::abi::{
     Extension, ExtensionCell, ExtensionParts, TtrtExtension, export_parts_entry,

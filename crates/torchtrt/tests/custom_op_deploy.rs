@@ -5,7 +5,8 @@
 mod common;
 mod extension_support;
 
-use common::{assert_close, build_example, random_f32};
+use common::examples::build_example;
+use common::{assert_close, random_f32};
 use extension_support::{compile, float, one_node_model, run};
 use torchtrt::{Error, LoadOptions, Runtime, registry};
 

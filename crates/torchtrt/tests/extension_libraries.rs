@@ -8,7 +8,8 @@ mod extension_support;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use common::{assert_close, build_example, random_f32};
+use common::examples::build_example;
+use common::{assert_close, random_f32};
 use extension_support::{compile, float, one_node_model, run};
 use torchtrt::plugin_api::PluginKey;
 use torchtrt::{LoadOptions, Runtime, registry};

@@ -6,7 +6,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{assert_close, build_example, random_f32};
+use common::examples::build_example;
+use common::{assert_close, random_f32};
 use torchtrt::plugin_api::{DType, FieldCollection, PluginKey};
 use torchtrt::{BuildConfig, Dim, NetworkDefinition, Runtime, Tensor, registry};
 

@@ -5,6 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../torchtrt/tests/common/examples.rs"]
+mod examples;
+
+use examples::build_example;
 use prost::Message;
 use torchtrt::onnx::proto::attribute_proto::AttributeType;
 use torchtrt::onnx::proto::tensor_shape_proto::Dimension;
@@ -17,34 +21,11 @@ use torchtrt::onnx::proto::{
 
 const SHAPE: [usize; 2] = [3, 8];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn scratch(name: &str) -> PathBuf {
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ext-flags-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-/// Builds `examples/<dir>` with its own cargo and target folder and returns `lib<lib>.so`.
-fn build_example(dir: &str, lib: &str) -> PathBuf {
-    let target = root().join("target/ext-tests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let out = Command::new(cargo)
-        .args(["build", "--offline", "--manifest-path"])
-        .arg(root().join("examples").join(dir).join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join(format!("debug/lib{lib}.so"))
 }
 
 fn torchtrtc(args: &[&str]) -> Output {

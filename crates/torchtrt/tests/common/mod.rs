@@ -1,7 +1,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
+
+pub mod examples;
 
 /// Deterministic pseudo-random f32 values in [-1, 1).
 pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
@@ -41,25 +42,4 @@ pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32) {
         got[worst.0],
         want[worst.0]
     );
-}
-
-/// Builds `examples/<dir>` with its own cargo and target folder (so it never waits on the
-/// cargo running the tests) and returns `lib<lib>.so`.
-pub fn build_example(dir: &str, lib: &str) -> PathBuf {
-    let root = workspace_root();
-    let target = root.join("target/ext-tests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let out = Command::new(cargo)
-        .args(["build", "--offline", "--manifest-path"])
-        .arg(root.join("examples").join(dir).join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "building examples/{dir} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join(format!("debug/lib{lib}.so"))
 }
