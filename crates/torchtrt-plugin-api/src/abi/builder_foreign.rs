@@ -18,6 +18,9 @@ use crate::error::{PluginError, PluginResult};
 use crate::field::FieldCollection;
 use crate::plugin::PluginKey;
 
+/// Most outputs a plugin added through [`NetworkBuilder::add_plugin`] may have.
+const MAX_PLUGIN_OUTPUTS: usize = 64;
+
 /// A host builder table, valid for the `convert` call it was passed to.
 pub(crate) struct ForeignBuilder<'a> {
     raw: &'a TtrtNetworkBuilder,
@@ -194,10 +197,11 @@ impl NetworkBuilder for ForeignBuilder<'_> {
         let nf = ptr::to_count(raw.as_slice().len(), "fields").map_err(bad)?;
         let ins: Vec<i64> = inputs.iter().map(|h| h.0).collect();
         let ni = ptr::to_count(ins.len(), "inputs").map_err(bad)?;
-        let mut outs = vec![-1i64; 64];
+        let mut outs = vec![-1i64; MAX_PLUGIN_OUTPUTS];
+        let capacity = ptr::to_count(MAX_PLUGIN_OUTPUTS, "outputs").map_err(invalid)?;
         let mut n = 0i32;
         // SAFETY: the host's function with its own context; every pointer is valid for the
-        // call and `outs` has room for 64 handles.
+        // call and `outs` has room for `capacity` handles.
         Self::call(|err| unsafe {
             f(
                 self.ctx(),
@@ -209,12 +213,16 @@ impl NetworkBuilder for ForeignBuilder<'_> {
                 ins.as_ptr(),
                 ni,
                 outs.as_mut_ptr(),
-                64,
+                capacity,
                 &mut n,
                 err,
             )
         })?;
-        outs.truncate(ptr::count(n, "plugin outputs").map_err(invalid)?.min(64));
+        outs.truncate(
+            ptr::count(n, "plugin outputs")
+                .map_err(invalid)?
+                .min(MAX_PLUGIN_OUTPUTS),
+        );
         Ok(outs.into_iter().map(TensorHandle).collect())
     }
 

@@ -81,10 +81,22 @@ pub struct Extension {
 impl fmt::Debug for Extension {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys: Vec<PluginKey> = self.creators.iter().map(|c| c.key()).collect();
+        let converters: Vec<String> = self
+            .converters
+            .iter()
+            .map(|c| format!("{}::{}", c.op().domain, c.op().op_type))
+            .collect();
+        let ops: Vec<String> = self
+            .custom_ops
+            .iter()
+            .map(|o| format!("{}::{}", o.domain(), o.op_type()))
+            .collect();
         f.debug_struct("Extension")
             .field("path", &self.path)
             .field("provider", &self.provider)
             .field("creators", &keys)
+            .field("converters", &converters)
+            .field("custom_ops", &ops)
             .finish()
     }
 }
