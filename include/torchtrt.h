@@ -40,6 +40,15 @@ typedef struct TtrtCompileOptions {
   int32_t reserved;             /* 0 */
 } TtrtCompileOptions;
 
+/* Loads an extension library with everything it exports: plugin creators, custom
+ * converters for the ONNX importer and custom ops (each gives a plugin and a converter).
+ * ttrt_runtime_load_library registers plugin creators only, which is what running an
+ * engine needs; compiling a model whose ops come from a library needs this function.
+ * A nonzero `override_converters` lets the library's converters replace built-in ones.
+ * All or nothing: a key or op another library holds refuses the whole library. */
+TtrtStatus ttrt_load_extension(TtrtRuntime* runtime, const char* path,
+                               int32_t override_converters);
+
 /* Defaults: CPU, f32, the model's own input shapes. */
 TtrtStatus ttrt_compile_options_init(TtrtCompileOptions* options);
 /* Compiles the ONNX model at `path` (external data next to it). `options` may be NULL. */

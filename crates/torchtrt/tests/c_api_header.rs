@@ -70,7 +70,10 @@ fn headers_declare_what_libtorchtrt_exports_with_the_rust_layouts() {
     let libdir = format!("-L{}", dir.display());
     let rpath = format!("-Wl,-rpath,{}", dir.display());
     cc(&[src], &exe, &[&libdir, "-ltorchtrt", &rpath]);
-    let out = run_ok(&mut Command::new(&exe), "capi_layout");
+    let out = run_ok(
+        Command::new(&exe).env_remove("LD_LIBRARY_PATH"),
+        "capi_layout (rpath to the libtorchtrt.so of this build)",
+    );
     let text = String::from_utf8(out.stdout).expect("ASCII output");
     let c_view: BTreeMap<String, String> = text
         .lines()

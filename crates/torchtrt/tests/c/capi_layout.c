@@ -45,6 +45,7 @@ int main(void) {
       ttrt_context_output_desc;
   TtrtStatus (*execute)(TtrtContext*, const TtrtTensor*, int32_t, TtrtTensor*, int32_t, void*) =
       ttrt_context_execute;
+  TtrtStatus (*load_extension)(TtrtRuntime*, const char*, int32_t) = ttrt_load_extension;
   TtrtStatus (*options_init)(TtrtCompileOptions*) = ttrt_compile_options_init;
   TtrtStatus (*compile_file)(TtrtRuntime*, const char*, const TtrtCompileOptions*,
                              TtrtEngine**) = ttrt_compile_onnx_file;
@@ -74,6 +75,7 @@ int main(void) {
   FN(set_shape);
   FN(out_desc);
   FN(execute);
+  FN(load_extension);
   FN(options_init);
   FN(compile_file);
   FN(compile);
