@@ -70,3 +70,85 @@ fn field_type_of(d: DType) -> torchtrt_core::plugin_api::FieldType {
         DType::U8 | DType::Bool => F::Bytes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
+
+    fn attr(name: &str, ty: AttributeType) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(ty as i32),
+            ..AttributeProto::default()
+        }
+    }
+
+    #[test]
+    fn every_attribute_kind_becomes_a_field() {
+        let proto = NodeProto {
+            attribute: vec![
+                AttributeProto {
+                    i: Some(3),
+                    ..attr("k", AttributeType::Int)
+                },
+                AttributeProto {
+                    ints: vec![1, -2],
+                    ..attr("ks", AttributeType::Ints)
+                },
+                AttributeProto {
+                    f: Some(0.5),
+                    ..attr("f", AttributeType::Float)
+                },
+                AttributeProto {
+                    floats: vec![1.5, 2.5],
+                    ..attr("fs", AttributeType::Floats)
+                },
+                AttributeProto {
+                    s: Some(b"tanh".to_vec()),
+                    ..attr("s", AttributeType::String)
+                },
+                AttributeProto {
+                    strings: vec![b"a".to_vec(), b"bc".to_vec()],
+                    ..attr("ss", AttributeType::Strings)
+                },
+                AttributeProto {
+                    t: Some(TensorProto {
+                        dims: vec![2, 2],
+                        data_type: Some(6),
+                        int32_data: vec![1, 2, 3, 4],
+                        ..TensorProto::default()
+                    }),
+                    ..attr("t", AttributeType::Tensor)
+                },
+            ],
+            ..NodeProto::default()
+        };
+        let f = node_fields(&Node::new(&proto, 0)).unwrap();
+        assert_eq!(f.i64s("k"), Some(&[3][..]));
+        assert_eq!(f.i64s("ks"), Some(&[1, -2][..]));
+        assert_eq!(f.f32s("f"), Some(&[0.5][..]));
+        assert_eq!(f.f32s("fs"), Some(&[1.5, 2.5][..]));
+        assert_eq!(f.string("s"), Some("tanh"));
+        assert_eq!(f.string("ss"), Some("a\0bc"));
+        assert_eq!(f.i32s("t"), Some(&[1, 2, 3, 4][..]));
+        assert_eq!(f.dims("t.shape"), Some(&[2, 2][..]));
+    }
+
+    #[test]
+    fn a_graph_attribute_is_an_error_naming_it() {
+        let proto = NodeProto {
+            name: Some("loop0".into()),
+            attribute: vec![AttributeProto {
+                g: Some(GraphProto::default()),
+                ..attr("body", AttributeType::Graph)
+            }],
+            ..NodeProto::default()
+        };
+        let e = node_fields(&Node::new(&proto, 0)).unwrap_err().to_string();
+        assert!(
+            e.contains("loop0") && e.contains("`body`") && e.contains("GRAPH"),
+            "{e}"
+        );
+    }
+}
