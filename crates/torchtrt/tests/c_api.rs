@@ -823,3 +823,39 @@ fn one_engine_runs_on_many_threads_each_with_its_own_context() {
         ttrt_runtime_destroy(rt);
     }
 }
+
+#[test]
+fn reduced_precision_compiles_and_stays_close_to_f32() {
+    let rt = runtime();
+    let bytes = seed_plugin_model();
+    let f32_engine = compiled(rt);
+    let x = random_f32(2 * CHANNELS * SIZE * SIZE, 77);
+    let want = run_c(f32_engine, 2, &mut x.clone(), false);
+    for precision in [DType::F16, DType::BF16] {
+        let mut spec = input_spec(c"image");
+        let mut options = options_with_batch(&mut spec, 1, 2, 4);
+        options.precision = precision as i32;
+        let mut engine = null_mut();
+        // SAFETY: valid buffers and pointers.
+        ok(unsafe {
+            ttrt_compile_onnx(
+                rt,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                &options,
+                &mut engine,
+            )
+        });
+        let got = run_c(engine, 2, &mut x.clone(), false);
+        let tol = if precision == DType::F16 { 2e-2 } else { 8e-2 };
+        assert_close(&got, &want, tol, tol);
+        assert_ne!(got, want, "{precision} computes in reduced precision");
+        // SAFETY: a handle from this test.
+        unsafe { ttrt_engine_destroy(engine) };
+    }
+    // SAFETY: handles from this test, destroyed once.
+    unsafe {
+        ttrt_engine_destroy(f32_engine);
+        ttrt_runtime_destroy(rt);
+    }
+}
