@@ -87,3 +87,62 @@ fn relu_fuses_into_its_convolution_and_gives_the_same_result() {
         assert_eq!(*a, (b / 2.0).max(0.0));
     }
 }
+
+/// x · s + t → relu with per-channel constants (exported BatchNormalization with no
+/// convolution before it) becomes one depthwise convolution; a scalar `Mul` stays.
+#[test]
+fn per_channel_affine_and_relu_become_one_convolution() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2, 3, 4, 5].map(Dim::Fixed))
+        .unwrap();
+    let constant = |net: &mut NetworkDefinition, name: &str, shape: &[usize], v: Vec<f32>| {
+        net.add_constant(name, Tensor::from_vec(shape, v).unwrap())
+            .unwrap()
+    };
+    let s = constant(&mut net, "s", &[1, 3, 1, 1], vec![0.5, -2.0, 1.5]);
+    let t = constant(&mut net, "t", &[3, 1, 1], vec![0.25, 1.0, -0.75]);
+    let k = constant(&mut net, "k", &[1], vec![3.0]);
+    let scaled = net
+        .add("mul", Elementwise::new(ElementwiseOp::Mul), &[x, s])
+        .unwrap();
+    let shifted = net
+        .add("add", Elementwise::new(ElementwiseOp::Add), &[scaled, t])
+        .unwrap();
+    let y = net
+        .add(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[shifted],
+        )
+        .unwrap();
+    let z = net
+        .add("triple", Elementwise::new(ElementwiseOp::Mul), &[x, k])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    net.mark_output(z, "z").unwrap();
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let engine = build(&net, &BuildConfig::default(), &backends).unwrap();
+    let kinds: Vec<&str> = engine
+        .plan()
+        .layers
+        .iter()
+        .filter(|l| !matches!(l.kind, LayerKind::Constant(_)))
+        .map(|l| l.kind.op().kind())
+        .collect();
+    assert_eq!(kinds, ["Convolution", "Elementwise"]);
+    let xv = values(120, 5);
+    let input = Tensor::from_vec(&[2, 3, 4, 5], xv.clone()).unwrap();
+    let outs = engine.create_context().execute(&[&input]).unwrap();
+    let (sv, tv) = ([0.5f32, -2.0, 1.5], [0.25f32, 1.0, -0.75]);
+    let want: Vec<f32> = xv
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v * sv[(i / 20) % 3] + tv[(i / 20) % 3]).max(0.0))
+        .collect();
+    assert_eq!(outs[0].as_slice::<f32>().unwrap(), want.as_slice());
+    let tripled: Vec<f32> = xv.iter().map(|v| v * 3.0).collect();
+    assert_eq!(outs[1].as_slice::<f32>().unwrap(), tripled.as_slice());
+}

@@ -9,7 +9,7 @@ use torchtrt_plugin_api::{DType, DeviceKind};
 
 use super::Work;
 use crate::error::Result;
-use crate::layers::{ActivationKind, Constant, ElementwiseOp, LayerKind, TypeShape};
+use crate::layers::{ActivationKind, Constant, Convolution, ElementwiseOp, LayerKind, TypeShape};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
@@ -121,6 +121,80 @@ pub(crate) fn fold_into_conv(
         let conv_pos = if b_id.is_some() { pos } else { pos + 1 };
         work.layers[conv_pos].outputs = layer.outputs.clone();
         work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Turns a per-channel `Mul` by a constant on the CPU (an exported BatchNormalization that no
+/// convolution precedes) into a depthwise 1×1 convolution, so the `Add` after it folds into
+/// that convolution's bias and a following activation into its epilogue: one pass instead
+/// of three. Returns whether it did (the layer is then not emitted).
+pub(crate) fn affine_as_conv(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    device: DeviceKind,
+) -> Result<bool> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(false);
+    };
+    if e.op != ElementwiseOp::Mul || device != DeviceKind::Cpu {
+        return Ok(false);
+    }
+    for side in 0..2 {
+        let (x, k) = (inputs[side], inputs[1 - side]);
+        let Some(factor) = work.tensors[k.index()].value.clone() else {
+            continue;
+        };
+        let xt = work.ty(x).clone();
+        let rank = xt.shape.len();
+        let Some(channels) = xt.shape.get(1).and_then(|d| d.as_const()) else {
+            continue;
+        };
+        if !(3..=5).contains(&rank)
+            || xt.dtype != DType::F32
+            || types[0].shape != xt.shape
+            || channels <= 0
+        {
+            continue;
+        }
+        let m = channels as usize;
+        let Some(per) = per_channel(&factor, rank, m).filter(|_| factor.numel() == m && m > 1)
+        else {
+            continue;
+        };
+        let mut dims = vec![m, 1];
+        dims.resize(rank, 1);
+        let w = work.new_tensor(format!("{}/scale", layer.name));
+        let w_ty = TypeShape::new(
+            DType::F32,
+            dims.iter().map(|&d| (d as i64).into()).collect(),
+        );
+        work.emit(
+            Layer {
+                name: format!("{}/scale", layer.name),
+                kind: LayerKind::Constant(Constant::new(Tensor::from_vec(&dims, per)?)),
+                inputs: vec![],
+                outputs: vec![w],
+            },
+            vec![w_ty],
+            DeviceKind::Cpu,
+        );
+        let mut conv = Convolution::new(rank - 2);
+        conv.groups = channels;
+        work.emit(
+            Layer {
+                name: layer.name.clone(),
+                kind: LayerKind::Convolution(conv),
+                inputs: vec![x, w],
+                outputs: layer.outputs.clone(),
+            },
+            types.to_vec(),
+            device,
+        );
         return Ok(true);
     }
     Ok(false)

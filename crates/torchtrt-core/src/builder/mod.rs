@@ -231,6 +231,11 @@ pub fn build(
         {
             continue;
         }
+        if config.fold_constants
+            && fuse::affine_as_conv(&mut work, layer, &kind, &inputs, &types, device)?
+        {
+            continue;
+        }
         if fuse::fuse_activation(&mut work, layer, &kind, &inputs, &types, &uses) {
             continue;
         }

@@ -42,6 +42,13 @@ pub(super) fn conv_direct<T: FloatElem>(
 
 /// One output plane from one input plane and its taps.
 fn plane_conv<C: Real>(win: &Window, src: &[C], weights: &[C], bias: C, dst: &mut [C]) {
+    if win.is_pointwise() {
+        let w = weights[0];
+        for (o, &v) in dst.iter_mut().zip(src) {
+            *o = v * w + bias;
+        }
+        return;
+    }
     let [_, o1, o2] = win.output;
     let [_, i1, i2] = win.input;
     let [_, k1, k2] = win.kernel;
