@@ -181,6 +181,15 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
         0,
         &[],
     );
+    let inspect = torchtrtc(&["inspect", s(&engine), "--plugins", s(&lib)]);
+    check(&inspect, 0, &[]);
+    let shown = String::from_utf8_lossy(&inspect.stdout);
+    assert!(
+        shown.contains("com.example::HardSwishCustom@1")
+            && shown.contains("deployment needs")
+            && shown.contains("libtorchtrt_example_custom_op_rust.so"),
+        "{shown}"
+    );
     check(
         &torchtrtc(&["run", s(&engine), "--input", &input]),
         1,
