@@ -170,7 +170,10 @@ fn a_c_custom_op_becomes_a_plugin() {
     )
     .unwrap();
     let shape = vec![DimExpr::sym("n"), DimExpr::Const(5)];
-    assert_eq!(plugin.output_shapes(std::slice::from_ref(&shape)).unwrap(), [shape]);
+    assert_eq!(
+        plugin.output_shapes(std::slice::from_ref(&shape)).unwrap(),
+        [shape]
+    );
     assert_eq!(plugin.output_dtypes(&[DType::F32]).unwrap(), [DType::F32]);
     let x: Vec<f32> = (0..15).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
     let desc = TensorDesc::new(DType::F32, vec![3, 5]);
@@ -184,4 +187,27 @@ fn a_c_custom_op_becomes_a_plugin() {
     assert_close(&out[0].values::<f32>(), &want, 1e-6);
     let defaulted = create_plugin(creator.as_ref(), "sq1", &FieldCollection::new()).unwrap();
     assert_eq!(defaulted.fields_to_serialize().f32("gain"), Some(1.0));
+}
+
+#[test]
+fn malformed_converter_and_custom_op_tables_are_refused_by_name() {
+    for (define, needle) in [
+        (
+            "-DCONVERTER_VERSION=99",
+            "converter 0: converter table version 99; this host speaks version 1",
+        ),
+        (
+            "-DNO_CPU_KERNEL",
+            "custom op 0: custom op test_c::Square: `cpu_kernel` is NULL",
+        ),
+        ("-DTWICE", "converter test_c::AddScalar is provided twice"),
+    ] {
+        let e = Extension::load(shared_library("ext_ops", &[define]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is malformed") && e.contains(needle),
+            "{define}: {e}"
+        );
+    }
 }

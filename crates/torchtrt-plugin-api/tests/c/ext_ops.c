@@ -58,8 +58,13 @@ static TtrtStatus add_scalar_convert(void* self, const TtrtNode* node,
   return net->set_output(net->ctx, 0, y, err);
 }
 
-static TtrtConverter add_scalar = {TTRT_CONVERTER_ABI_VERSION, 0, NULL, "test_c", "AddScalar", 1,
-                                   -1, add_scalar_convert};
+/* Variants for the loader's checks: -DCONVERTER_VERSION=99, -DNO_CPU_KERNEL, -DTWICE. */
+#ifndef CONVERTER_VERSION
+#define CONVERTER_VERSION TTRT_CONVERTER_ABI_VERSION
+#endif
+
+static TtrtConverter add_scalar = {CONVERTER_VERSION, 0, NULL, "test_c", "AddScalar", 1, -1,
+                                   add_scalar_convert};
 
 static float gain_default_value = 1.0f;
 static const TtrtField gain_default = {"gain", TTRT_FIELD_F32, 0, 1, &gain_default_value};
@@ -142,12 +147,23 @@ static TtrtCustomOp square = {TTRT_CUSTOM_OP_ABI_VERSION,
                               square_dtypes,
                               square_shapes,
                               square_supports,
+#ifdef NO_CPU_KERNEL
+                              NULL,
+                              square_cpu};
+#else
                               square_cpu,
                               NULL};
+#endif
 
+#ifdef TWICE
+static const TtrtConverter* const converters[2] = {&add_scalar, &add_scalar};
+#define NB_CONVERTERS 2
+#else
 static const TtrtConverter* const converters[1] = {&add_scalar};
+#define NB_CONVERTERS 1
+#endif
 static const TtrtCustomOp* const custom_ops[1] = {&square};
 static const TtrtExtension extension = {
-    TTRT_ABI_VERSION, 0, "test_c_ext_ops 1", NULL, 1, 0, converters, 1, 0, custom_ops};
+    TTRT_ABI_VERSION, 0, "test_c_ext_ops 1", NULL, NB_CONVERTERS, 0, converters, 1, 0, custom_ops};
 
 const TtrtExtension* torchtrt_extension_v1(void) { return &extension; }
