@@ -119,7 +119,7 @@ pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C
         Arith::Sub => zip(a, b, out, |x, y| x - y),
         Arith::Mul => zip(a, b, out, |x, y| x * y),
         Arith::Div => zip(a, b, out, |x, y| x / y),
-        Arith::Pow => zip(a, b, out, |x, y| x.powf(y)),
+        Arith::Pow => pow(a, b, out),
         Arith::Max => zip(a, b, out, |x, y| if x > y || x.is_nan() { x } else { y }),
         Arith::Min => zip(a, b, out, |x, y| if x < y || x.is_nan() { x } else { y }),
         Arith::PRelu => zip(a, b, out, |x, y| if x < C::ZERO { y * x } else { x }),
@@ -132,6 +132,37 @@ pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C
                 r
             }
         }),
+    }
+}
+
+/// `a^b`; a constant exponent of 2, 1/2 or 3/4 (LRN's default β) takes products and square
+/// roots instead of the general `powf`.
+fn pow<C: Real>(a: Operand<'_, C>, b: Operand<'_, C>, out: &mut [C]) {
+    let Operand::Scalar(y) = b else {
+        return zip(a, b, out, |x, y| x.powf(y));
+    };
+    let (half, three_quarters, two) = (C::from_f64(0.5), C::from_f64(0.75), C::from_f64(2.0));
+    if y == two {
+        zip(a, b, out, |x, _| x * x)
+    } else if y == half {
+        zip(a, b, out, |x, _| {
+            if x == C::NEG_INFINITY {
+                C::INFINITY
+            } else {
+                x.sqrt() + C::ZERO
+            }
+        })
+    } else if y == three_quarters {
+        zip(a, b, out, |x, _| {
+            if x == C::NEG_INFINITY {
+                C::INFINITY
+            } else {
+                let r = x.sqrt();
+                r * r.sqrt()
+            }
+        })
+    } else {
+        zip(a, b, out, |x, y| x.powf(y))
     }
 }
 

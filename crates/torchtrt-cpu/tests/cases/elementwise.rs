@@ -167,3 +167,21 @@ fn mismatched_runtime_shapes_are_an_error() {
     let err = kernel.execute(&[&a, &bad], &mut out).unwrap_err();
     assert!(err.contains("broadcast"), "{err}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The constant exponents computed without `powf` (2, 1/2, 3/4) match it, zeros,
+    /// infinities and negative bases included.
+    #[test]
+    fn pow_by_special_constants(exponent in select(vec![2.0, 0.5, 0.75]), dtype in float_dtype(), n in 1usize..300, seed: u64) {
+        let mut rng = Rng::new(seed);
+        let mut values: Vec<f64> = (0..n).map(|_| rng.uniform(0.0, 40.0)).collect();
+        values.extend([0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, -1.5]);
+        let a = crate::support::from_f64(dtype, &[values.len()], &values);
+        let b = crate::support::from_f64(dtype, &[], &[exponent]);
+        let got = run(layer(E::Pow, false), &[&a, &b])?;
+        let want = binary(&nd(&a), &nd(&b), f64::powf);
+        check(&got, &want, Tol::of(dtype).scale(2.0))?;
+    }
+}
