@@ -116,6 +116,7 @@ __device__ __forceinline__ void norm_tile(const typename D::T* x, typename D::T*
     int width = (int)min((i64)TILE, S - l0);
     const typename D::T* src = x + o * R * S + l0;
     int n = (int)R * TILE;
+#pragma unroll 8
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         int r = i / TILE, l = i - r * TILE;
         sm[i] = l < width ? Elem<D>::load(src, r * S + l) : 0.0f;
@@ -138,6 +139,7 @@ __device__ __forceinline__ void norm_tile(const typename D::T* x, typename D::T*
         return;
     }
     typename D::T* dst = y + o * R * S + l0;
+#pragma unroll 8
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         int r = i / TILE, c = i - r * TILE;
         if (c < width) Elem<D>::store(dst, r * S + c, sm[i] * part[c]);
