@@ -13,6 +13,7 @@
 //! - [`CudaBackend`]: the [`torchtrt_core::backend::Backend`] for engines targeted at a GPU.
 
 mod backend;
+mod blas;
 mod device;
 mod error;
 mod launch;
@@ -24,6 +25,7 @@ pub mod probe;
 mod stream;
 
 pub use backend::CudaBackend;
+pub use blas::{Blas, Gemm, GemmType};
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};
 pub use launch::{Dim3, KernelArgs};
