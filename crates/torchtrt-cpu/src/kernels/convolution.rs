@@ -156,12 +156,14 @@ impl Kernel for ConvKernel {
 }
 
 /// Bytes of im2col tile one task aims for: it stays in L2 while the product reads it.
-const TILE_BYTES: usize = 256 * 1024;
+const TILE_BYTES: usize = 512 * 1024;
 
 /// Runs the convolution as tiles of the output: each task takes one (image, group), a range
 /// of output positions (columns) and a range of output channels (rows), unfolds its columns
 /// with im2col into per-thread scratch and multiplies them with a single-threaded gemm.
-/// Rows are split only when there are too few column tiles to keep every thread busy.
+/// When one column tile covers the image and there are too few (image, group) pairs to keep
+/// every thread busy, each pair is one task whose gemm is split over the threads instead;
+/// otherwise rows are split when there are too few column tiles.
 fn conv<G: GemmElem>(
     geom: &ConvGeom,
     x: &[G],
@@ -187,15 +189,17 @@ fn conv<G: GemmElem>(
         .min(outputs);
     let col_tiles = outputs.div_ceil(width);
     let threads = rayon::current_num_threads();
+    let wide = col_tiles == 1 && geom.batch * groups < 2 * threads && threads > 1;
     let mut row_tiles = 1;
-    while geom.batch * groups * col_tiles * row_tiles < 2 * threads && mg >= 32 * row_tiles {
+    while !wide && geom.batch * groups * col_tiles * row_tiles < 2 * threads && mg >= 32 * row_tiles
+    {
         row_tiles *= 2;
     }
     let height = mg.div_ceil(row_tiles);
     let per_image_group = col_tiles * row_tiles;
     let tasks = geom.batch * groups * per_image_group;
     let dst = SendPtr(out.as_mut_ptr());
-    let task = |t: usize| -> Result<(), String> {
+    let task = |t: usize, parallel: bool| -> Result<(), String> {
         let (image_group, rest) = (t / per_image_group, t % per_image_group);
         let (image, group) = (image_group / groups, image_group % groups);
         let (j0, m0) = ((rest / row_tiles) * width, (rest % row_tiles) * height);
@@ -220,7 +224,7 @@ fn conv<G: GemmElem>(
         let product = |rhs: MatRef<'_, G>| {
             // SAFETY: as above: the `m × n` tile at `dst` with row stride `outputs` is this
             // task's alone.
-            unsafe { gemm_into(dst, outputs, lhs, rhs, bias.is_some(), false) }?;
+            unsafe { gemm_into(dst, outputs, lhs, rhs, bias.is_some(), parallel) }?;
             if epilogue != Epilogue::Identity {
                 for i in 0..m {
                     // SAFETY: as above.
@@ -241,14 +245,22 @@ fn conv<G: GemmElem>(
             });
         }
         with_scratch(taps * n, |col: &mut [G]| {
-            im2col(xg, cg, win, G::ZERO, j0..j0 + n, col);
+            if parallel {
+                col.par_chunks_mut(win.kernel_len() * n)
+                    .zip(xg.par_chunks(plane))
+                    .for_each(|(rows, src)| im2col(src, 1, win, G::ZERO, j0..j0 + n, rows));
+            } else {
+                im2col(xg, cg, win, G::ZERO, j0..j0 + n, col);
+            }
             product(MatRef::row_major(col, taps, n))
         })
     };
-    if tasks > 1 && threads > 1 {
-        (0..tasks).into_par_iter().try_for_each(task)
+    if wide {
+        (0..tasks).try_for_each(|t| task(t, true))
+    } else if tasks > 1 && threads > 1 {
+        (0..tasks).into_par_iter().try_for_each(|t| task(t, false))
     } else {
-        (0..tasks).try_for_each(task)
+        (0..tasks).try_for_each(|t| task(t, false))
     }
 }
 
