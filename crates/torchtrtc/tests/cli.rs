@@ -685,6 +685,18 @@ fn external_plugin_library_is_named_where_a_deployment_needs_it() {
     assert!(deploy.ends_with("libscale_shift.so"), "{deploy}");
     assert!(shown.contains("scale: f32 = 2"), "{shown}");
 
+    let unloaded = torchtrtc(["inspect".as_ref(), engine.as_os_str()]);
+    let records = succeeds(&unloaded);
+    let note = String::from_utf8_lossy(&unloaded.stderr);
+    assert!(
+        note.contains("test_c::ScaleShift@1") && note.contains("--plugins"),
+        "{note}"
+    );
+    assert!(
+        records.contains("scale: f32 = 2") && records.contains(deploy),
+        "{records}"
+    );
+
     let run = |extra: &[&std::ffi::OsStr]| {
         let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref(), engine.as_os_str()];
         let input = input_arg(&demo("x.npy"));

@@ -125,6 +125,36 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// Reads the header and the body; re-creates plugins through `registry`.
 pub(crate) fn deserialize(bytes: &[u8], registry: &PluginRegistry) -> Result<EnginePlan> {
+    let mut plan = read(bytes)?;
+    for layer in &mut plan.layers {
+        if let LayerKind::Plugin(p) = &mut layer.kind {
+            let (plugin, _) =
+                registry
+                    .create(&p.key, &layer.name, &p.fields)
+                    .map_err(|e| match e {
+                        Error::PluginNotFound {
+                            namespace,
+                            name,
+                            version,
+                            ..
+                        } => Error::PluginNotFound {
+                            namespace,
+                            name,
+                            version,
+                            library: p.library.clone().or_else(|| p.provider.clone()),
+                        },
+                        other => other,
+                    })?;
+            p.plugin = Some(Arc::from(plugin));
+        }
+    }
+    super::configure_plugins(&mut plan)?;
+    Ok(plan)
+}
+
+/// Reads and checks the header and the body, weights included, leaving plugin layers as
+/// records (key, fields, provenance) without plugins.
+pub(crate) fn read(bytes: &[u8]) -> Result<EnginePlan> {
     let err = |m: String| Error::Engine(m);
     if bytes.len() < HEADER {
         return Err(err(format!(
@@ -182,42 +212,19 @@ pub(crate) fn deserialize(bytes: &[u8], registry: &PluginRegistry) -> Result<Eng
         .map(|(i, r)| read_weight(bytes, i, r).map(Arc::new))
         .collect::<Result<Vec<_>>>()?;
     for layer in &mut plan.layers {
-        match &mut layer.kind {
-            LayerKind::Constant(c) => {
-                let v = values.get(c.slot as usize).ok_or_else(|| {
-                    err(format!(
-                        "layer `{}` refers to missing weight {}",
-                        layer.name, c.slot
-                    ))
-                })?;
-                *c = Constant {
-                    value: v.clone(),
-                    slot: c.slot,
-                };
-            }
-            LayerKind::Plugin(p) => {
-                let (plugin, _) = registry
-                    .create(&p.key, &layer.name, &p.fields)
-                    .map_err(|e| match e {
-                        Error::PluginNotFound {
-                            namespace,
-                            name,
-                            version,
-                            ..
-                        } => Error::PluginNotFound {
-                            namespace,
-                            name,
-                            version,
-                            library: p.library.clone().or_else(|| p.provider.clone()),
-                        },
-                        other => other,
-                    })?;
-                p.plugin = Some(Arc::from(plugin));
-            }
-            _ => {}
+        if let LayerKind::Constant(c) = &mut layer.kind {
+            let v = values.get(c.slot as usize).ok_or_else(|| {
+                err(format!(
+                    "layer `{}` refers to missing weight {}",
+                    layer.name, c.slot
+                ))
+            })?;
+            *c = Constant {
+                value: v.clone(),
+                slot: c.slot,
+            };
         }
     }
-    super::configure_plugins(&mut plan)?;
     Ok(plan)
 }
 

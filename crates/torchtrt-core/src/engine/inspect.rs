@@ -5,7 +5,7 @@ use std::fmt;
 
 use torchtrt_plugin_api::{DeviceKind, FieldCollection, PluginKey, format_shape};
 
-use super::Engine;
+use super::{Engine, EnginePlan, TypeShape};
 use crate::layers::LayerKind;
 use crate::network::Dim;
 
@@ -57,16 +57,23 @@ pub struct EngineSummary {
 }
 
 pub(crate) fn summarize(engine: &Engine) -> EngineSummary {
-    let plan = engine.plan();
-    let types = engine.tensor_types();
+    summarize_plan(engine.plan(), Some(engine.tensor_types()))
+}
+
+/// The summary of `plan`; tensors show their shapes when `types` are known (they need
+/// every plugin's shape rules), else only their dtypes.
+pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> EngineSummary {
     let show = |t: &crate::network::TensorId| {
-        let ty = &types[t.index()];
-        format!(
-            "{}: {}{}",
-            plan.tensor_names[t.index()],
-            ty.dtype,
-            format_shape(&ty.shape)
-        )
+        let i = t.index();
+        match types.and_then(|ty| ty.get(i)) {
+            Some(ty) => format!(
+                "{}: {}{}",
+                plan.tensor_names[i],
+                ty.dtype,
+                format_shape(&ty.shape)
+            ),
+            None => format!("{}: {}", plan.tensor_names[i], plan.tensor_dtypes[i]),
+        }
     };
     let inputs = plan
         .inputs

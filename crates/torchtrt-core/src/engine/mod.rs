@@ -412,4 +412,12 @@ impl Engine {
     pub fn summary(&self) -> EngineSummary {
         inspect::summarize(self)
     }
+
+    /// The summary of a serialized engine read as records, without re-creating its plugins
+    /// or preparing kernels: what `inspect` shows when the plugin libraries an engine needs
+    /// are not loaded. Tensors show dtypes but no shapes (those need the plugins).
+    pub fn summarize_bytes(bytes: &[u8]) -> Result<EngineSummary> {
+        let plan = format::read(bytes)?;
+        Ok(inspect::summarize_plan(&plan, None))
+    }
 }

@@ -42,10 +42,19 @@ pub fn run(a: InspectArgs) -> Result<()> {
         };
         bail!("{} is not a torchtrt engine{hint}", a.engine.display());
     }
-    let engine = torchtrt::Runtime::new()?
-        .deserialize(&bytes)
-        .with_context(|| format!("loading {}", a.engine.display()))?;
-    let s = engine.summary();
+    let s = match torchtrt::Runtime::new()?.deserialize(&bytes) {
+        Ok(engine) => engine.summary(),
+        Err(e @ torchtrt::Error::PluginNotFound { .. }) => {
+            let s = torchtrt::Engine::summarize_bytes(&bytes)
+                .with_context(|| format!("loading {}", a.engine.display()))?;
+            eprintln!(
+                "note: {e}; showing the engine's records (tensor shapes need the plugin: \
+                 pass its library with --plugins)"
+            );
+            s
+        }
+        Err(e) => return Err(e).with_context(|| format!("loading {}", a.engine.display())),
+    };
     println!("engine: {} ({} bytes)", a.engine.display(), bytes.len());
     print!("{}", render(&s));
     Ok(())
