@@ -118,7 +118,7 @@ fn other_format_version_and_target_are_named() {
     bytes[8] = 7;
     let err = runtime.deserialize(&bytes).err().unwrap().to_string();
     assert!(err.contains("format version 7"), "{err}");
-    bytes[8] = 1;
+    bytes[8] = torchtrt_core::engine::FORMAT_VERSION as u8;
     bytes[12] = 1;
     let err = runtime.deserialize(&bytes).err().unwrap().to_string();
     assert!(err.contains("checksum") || err.contains("cuda"), "{err}");
