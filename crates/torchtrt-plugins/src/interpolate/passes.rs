@@ -44,6 +44,19 @@ multiversion! {
             return;
         }
         let at = |r: &Range<usize>| r.start - outputs.start..r.end - outputs.start;
+        #[cfg(target_arch = "x86_64")]
+        if let (Reduce::Sum, Some(t)) = (reduce, &axis.two_tap) {
+            let whole = t.whole_blocks(&outputs);
+            let (head, tail) = (outputs.start..whole.start, whole.end..outputs.end);
+            let rows = (src.len() / in_len).min(dst.len() / width);
+            let (src, dst) = (&src[..rows * in_len], &mut dst[..rows * width]);
+            t.rows(src, in_len, lo, whole.clone(), &mut dst[at(&whole).start..], width);
+            for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
+                gather::<M>(reduce, axis, s, lo, head.clone(), &mut d[at(&head)]);
+                gather::<M>(reduce, axis, s, lo, tail.clone(), &mut d[at(&tail)]);
+            }
+            return;
+        }
         if let Some(p) = &axis.periodic {
             let (head, mid, _) = p.split(outputs.clone());
             let done = match reduce {
@@ -61,17 +74,6 @@ multiversion! {
                 }
                 return;
             }
-        }
-        #[cfg(target_arch = "x86_64")]
-        if let (Reduce::Sum, Some(t)) = (reduce, &axis.two_tap) {
-            let whole = t.whole_blocks(&outputs);
-            let (head, tail) = (outputs.start..whole.start, whole.end..outputs.end);
-            for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
-                gather::<M>(reduce, axis, s, lo, head.clone(), &mut d[at(&head)]);
-                t.row(s, lo, whole.clone(), &mut d[at(&whole)]);
-                gather::<M>(reduce, axis, s, lo, tail.clone(), &mut d[at(&tail)]);
-            }
-            return;
         }
         for (s, d) in src.chunks_exact(in_len).zip(dst.chunks_exact_mut(width)) {
             gather::<M>(reduce, axis, s, lo, outputs.clone(), d);

@@ -73,34 +73,58 @@ impl TwoTapRows {
         start..end.max(start)
     }
 
-    /// Outputs `outputs` (whole blocks, from [`TwoTapRows::whole_blocks`]) of the row `src`
-    /// (input indices `lo…`, covering every tap of those outputs) into `dst`.
-    pub fn row(&self, src: &[f32], lo: usize, outputs: Range<usize>, dst: &mut [f32]) {
+    /// Outputs `outputs` (whole blocks, from [`TwoTapRows::whole_blocks`]) of every row of
+    /// `src` (rows of `in_len` inputs, input index `lo` first, covering every tap of those
+    /// outputs) into `dst`: rows `width` apart, starting where the first row's outputs go.
+    pub fn rows(
+        &self,
+        src: &[f32],
+        in_len: usize,
+        lo: usize,
+        outputs: Range<usize>,
+        dst: &mut [f32],
+        width: usize,
+    ) {
         let blocks = &self.blocks[outputs.start / LANES..outputs.end / LANES];
-        // SAFETY: `new` made the blocks only where `avx512()` holds.
-        unsafe { run(blocks, src, lo, dst) }
+        let rows = src.len() / in_len.max(1);
+        assert!(
+            blocks.iter().all(|b| b.base >= lo && b.base - lo < in_len)
+                && (rows == 0 || (rows - 1) * width + blocks.len() * LANES <= dst.len()),
+            "two-tap rows: the row or the outputs do not cover the blocks"
+        );
+        // SAFETY: `new` made the blocks only where `avx512()` holds; the assertion keeps
+        // every window start inside its row and every block's outputs inside `dst`.
+        unsafe { run(blocks, src, in_len, lo, dst, width) }
     }
 }
 
+/// Block by block, with its indices and weights in registers, every row.
 #[target_feature(enable = "avx512f")]
-fn run(blocks: &[Block], src: &[f32], lo: usize, dst: &mut [f32]) {
-    for (b, d) in blocks.iter().zip(dst.chunks_exact_mut(LANES)) {
+fn run(blocks: &[Block], src: &[f32], in_len: usize, lo: usize, dst: &mut [f32], width: usize) {
+    let rows = src.len() / in_len.max(1);
+    for (k, b) in blocks.iter().enumerate() {
         let at = b.base - lo;
-        let left = src.len() - at;
-        // SAFETY: lanes at or past the row's end are masked off; `d` is sixteen outputs and
-        // the block's arrays sixteen lanes each.
+        let left = in_len - at;
+        let (m0, m1) = (mask(left), mask(left.saturating_sub(LANES)));
+        let out = k * LANES;
+        // SAFETY: the block's arrays are sixteen lanes each; loads stay inside row `r` of
+        // `src` (lanes at or past its end masked off) and stores inside row `r` of `dst`
+        // (`dst` starts at the first output's column of row 0, so row `r`'s block lies
+        // inside it).
         unsafe {
-            let p = src.as_ptr().add(at);
-            let a = _mm512_maskz_loadu_ps(mask(left), p);
-            let c = _mm512_maskz_loadu_ps(mask(left.saturating_sub(LANES)), p.add(LANES));
             let i0: __m512i = _mm512_loadu_si512(b.first.as_ptr().cast());
             let i1: __m512i = _mm512_loadu_si512(b.second.as_ptr().cast());
-            let x0 = _mm512_permutex2var_ps(a, i0, c);
-            let x1 = _mm512_permutex2var_ps(a, i1, c);
             let w0 = _mm512_loadu_ps(b.w0.as_ptr());
             let w1 = _mm512_loadu_ps(b.w1.as_ptr());
-            let y = _mm512_fmadd_ps(w1, x1, _mm512_mul_ps(w0, x0));
-            _mm512_storeu_ps(d.as_mut_ptr(), y);
+            for r in 0..rows {
+                let p = src.as_ptr().add(r * in_len + at);
+                let a = _mm512_maskz_loadu_ps(m0, p);
+                let c = _mm512_maskz_loadu_ps(m1, p.add(LANES));
+                let x0 = _mm512_permutex2var_ps(a, i0, c);
+                let x1 = _mm512_permutex2var_ps(a, i1, c);
+                let y = _mm512_fmadd_ps(w1, x1, _mm512_mul_ps(w0, x0));
+                _mm512_storeu_ps(dst.as_mut_ptr().add(r * width + out), y);
+            }
         }
     }
 }

@@ -27,8 +27,8 @@ pub struct AxisTaps {
     monotone: bool,
     /// The table's periodic interior, if it has one.
     pub periodic: Option<Periodic>,
-    /// The AVX-512 blocks of a two-tap table without a periodic interior, when the CPU
-    /// runs them.
+    /// The AVX-512 blocks of a two-tap table, when the CPU runs them (ahead of the
+    /// periodic kernels, which they outrun).
     #[cfg(target_arch = "x86_64")]
     pub two_tap: Option<TwoTapRows>,
 }
@@ -142,7 +142,7 @@ impl AxisTaps {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if n == 2 && !self.identity && self.periodic.is_none() {
+        if n == 2 && !self.identity {
             self.two_tap = TwoTapRows::new(&self.index, &self.weight);
         }
         self
