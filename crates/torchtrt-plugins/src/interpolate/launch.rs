@@ -109,13 +109,12 @@ fn run_typed<T: Float>(
         // Whole planes per unit: hand each task a run of planes, so that small planes do
         // not pay a parallel split each.
         let per = planes.div_ceil(threads * UNITS_PER_THREAD).max(1);
-        dst.par_chunks_mut(out_plane * per)
-            .enumerate()
-            .for_each_init(Scratch::default, |scratch, (g, group)| {
-                for (i, plane) in group.chunks_mut(out_plane).enumerate() {
-                    unit(g * per + i, 0, plane, scratch);
-                }
-            });
+        let groups: Vec<_> = dst.chunks_mut(out_plane * per).enumerate().collect();
+        par::share(groups, Scratch::default, |scratch, (g, group)| {
+            for (i, plane) in group.chunks_mut(out_plane).enumerate() {
+                unit(g * per + i, 0, plane, scratch);
+            }
+        });
         return Ok(());
     }
     dst.par_chunks_mut(out_plane)

@@ -37,6 +37,37 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
     Some(p)
 }
 
+/// Runs `f(state, item)` for every item: the calling thread takes items too, next to one
+/// task per other thread of the current pool, each participant pulling the next item from a
+/// shared queue with its own `init()` state. Small launches then pay one wake-up, not a
+/// hand-off to the pool and back.
+pub(crate) fn share<I: Send, S>(
+    items: Vec<I>,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, I) + Sync,
+) {
+    let helpers = rayon::current_num_threads()
+        .min(items.len())
+        .saturating_sub(1);
+    let queue = Mutex::new(items.into_iter());
+    let work = || {
+        let mut state = init();
+        loop {
+            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+            match next {
+                Some(item) => f(&mut state, item),
+                None => break,
+            }
+        }
+    };
+    rayon::in_place_scope(|scope| {
+        for _ in 0..helpers {
+            scope.spawn(|_| work());
+        }
+        work();
+    });
+}
+
 /// Items per task when `total` items of `item_bytes` bytes each are split over the current
 /// pool: at least [`MIN_TASK_BYTES`] per task, and a few tasks per thread when there is
 /// enough work.
