@@ -5,11 +5,12 @@ use std::ffi::c_void;
 
 use super::invalid;
 use crate::abi::desc;
+use crate::abi::export_plugin::launch::with_launch;
 use crate::abi::ptr;
 use crate::abi::types::TtrtLaunch;
 use crate::dtype::{DeviceKind, TensorDesc};
 use crate::error::PluginResult;
-use crate::plugin::{CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch};
+use crate::plugin::{CpuLaunch, CudaLaunch, Launch};
 
 /// Calls `f` with the tensors `l` describes.
 ///
@@ -23,69 +24,7 @@ pub(super) unsafe fn run(
     // SAFETY: by the caller's promise.
     let l = unsafe { l.as_ref() }.ok_or_else(|| invalid("launch is NULL".into()))?;
     // SAFETY: by the caller's promise.
-    let (ins, outs, in_ptrs, out_ptrs) = unsafe {
-        let ins = desc::from_raw_all(l.input_descs, l.nb_inputs, "input").map_err(invalid)?;
-        let outs = desc::from_raw_all(l.output_descs, l.nb_outputs, "output").map_err(invalid)?;
-        let ip = ptr::slice(l.inputs, ins.len(), "input pointers").map_err(invalid)?;
-        let op = ptr::slice(l.outputs, outs.len(), "output pointers").map_err(invalid)?;
-        (ins, outs, ip, op)
-    };
-    match DeviceKind::from_raw(l.device) {
-        Some(DeviceKind::Cpu) => {
-            let bytes = |d: &TensorDesc| {
-                d.byte_len()
-                    .ok_or_else(|| invalid(format!("tensor {d} has no concrete size")))
-            };
-            let mut inputs = Vec::with_capacity(ins.len());
-            for (desc, &p) in ins.into_iter().zip(in_ptrs) {
-                // SAFETY: the input holds its description's bytes.
-                let data = unsafe { ptr::slice(p.cast::<u8>(), bytes(&desc)?, "input") }
-                    .map_err(invalid)?;
-                inputs.push(HostTensor { desc, data });
-            }
-            let mut outputs = Vec::with_capacity(outs.len());
-            for (desc, &p) in outs.into_iter().zip(out_ptrs) {
-                // SAFETY: the output holds its description's bytes and overlaps nothing.
-                let data = unsafe { ptr::slice_mut(p.cast::<u8>(), bytes(&desc)?, "output") }
-                    .map_err(invalid)?;
-                outputs.push(HostTensorMut { desc, data });
-            }
-            // SAFETY: the workspace holds `workspace_size` bytes and overlaps nothing.
-            let workspace =
-                unsafe { ptr::slice_mut(l.workspace.cast::<u8>(), l.workspace_size, "workspace") }
-                    .map_err(invalid)?;
-            f(Launch::Cpu(CpuLaunch {
-                inputs: &inputs,
-                outputs: &mut outputs,
-                workspace,
-                threads: usize::try_from(l.threads).unwrap_or(1).max(1),
-            }))
-        }
-        Some(DeviceKind::Cuda) => {
-            let dev = |(desc, p): (TensorDesc, usize)| DeviceTensor {
-                desc,
-                ptr: p as u64,
-            };
-            let inputs: Vec<_> = ins
-                .into_iter()
-                .zip(in_ptrs.iter().map(|p| p.addr()))
-                .map(dev)
-                .collect();
-            let outputs: Vec<_> = outs
-                .into_iter()
-                .zip(out_ptrs.iter().map(|p| p.addr()))
-                .map(dev)
-                .collect();
-            f(Launch::Cuda(CudaLaunch {
-                inputs: &inputs,
-                outputs: &outputs,
-                workspace: l.workspace.addr() as u64,
-                device: l.device_ordinal,
-                stream: l.stream,
-            }))
-        }
-        None => Err(invalid(format!("unknown device kind {}", l.device))),
-    }
+    unsafe { with_launch(l, f) }
 }
 
 /// A launch in host terms.

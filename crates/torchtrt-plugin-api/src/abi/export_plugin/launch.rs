@@ -1,21 +1,23 @@
-//! `enqueue` of an exported plugin: a `TtrtLaunch` as host tensors or device tensors, each
-//! buffer checked against its description.
+//! A `TtrtLaunch` as host tensors or device tensors, each buffer checked against its
+//! description: the library side of an exported plugin's `enqueue` and a custom op's
+//! kernels.
 
 use super::{descs, invalid};
 use crate::abi::ptr;
 use crate::abi::types::TtrtLaunch;
 use crate::dtype::{DeviceKind, TensorDesc};
 use crate::error::PluginResult;
-use crate::plugin::{
-    CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch, Plugin,
-};
+use crate::plugin::{CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch};
 
-/// Runs `plugin` on the buffers `l` describes.
+/// Calls `f` with the tensors `l` describes.
 ///
 /// # Safety
 /// Every pointer in `l` holds what its count and description say; outputs and workspace
 /// overlap nothing else.
-pub(super) unsafe fn run(plugin: &dyn Plugin, l: &TtrtLaunch) -> PluginResult<()> {
+pub(in crate::abi) unsafe fn with_launch(
+    l: &TtrtLaunch,
+    f: impl FnOnce(Launch<'_, '_>) -> PluginResult<()>,
+) -> PluginResult<()> {
     // SAFETY: forwarded from the caller.
     let (ins, outs) = unsafe { descs(l.input_descs, l.nb_inputs, l.output_descs, l.nb_outputs) }?;
     // SAFETY: one pointer per input.
@@ -47,7 +49,7 @@ pub(super) unsafe fn run(plugin: &dyn Plugin, l: &TtrtLaunch) -> PluginResult<()
             let workspace =
                 unsafe { ptr::slice_mut(l.workspace.cast::<u8>(), l.workspace_size, "workspace") }
                     .map_err(invalid)?;
-            plugin.enqueue(Launch::Cpu(CpuLaunch {
+            f(Launch::Cpu(CpuLaunch {
                 inputs: &inputs,
                 outputs: &mut outputs,
                 workspace,
@@ -69,7 +71,7 @@ pub(super) unsafe fn run(plugin: &dyn Plugin, l: &TtrtLaunch) -> PluginResult<()
                 .zip(out_ptrs.iter().map(|p| p.addr()))
                 .map(device)
                 .collect();
-            plugin.enqueue(Launch::Cuda(CudaLaunch {
+            f(Launch::Cuda(CudaLaunch {
                 inputs: &inputs,
                 outputs: &outputs,
                 workspace: l.workspace.addr() as u64,

@@ -1,7 +1,7 @@
 //! A Rust plugin behind a C `TtrtPlugin` table: one trampoline per table function, each
 //! catching panics and turning errors into a status and a message.
 
-mod launch;
+pub(in crate::abi) mod launch;
 
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -246,7 +246,7 @@ unsafe extern "C" fn enqueue(
         // SAFETY: the host passes the table's own `self_`.
         let plugin = unsafe { this(this_) }?.read()?;
         // SAFETY: the launch's pointers hold what its counts and descriptions say.
-        unsafe { launch::run(plugin.as_ref(), l) }
+        unsafe { launch::with_launch(l, |launch| plugin.enqueue(launch)) }
     };
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }
