@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use super::builder_foreign::error_of_status;
 use super::desc;
-use super::dims::{BuilderDims, DimArena};
+use super::dims::DimArena;
+use super::export_plugin::{port_query, shape_rule};
 use super::ext_types::{TTRT_CUSTOM_OP_ABI_VERSION, TtrtCustomOp, TtrtOpKernelFn};
 use super::fields::{RawFields, read_fields};
 use super::host::LibHandle;
@@ -138,24 +139,12 @@ unsafe extern "C" fn op_output_shapes(
     let body = || {
         // SAFETY: the host passes the table's `self_` and `nb_attrs` fields.
         let (op, attrs) = unsafe { op_and_attrs(this, attrs, nb_attrs) }?;
-        // SAFETY: the host's builder is valid for this call.
-        let mut dims = unsafe { BuilderDims::new(builder) }.map_err(invalid)?;
-        let n = ptr::count(nb_inputs, "input shapes").map_err(invalid)?;
-        // SAFETY: the host passes `nb_inputs` shapes.
-        let raw = unsafe { ptr::slice(inputs, n, "input shapes") }.map_err(invalid)?;
-        let shapes = raw
-            .iter()
-            .map(|s| dims.input_shape(s))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(invalid)?;
-        let out = op
-            .output_shapes(&attrs, &shapes)?
-            .iter()
-            .map(|s| dims.output_shape(s))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(PluginError::Execution)?;
-        // SAFETY: the host passes room for `nb_outputs` shapes.
-        unsafe { ptr::write_all(outputs, nb_outputs, &out, "output shapes") }.map_err(invalid)
+        // SAFETY: the host passes its builder, `nb_inputs` shapes and room for `nb_outputs`.
+        unsafe {
+            shape_rule(builder, inputs, nb_inputs, outputs, nb_outputs, |shapes| {
+                op.output_shapes(&attrs, shapes)
+            })
+        }
     };
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }
@@ -172,20 +161,10 @@ unsafe extern "C" fn op_supports(
     let body = || -> Option<bool> {
         // SAFETY: the host passes the table's `self_`.
         let (op, _) = unsafe { op_and_attrs(this, std::ptr::null(), 0) }.ok()?;
-        let n = ptr::count(nb_io, "ports").ok()?;
         // SAFETY: the host passes `nb_io` ports.
-        let raw = unsafe { ptr::slice(io, n, "ports") }.ok()?;
-        let ports = raw
-            .iter()
-            .map(desc::port_from_raw)
-            .collect::<Option<Vec<_>>>()?;
-        let pos = usize::try_from(pos).ok().filter(|&p| p < ports.len())?;
-        Some(op.supports(
-            pos,
-            &ports,
-            usize::try_from(nb_inputs).ok()?,
-            DeviceKind::from_raw(device)?,
-        ))
+        let (ports, pos, nb_inputs, device) =
+            unsafe { port_query(pos, io, nb_io, nb_inputs, device) }?;
+        Some(op.supports(pos, &ports, nb_inputs, device))
     };
     i32::from(catch_unwind(AssertUnwindSafe(body)).ok().flatten() == Some(true))
 }

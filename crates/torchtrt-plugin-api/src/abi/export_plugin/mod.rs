@@ -16,7 +16,8 @@ use crate::abi::types::{
     TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin, TtrtPortDesc, TtrtShapeExpr,
     TtrtStatus, TtrtTensorDesc,
 };
-use crate::dtype::{DType, DeviceKind, TensorDesc};
+use crate::dims::ShapeExpr;
+use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
 use crate::error::{PluginError, PluginResult};
 use crate::plugin::Plugin;
 
@@ -125,25 +126,14 @@ unsafe extern "C" fn output_shapes(
     err: *mut TtrtErrorBuf,
 ) -> TtrtStatus {
     let body = || {
-        // SAFETY: the host's builder is valid for this call.
-        let mut dims = unsafe { BuilderDims::new(builder) }.map_err(invalid)?;
-        let n = ptr::count(nb_inputs, "input shapes").map_err(invalid)?;
-        // SAFETY: the host passes `nb_inputs` shapes.
-        let raw = unsafe { ptr::slice(inputs, n, "input shapes") }.map_err(invalid)?;
-        let shapes = raw
-            .iter()
-            .map(|s| dims.input_shape(s))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(invalid)?;
         // SAFETY: the host passes the table's own `self_`.
-        let out = unsafe { this(this_) }?.read()?.output_shapes(&shapes)?;
-        let out = out
-            .iter()
-            .map(|s| dims.output_shape(s))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(PluginError::Execution)?;
-        // SAFETY: the host passes room for `nb_outputs` shapes.
-        unsafe { ptr::write_all(outputs, nb_outputs, &out, "output shapes") }.map_err(invalid)
+        let plugin = unsafe { this(this_) }?;
+        // SAFETY: the host passes its builder, `nb_inputs` shapes and room for `nb_outputs`.
+        unsafe {
+            shape_rule(builder, inputs, nb_inputs, outputs, nb_outputs, |shapes| {
+                plugin.read()?.output_shapes(shapes)
+            })
+        }
     };
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }
@@ -158,22 +148,72 @@ unsafe extern "C" fn supports(
     device: i32,
 ) -> i32 {
     let body = || -> Option<bool> {
-        let n = ptr::count(nb_io, "ports").ok()?;
         // SAFETY: the host passes `nb_io` ports.
-        let raw = unsafe { ptr::slice(io, n, "ports") }.ok()?;
-        let ports = raw
-            .iter()
-            .map(desc::port_from_raw)
-            .collect::<Option<Vec<_>>>()?;
-        let pos = usize::try_from(pos).ok().filter(|&p| p < ports.len())?;
-        let nb_inputs = usize::try_from(nb_inputs).ok()?;
-        let device = DeviceKind::from_raw(device)?;
+        let (ports, pos, nb_inputs, device) =
+            unsafe { port_query(pos, io, nb_io, nb_inputs, device) }?;
         // SAFETY: the host passes the table's own `self_`.
         let p = unsafe { this(this_) }.ok()?;
         Some(p.read().ok()?.supports(pos, &ports, nb_inputs, device))
     };
     let ok = catch_unwind(AssertUnwindSafe(body)).ok().flatten();
     i32::from(ok == Some(true))
+}
+
+/// The output shapes `rule` gives for the input shapes, through the host's expression
+/// `builder`: the body of an exported plugin's or custom op's `output_shapes`.
+///
+/// # Safety
+/// `builder` is the host's valid builder, `inputs` holds `nb_inputs` shapes and `outputs`
+/// room for `nb_outputs`.
+pub(in crate::abi) unsafe fn shape_rule(
+    builder: *const TtrtExprBuilder,
+    inputs: *const TtrtShapeExpr,
+    nb_inputs: i32,
+    outputs: *mut TtrtShapeExpr,
+    nb_outputs: i32,
+    rule: impl FnOnce(&[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>>,
+) -> PluginResult<()> {
+    // SAFETY: the host's builder is valid for this call.
+    let mut dims = unsafe { BuilderDims::new(builder) }.map_err(invalid)?;
+    let n = ptr::count(nb_inputs, "input shapes").map_err(invalid)?;
+    // SAFETY: the host passes `nb_inputs` shapes.
+    let raw = unsafe { ptr::slice(inputs, n, "input shapes") }.map_err(invalid)?;
+    let shapes = raw
+        .iter()
+        .map(|s| dims.input_shape(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(invalid)?;
+    let out = rule(&shapes)?
+        .iter()
+        .map(|s| dims.output_shape(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(PluginError::Execution)?;
+    // SAFETY: the host passes room for `nb_outputs` shapes.
+    unsafe { ptr::write_all(outputs, nb_outputs, &out, "output shapes") }.map_err(invalid)
+}
+
+/// The arguments of a `supports` query in Rust terms: the ports, the position (inside
+/// them), the number of inputs and the device; `None` when any is malformed.
+///
+/// # Safety
+/// `io` holds `nb_io` port descriptions.
+pub(in crate::abi) unsafe fn port_query(
+    pos: i32,
+    io: *const TtrtPortDesc,
+    nb_io: i32,
+    nb_inputs: i32,
+    device: i32,
+) -> Option<(Vec<PortDesc>, usize, usize, DeviceKind)> {
+    let n = ptr::count(nb_io, "ports").ok()?;
+    // SAFETY: the host passes `nb_io` ports.
+    let raw = unsafe { ptr::slice(io, n, "ports") }.ok()?;
+    let ports = raw
+        .iter()
+        .map(desc::port_from_raw)
+        .collect::<Option<Vec<_>>>()?;
+    let pos = usize::try_from(pos).ok().filter(|&p| p < ports.len())?;
+    let nb_inputs = usize::try_from(nb_inputs).ok()?;
+    Some((ports, pos, nb_inputs, DeviceKind::from_raw(device)?))
 }
 
 /// # Safety
