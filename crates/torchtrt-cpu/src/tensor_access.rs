@@ -68,6 +68,31 @@ pub(crate) fn check_dtype(what: &str, t: &Tensor, dtype: DType) -> Result<(), St
     }
 }
 
+/// The operands of a (de)convolution: `x`, `w` and an optional bias, all of `dtype`, with one
+/// output.
+pub(crate) fn weighted_inputs<'a>(
+    what: &str,
+    inputs: &[&'a Tensor],
+    outputs: &[Tensor],
+    dtype: DType,
+) -> Result<(&'a Tensor, &'a Tensor, Option<&'a Tensor>), String> {
+    check_arity(what, inputs, outputs, 2..=3, 1)?;
+    for t in inputs {
+        check_dtype(what, t, dtype)?;
+    }
+    Ok((inputs[0], inputs[1], inputs.get(2).copied()))
+}
+
+/// Checks that a bias, when given, is `[channels]`.
+pub(crate) fn check_bias(what: &str, bias: Option<&Tensor>, channels: usize) -> Result<(), String> {
+    match bias {
+        Some(b) if b.shape() != [channels] => {
+            Err(format!("{what}: bias must be [{channels}], got {b}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks that the output `t` has the dtype and shape the kernel computed.
 pub(crate) fn check_output(
     what: &str,

@@ -77,6 +77,26 @@ pub(crate) fn check_window_params(
     Ok(())
 }
 
+/// Checks the operands of a `kind` (convolution or deconvolution) layer — float `x`
+/// `[N, C, 1–3 spatial dims]`, `w` of the same rank, one dtype for all — and returns the
+/// number of spatial dims.
+pub(crate) fn check_operands(kind: &str, inputs: &[InferInput<'_>]) -> Result<usize, String> {
+    let (x, w) = (&inputs[0], &inputs[1]);
+    require_float(kind, x.dtype)?;
+    if inputs.iter().any(|i| i.dtype != x.dtype) {
+        return Err(format!("{kind} inputs must share one dtype"));
+    }
+    let spatial = x.shape.len().saturating_sub(2);
+    if !(1..=3).contains(&spatial) || w.shape.len() != x.shape.len() {
+        return Err(format!(
+            "{kind} needs x [N,C,1-3 spatial dims] and w of the same rank, got {} and {}",
+            format_shape(x.shape),
+            format_shape(w.shape)
+        ));
+    }
+    Ok(spatial)
+}
+
 impl LayerOp for Convolution {
     fn kind(&self) -> &'static str {
         "Convolution"
@@ -86,18 +106,7 @@ impl LayerOp for Convolution {
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let (x, w) = (&inputs[0], &inputs[1]);
-        require_float("Convolution", x.dtype)?;
-        if inputs.iter().any(|i| i.dtype != x.dtype) {
-            return Err("Convolution inputs must share one dtype".into());
-        }
-        let spatial = x.shape.len().saturating_sub(2);
-        if !(1..=3).contains(&spatial) || w.shape.len() != x.shape.len() {
-            return Err(format!(
-                "Convolution needs x [N,C,1-3 spatial dims] and w of the same rank, got {} and {}",
-                format_shape(x.shape),
-                format_shape(w.shape)
-            ));
-        }
+        let spatial = check_operands("Convolution", inputs)?;
         check_window_params(
             spatial,
             &[("strides", &self.strides), ("dilations", &self.dilations)],

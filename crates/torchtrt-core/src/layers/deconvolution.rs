@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DimExpr, format_shape};
 
-use super::convolution::check_window_params;
-use super::{InferInput, LayerOp, TypeShape, require_float};
+use super::convolution::{check_operands, check_window_params};
+use super::{InferInput, LayerOp, TypeShape};
 
 /// Transposed convolution of `x [N, C, *S]` with `w [C, M/groups, *K]`, plus an optional
 /// bias `[M]` as third input (ONNX `ConvTranspose`, pads resolved: no `auto_pad` or
@@ -87,18 +87,7 @@ impl LayerOp for Deconvolution {
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let (x, w) = (&inputs[0], &inputs[1]);
-        require_float("Deconvolution", x.dtype)?;
-        if inputs.iter().any(|i| i.dtype != x.dtype) {
-            return Err("Deconvolution inputs must share one dtype".into());
-        }
-        let spatial = x.shape.len().saturating_sub(2);
-        if !(1..=3).contains(&spatial) || w.shape.len() != x.shape.len() {
-            return Err(format!(
-                "Deconvolution needs x [N,C,1-3 spatial dims] and w of the same rank, got {} and {}",
-                format_shape(x.shape),
-                format_shape(w.shape)
-            ));
-        }
+        let spatial = check_operands("Deconvolution", inputs)?;
         self.check_params(spatial)?;
         let known = |d: &DimExpr| {
             d.as_const()

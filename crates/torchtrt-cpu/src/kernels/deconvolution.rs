@@ -9,7 +9,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 use crate::dispatch::with_float;
 use crate::linalg::{GemmElem, MatRef, gemm};
 use crate::scalar::{FloatElem, Real};
-use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
+use crate::tensor_access::{check_bias, check_output, elems, elems_mut, weighted_inputs};
 
 const WHAT: &str = "Deconvolution";
 
@@ -109,20 +109,9 @@ impl Geom {
 
 impl Kernel for DeconvKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 2..=3, 1)?;
-        for t in inputs {
-            check_dtype(WHAT, t, self.dtype)?;
-        }
-        let (x, w, bias) = (inputs[0], inputs[1], inputs.get(2).copied());
+        let (x, w, bias) = weighted_inputs(WHAT, inputs, outputs, self.dtype)?;
         let geom = Geom::new(&self.layer, x.shape(), w.shape())?;
-        if let Some(b) = bias
-            && b.shape() != [geom.out_channels]
-        {
-            return Err(format!(
-                "{WHAT}: bias must be [{}], got {b}",
-                geom.out_channels
-            ));
-        }
+        check_bias(WHAT, bias, geom.out_channels)?;
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &geom.output_shape(x.rank() - 2))?;
         with_float!(self.dtype, WHAT, T => {
