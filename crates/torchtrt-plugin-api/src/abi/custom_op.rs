@@ -176,19 +176,20 @@ unsafe extern "C" fn op_cpu_kernel(
     l: *const TtrtLaunch,
     err: *mut TtrtErrorBuf,
 ) -> TtrtStatus {
-    let body = || {
-        // SAFETY: the host passes the table's `self_` and `nb_attrs` fields.
-        let (op, attrs) = unsafe { op_and_attrs(this, attrs, nb_attrs) }?;
-        // SAFETY: the host passes a launch whose buffers match their descriptions.
-        unsafe {
-            launch::run(l, |launch| match launch {
-                Launch::Cpu(c) => op.cpu_kernel(&attrs, c),
+    // SAFETY: forwarded from the host.
+    unsafe {
+        run_kernel(
+            this,
+            attrs,
+            nb_attrs,
+            l,
+            err,
+            |op, attrs, launch| match launch {
+                Launch::Cpu(c) => op.cpu_kernel(attrs, c),
                 Launch::Cuda(_) => Err(invalid("cpu_kernel called with a CUDA launch".into())),
-            })
-        }
-    };
-    // SAFETY: the host passes a valid error buffer or NULL.
-    unsafe { guard(err, body) }
+            },
+        )
+    }
 }
 
 unsafe extern "C" fn op_cuda_kernel(
@@ -198,18 +199,43 @@ unsafe extern "C" fn op_cuda_kernel(
     l: *const TtrtLaunch,
     err: *mut TtrtErrorBuf,
 ) -> TtrtStatus {
-    let body = || {
-        // SAFETY: the host passes the table's `self_` and `nb_attrs` fields.
-        let (op, attrs) = unsafe { op_and_attrs(this, attrs, nb_attrs) }?;
-        // SAFETY: the host passes a launch whose pointers match their descriptions.
-        unsafe {
-            launch::run(l, |launch| match launch {
-                Launch::Cuda(c) => op.cuda_kernel(&attrs, &c),
+    // SAFETY: forwarded from the host.
+    unsafe {
+        run_kernel(
+            this,
+            attrs,
+            nb_attrs,
+            l,
+            err,
+            |op, attrs, launch| match launch {
+                Launch::Cuda(c) => op.cuda_kernel(attrs, &c),
                 Launch::Cpu(_) => Err(invalid("cuda_kernel called with a CPU launch".into())),
-            })
-        }
+            },
+        )
+    }
+}
+
+/// The body of a kernel entry point: the op, its attributes and the launch handed to `f`,
+/// errors and panics reported through `err`.
+///
+/// # Safety
+/// `this` and `nb_attrs` fields are the table's, `l` is a launch whose buffers match their
+/// descriptions, and `err` a valid error buffer or NULL.
+unsafe fn run_kernel(
+    this: *mut c_void,
+    attrs: *const TtrtField,
+    nb_attrs: i32,
+    l: *const TtrtLaunch,
+    err: *mut TtrtErrorBuf,
+    f: impl FnOnce(&dyn CustomOp, &FieldCollection, Launch<'_, '_>) -> PluginResult<()>,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: by the caller's promise.
+        let (op, attrs) = unsafe { op_and_attrs(this, attrs, nb_attrs) }?;
+        // SAFETY: by the caller's promise.
+        unsafe { launch::run(l, |launch| f(op, &attrs, launch)) }
     };
-    // SAFETY: the host passes a valid error buffer or NULL.
+    // SAFETY: by the caller's promise.
     unsafe { guard(err, body) }
 }
 
