@@ -16,6 +16,7 @@ mod backend;
 mod blas;
 mod device;
 mod error;
+pub mod kernels;
 mod launch;
 mod memory;
 mod module;

@@ -1,0 +1,68 @@
+//! CUDA kernels for core layers, looked up by layer kind.
+//!
+//! Each module prepares one layer family: it reads the layer's parameters and the inputs'
+//! dtypes (and constant values, e.g. weights to upload once), and returns a
+//! [`DeviceKernel`] that queues the layer on a stream over device tensors. A layer kind
+//! with no entry here, or whose preparer declines these dtypes, runs on the host backend
+//! with copies around it.
+
+mod programs;
+
+use torchtrt_core::layers::{InferInput, LayerKind};
+use torchtrt_plugin_api::DeviceTensor;
+
+use crate::device::CudaDevice;
+use crate::stream::Stream;
+
+pub use programs::{Programs, ProgramSource};
+
+/// A core layer prepared for a CUDA device. Shared by every execution context of an
+/// engine, so `execute` takes `&self`; per-run scratch comes from the device's caching
+/// allocator.
+pub trait DeviceKernel: Send + Sync {
+    /// Queues the layer on `stream`. `inputs` and `outputs` have concrete shapes; outputs
+    /// are allocated by the caller, contents undefined.
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String>;
+}
+
+/// What a preparer gets besides the layer: the device and its program cache.
+pub struct PrepareCtx<'a> {
+    /// The device the kernel will run on.
+    pub device: &'a CudaDevice,
+    /// Compiled programs of this device (NVRTC on first use, or images from an engine).
+    pub programs: &'a Programs,
+}
+
+/// Prepares a layer of one kind: `None` when these dtypes or parameters have no CUDA
+/// kernel (the layer then runs on the host), `Some(Err)` for a layer that is invalid.
+pub type Preparer = fn(
+    &LayerKind,
+    &[InferInput<'_>],
+    &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>>;
+
+/// The registry: layer kind (as `LayerKind::op().kind()` names it) → preparer.
+const PREPARERS: &[(&str, Preparer)] = &[];
+
+/// A device kernel for `layer` on these inputs, or `None` when it has none.
+pub fn prepare(
+    layer: &LayerKind,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
+    let kind = layer.op().kind();
+    PREPARERS
+        .iter()
+        .filter(|(k, _)| *k == kind)
+        .find_map(|(_, p)| p(layer, inputs, ctx))
+}
+
+/// Layer kinds with a CUDA kernel, for `inspect` and tests.
+pub fn kinds() -> impl Iterator<Item = &'static str> {
+    PREPARERS.iter().map(|(k, _)| *k)
+}
