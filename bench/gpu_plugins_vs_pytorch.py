@@ -9,6 +9,10 @@ after warm-up), measures the device-to-device copy bandwidth as the ceiling, che
 outputs against PyTorch on the dumped inputs, and prints a markdown table.
 
     python3 bench/gpu_plugins_vs_pytorch.py --bin gpu-bin/plugin_bench [--iters 50] [--json OUT]
+
+`--part networks` (or `all`) runs the end-to-end table instead (or too): torchvision
+resnet50, mobilenet_v3_large and a small ViT in f16 at batch 1 and 32 through
+`--torchtrtc gpu-bin/torchtrtc` against PyTorch eager and torch.compile (gpu_networks.py).
 """
 
 import argparse
@@ -109,10 +113,30 @@ def check(dump, case, dt):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="gpu-bin/plugin_bench")
+    ap.add_argument("--torchtrtc", default="gpu-bin/torchtrtc")
+    ap.add_argument("--part", choices=["plugins", "networks", "all"], default="plugins")
+    ap.add_argument("--networks", nargs="*", help="subset of resnet50 mobilenet_v3_large vit_small")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--json")
     a = ap.parse_args()
+    ok = True
+    if a.part in ("plugins", "all"):
+        ok = plugins(a)
+    if a.part in ("networks", "all"):
+        import gpu_networks
+
+        print(f"\nGPU: {torch.cuda.get_device_name()}, torch {torch.__version__}\n")
+        rows = gpu_networks.run(a.torchtrtc, a.iters, a.warmup, a.networks)
+        print(gpu_networks.markdown(rows))
+        if a.json:
+            json.dump(rows, open(a.json + ".networks.json", "w"), indent=1)
+        ok = ok and all("error" not in r for r in rows)
+    if not ok:
+        sys.exit(1)
+
+
+def plugins(a):
     dump = tempfile.mkdtemp()
     env = dict(os.environ)
     proc = subprocess.run(
@@ -148,8 +172,7 @@ def main():
         del x, y
     if a.json:
         json.dump(dict(copy_gbps=bw, rows=rows), open(a.json, "w"), indent=1)
-    if not all(r["ok"] for r in rows):
-        sys.exit(1)
+    return all(r["ok"] for r in rows)
 
 
 if __name__ == "__main__":
