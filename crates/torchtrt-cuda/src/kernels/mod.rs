@@ -6,6 +6,7 @@
 //! with no entry here, or whose preparer declines these dtypes, runs on the host backend
 //! with copies around it.
 
+pub(crate) mod prelude;
 mod programs;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
