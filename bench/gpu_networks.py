@@ -26,9 +26,11 @@ def build(name):
     if name == "mobilenet_v3_large":
         return torchvision.models.mobilenet_v3_large(weights=None).eval()
     if name == "vit_small":
-        return torchvision.models.VisionTransformer(
+        vit = torchvision.models.VisionTransformer(
             image_size=224, patch_size=16, num_layers=6, num_heads=6,
             hidden_dim=384, mlp_dim=1536, num_classes=1000).eval()
+        torch.nn.init.normal_(vit.heads.head.weight, std=0.02)  # torchvision zeroes the head
+        return vit
     raise ValueError(name)
 
 

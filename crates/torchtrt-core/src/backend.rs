@@ -1,9 +1,11 @@
 //! The backend contract: a device that turns layers into ready-to-run kernels.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use torchtrt_plugin_api::{DeviceKind, Plugin};
 
+use crate::engine::EngineBlob;
 use crate::layers::{InferInput, LayerKind};
 use crate::tensor::Tensor;
 
@@ -13,6 +15,13 @@ pub trait Kernel: Send + Sync {
     /// Computes `outputs` (already shaped and allocated by the runtime; contents undefined)
     /// from `inputs`.
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String>;
+
+    /// The kernel as `Any`, for a backend's own runtime to recover its concrete type (e.g.
+    /// a GPU kernel that a device-resident context runs without host copies). `None` (the
+    /// default) for kernels that are only ever run through [`Kernel::execute`].
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
 }
 
 /// A device's kernel factory.
@@ -42,5 +51,19 @@ pub trait Backend: Send + Sync {
     /// placed there. `None` (the default) runs the plugin's CPU kernel through the runtime.
     fn plugin_kernel(&self, _plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
         None
+    }
+
+    /// Named opaque blobs to store in engines this backend prepared (e.g. compiled GPU
+    /// kernel images), so that loading the engine on another machine needs no compiler.
+    /// Called when an engine is serialized; the default stores nothing.
+    fn engine_blobs(&self) -> Vec<EngineBlob> {
+        Vec::new()
+    }
+
+    /// Receives the blobs stored in an engine, before its kernels are prepared on this
+    /// backend. Blobs the backend does not know are ignored; `Err` for a blob it knows but
+    /// cannot use, with the reason.
+    fn install_blobs(&self, _blobs: &[EngineBlob]) -> Result<(), String> {
+        Ok(())
     }
 }

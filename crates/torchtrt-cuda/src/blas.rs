@@ -154,6 +154,88 @@ impl Blas {
     }
 }
 
+/// Element strides between consecutive matrices of a strided-batched GEMM; `0` repeats
+/// one matrix for every product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchStrides {
+    /// Between the A matrices.
+    pub a: usize,
+    /// Between the B matrices.
+    pub b: usize,
+    /// Between the C matrices.
+    pub c: usize,
+}
+
+impl Blas {
+    /// Queues `batch` products `C_i = A_i · B_i` on `stream`, the i-th operands
+    /// `i · strides` elements past `a`, `b` and `c`.
+    ///
+    /// # Safety
+    /// Every operand of every product must lie in device memory of this device holding
+    /// elements of `g.ty`, valid until the stream has run the products; the C matrices must
+    /// not overlap.
+    pub unsafe fn gemm_strided_batched(
+        &self,
+        stream: &Stream,
+        g: &Gemm,
+        batch: usize,
+        strides: BatchStrides,
+        [a, b, c]: [u64; 3],
+    ) -> CudaResult<()> {
+        let dim = |v: usize| {
+            i32::try_from(v)
+                .map_err(|_| CudaError::Invalid(format!("GEMM dimension {v} exceeds i32")))
+        };
+        let stride = |v: usize| {
+            i64::try_from(v)
+                .map_err(|_| CudaError::Invalid(format!("GEMM batch stride {v} exceeds i64")))
+        };
+        let (m, n, k, count) = (dim(g.m)?, dim(g.n)?, dim(g.k)?, dim(batch)?);
+        if m == 0 || n == 0 || count == 0 {
+            return Ok(());
+        }
+        self.device.bind()?;
+        let op = |t: bool| match t {
+            true => sys::cublasOperation_t::CUBLAS_OP_T,
+            false => sys::cublasOperation_t::CUBLAS_OP_N,
+        };
+        let lda = if g.trans_a { m } else { k };
+        let ldb = if g.trans_b { k } else { n };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: per the function's contract; alpha and beta live through the call.
+        unsafe {
+            result::set_stream(self.handle, stream.raw().cast())
+                .map_err(blas_error("cublasSetStream"))?;
+            result::gemm_strided_batched_ex(
+                self.handle,
+                op(g.trans_b),
+                op(g.trans_a),
+                n,
+                m,
+                k,
+                (&alpha as *const f32).cast::<c_void>(),
+                b as *const c_void,
+                g.ty.data(),
+                ldb,
+                stride(strides.b)?,
+                a as *const c_void,
+                g.ty.data(),
+                lda,
+                stride(strides.a)?,
+                (&beta as *const f32).cast::<c_void>(),
+                c as *mut c_void,
+                g.ty.data(),
+                n,
+                stride(strides.c)?,
+                count,
+                g.ty.compute(),
+                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT_TENSOR_OP,
+            )
+        }
+        .map_err(blas_error("cublasGemmStridedBatchedEx"))
+    }
+}
+
 impl Drop for Blas {
     fn drop(&mut self) {
         if self.device.bind().is_ok() {

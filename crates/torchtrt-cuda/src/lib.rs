@@ -26,7 +26,7 @@ pub mod probe;
 mod stream;
 
 pub use backend::CudaBackend;
-pub use blas::{Blas, Gemm, GemmType};
+pub use blas::{BatchStrides, Blas, Gemm, GemmType};
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};
 pub use launch::{Dim3, KernelArgs};
