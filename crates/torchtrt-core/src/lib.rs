@@ -15,7 +15,7 @@ pub mod tensor;
 
 pub use backend::{Backend, Kernel};
 pub use builder::{BuildConfig, MemoryPlan, build};
-pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, Target};
+pub use engine::{Engine, EngineBlob, EnginePlan, EngineSummary, IoTensor, Target};
 pub use error::{Error, Result};
 pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};
 pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};

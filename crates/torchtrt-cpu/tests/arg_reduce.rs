@@ -16,7 +16,7 @@ use torchtrt_core::network::Dim;
 use torchtrt_core::plugin_api::DType;
 
 use reference::Nd;
-use support::{Rng, Tol, check, from_f64, global, nd, run, run_on};
+use support::{Rng, Tol, check, from_f64, global, nd, numeric_dtype, run, run_on};
 use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// The position of the best element of each line along `axis` (NaN best, ties first or
@@ -53,20 +53,6 @@ fn arg_reduce(x: &Nd, l: &ArgReduce) -> Nd {
         out.shape.remove(axis);
     }
     out
-}
-
-fn numeric_dtype() -> impl Strategy<Value = DType> {
-    proptest::sample::select(vec![
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::F64,
-        DType::I64,
-        DType::I32,
-        DType::I16,
-        DType::I8,
-        DType::U8,
-    ])
 }
 
 /// Values from a small set, so ties are common.

@@ -15,7 +15,7 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{LayerKind, Tensor};
 
 use reference::Nd;
-use support::{Rng, Tol, check, global, nd, random, run, run_on};
+use support::{Rng, Tol, check, global, nd, numeric_dtype, random, run, run_on};
 use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// `y[…, i, …] = Σ x[…, j, …]` over `j ≤ i` (or `<`, `≥`, `>`).
@@ -46,20 +46,6 @@ fn axis_tensor(axis: i64, wide: bool, scalar: bool) -> Tensor {
         Tensor::from_vec(shape, vec![axis as i32])
     };
     t.expect("one value")
-}
-
-fn numeric_dtype() -> impl Strategy<Value = DType> {
-    proptest::sample::select(vec![
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::F64,
-        DType::I64,
-        DType::I32,
-        DType::I16,
-        DType::I8,
-        DType::U8,
-    ])
 }
 
 proptest! {

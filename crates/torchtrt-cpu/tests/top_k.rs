@@ -16,7 +16,7 @@ use torchtrt_core::plugin_api::{DType, DimExpr};
 use torchtrt_core::{LayerKind, Tensor};
 
 use reference::Nd;
-use support::{Rng, Tol, check, from_f64, global, nd, run_on};
+use support::{Rng, Tol, check, from_f64, global, nd, numeric_dtype, run_on};
 use symbolic::{BuildInput, infer, run_engine, run_prepared, sym};
 
 /// Values and positions of the `k` best elements of each line along `axis`, best first,
@@ -44,20 +44,6 @@ fn top_k(x: &Nd, axis: usize, k: usize, largest: bool) -> (Nd, Nd) {
     let values = Nd::from_fn(shape.clone(), |idx| line(idx)[idx[axis]].0);
     let positions = Nd::from_fn(shape, |idx| line(idx)[idx[axis]].1 as f64);
     (values, positions)
-}
-
-fn numeric_dtype() -> impl Strategy<Value = DType> {
-    proptest::sample::select(vec![
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::F64,
-        DType::I64,
-        DType::I32,
-        DType::I16,
-        DType::I8,
-        DType::U8,
-    ])
 }
 
 fn k_tensor(k: i64) -> Tensor {

@@ -261,7 +261,7 @@ pub fn build(
     }
     let inputs: Vec<NetworkInput> = network.inputs().to_vec();
     let plan = compact(work, inputs, outputs, config, &backend)?;
-    Engine::from_plan(plan, backend)
+    Engine::from_plan(plan, backend, Vec::new())
 }
 
 /// How many live layers (and outputs) read each tensor.

@@ -5,15 +5,19 @@
 //! 0   magic "TTRTENG\0"      8   format version (u32 LE)   12  target kind (u32: 0 cpu, 1 cuda)
 //! 16  cc major (u32)         20  cc minor (u32)            24  body length (u64)
 //! 32  body checksum (u64)    40  reserved, zero up to 64
-//! 64  body: plan length (u64), plan (postcard), zero padding, weights
+//! 64  body: meta length (u64), meta (postcard: plan, weight records, blobs), zero
+//!     padding, weights
 //! ```
+//!
+//! Blobs (since version 3) are named opaque byte strings the backend stores, e.g. compiled
+//! GPU programs.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::DType;
 
-use super::{EnginePlan, Target};
+use super::{EngineBlob, EnginePlan, Target};
 use crate::error::{Error, Result};
 use crate::layers::{Constant, LayerKind};
 use crate::registry::PluginRegistry;
@@ -22,7 +26,7 @@ use crate::tensor::{ALIGN, Tensor};
 /// The first bytes of every engine file.
 pub const MAGIC: [u8; 8] = *b"TTRTENG\0";
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const HEADER: usize = 64;
 
 #[derive(Serialize, Deserialize)]
@@ -53,8 +57,8 @@ fn pad_to(buf: &mut Vec<u8>, align: usize) {
     buf.resize(buf.len().div_ceil(align) * align, 0);
 }
 
-/// Serializes a plan with its weights.
-pub(crate) fn serialize(plan: &EnginePlan) -> Vec<u8> {
+/// Serializes a plan with its weights and the backend's blobs.
+pub(crate) fn serialize(plan: &EnginePlan, blobs: &[EngineBlob]) -> Vec<u8> {
     let mut plan = plan.clone();
     let mut values: Vec<Arc<Tensor>> = Vec::new();
     for layer in &mut plan.layers {
@@ -73,7 +77,7 @@ pub(crate) fn serialize(plan: &EnginePlan) -> Vec<u8> {
         })
         .collect();
     let encode = |records: &[WeightRecord], plan: &EnginePlan| {
-        postcard::to_stdvec(&(plan, records)).unwrap_or_default()
+        postcard::to_stdvec(&(plan, records, blobs)).unwrap_or_default()
     };
     let meta_len = |records: &[WeightRecord]| encode(records, &plan).len();
     let mut offset_base = (HEADER + 8 + meta_len(&records)).div_ceil(ALIGN) * ALIGN;
@@ -124,8 +128,11 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// Reads the header and the body; re-creates plugins through `registry`.
-pub(crate) fn deserialize(bytes: &[u8], registry: &PluginRegistry) -> Result<EnginePlan> {
-    let mut plan = read(bytes)?;
+pub(crate) fn deserialize(
+    bytes: &[u8],
+    registry: &PluginRegistry,
+) -> Result<(EnginePlan, Vec<EngineBlob>)> {
+    let (mut plan, blobs) = read(bytes)?;
     for layer in &mut plan.layers {
         if let LayerKind::Plugin(p) = &mut layer.kind {
             let (plugin, _) =
@@ -149,12 +156,12 @@ pub(crate) fn deserialize(bytes: &[u8], registry: &PluginRegistry) -> Result<Eng
         }
     }
     super::configure_plugins(&mut plan)?;
-    Ok(plan)
+    Ok((plan, blobs))
 }
 
 /// Reads and checks the header and the body, weights included, leaving plugin layers as
-/// records (key, fields, provenance) without plugins.
-pub(crate) fn read(bytes: &[u8]) -> Result<EnginePlan> {
+/// records (key, fields, provenance) without plugins; with the stored blobs.
+pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
     let err = |m: String| Error::Engine(m);
     if bytes.len() < HEADER {
         return Err(err(format!(
@@ -198,7 +205,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<EnginePlan> {
         .ok()
         .and_then(|n| body.get(8..8usize.checked_add(n)?))
         .ok_or_else(|| err(format!("plan length {meta_len} exceeds the body")))?;
-    let (mut plan, weights): (EnginePlan, Vec<WeightRecord>) =
+    let (mut plan, weights, blobs): (EnginePlan, Vec<WeightRecord>, Vec<EngineBlob>) =
         postcard::from_bytes(meta).map_err(|e| err(format!("cannot decode the plan: {e}")))?;
     if plan.target != target {
         return Err(err(format!(
@@ -225,7 +232,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<EnginePlan> {
             };
         }
     }
-    Ok(plan)
+    Ok((plan, blobs))
 }
 
 fn read_weight(file: &[u8], index: usize, r: &WeightRecord) -> Result<Tensor> {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use torchtrt_plugin_api::{DeviceKind, FieldCollection, PluginKey, format_shape};
 
-use super::{Engine, EnginePlan, TypeShape};
+use super::{Engine, EngineBlob, EnginePlan, TypeShape};
 use crate::layers::LayerKind;
 use crate::network::Dim;
 
@@ -18,6 +18,10 @@ pub struct LayerSummary {
     pub kind: String,
     /// Device it runs on.
     pub device: DeviceKind,
+    /// Whether the layer of an engine targeted at a device runs on the host instead, with
+    /// copies of its inputs and outputs between device and host (its kernel is not one of
+    /// the device backend's own: see [`crate::Kernel::as_any`]).
+    pub host_fallback: bool,
     /// Inputs and outputs as `name: dtype[shape]`.
     pub signature: String,
 }
@@ -54,10 +58,26 @@ pub struct EngineSummary {
     pub required_libraries: Vec<String>,
     /// Activation arena at opt shapes and the sum without reuse, in bytes.
     pub memory: (u64, u64),
+    /// Blobs stored for the backend (e.g. compiled GPU programs): name and size in bytes.
+    pub blobs: Vec<(String, usize)>,
 }
 
 pub(crate) fn summarize(engine: &Engine) -> EngineSummary {
-    summarize_plan(engine.plan(), Some(engine.tensor_types()))
+    let mut summary = summarize_plan(engine.plan(), Some(engine.tensor_types()));
+    if engine.plan().target.device() != DeviceKind::Cpu {
+        for (li, layer) in summary.layers.iter_mut().enumerate() {
+            layer.host_fallback = engine.kernel(li).is_some_and(|k| k.as_any().is_none());
+        }
+    }
+    summary.blobs = blob_summaries(&engine.blobs());
+    summary
+}
+
+pub(crate) fn blob_summaries(blobs: &[EngineBlob]) -> Vec<(String, usize)> {
+    blobs
+        .iter()
+        .map(|b| (b.name.clone(), b.data.len()))
+        .collect()
 }
 
 /// The summary of `plan`; tensors show their shapes when `types` are known (they need
@@ -129,6 +149,7 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
                 name: l.name.clone(),
                 kind,
                 device: *d,
+                host_fallback: false,
                 signature: format!("({}) -> ({})", ins.join(", "), outs.join(", ")),
             }
         })
@@ -150,6 +171,7 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
         plugins,
         required_libraries: required.into_iter().collect(),
         memory: (plan.memory.arena_bytes, plan.memory.naive_bytes),
+        blobs: Vec::new(),
     }
 }
 
@@ -166,10 +188,15 @@ impl fmt::Display for EngineSummary {
         }
         writeln!(f, "layers ({}):", self.layers.len())?;
         for (i, l) in self.layers.iter().enumerate() {
+            let place = if l.host_fallback {
+                format!("cpu, copies from/to {}", l.device)
+            } else {
+                l.device.to_string()
+            };
             writeln!(
                 f,
-                "  {i:>4} [{}] {} {} {}",
-                l.device, l.name, l.kind, l.signature
+                "  {i:>4} [{place}] {} {} {}",
+                l.name, l.kind, l.signature
             )?;
         }
         writeln!(f, "plugins ({}):", self.plugins.len())?;
@@ -190,6 +217,12 @@ impl fmt::Display for EngineSummary {
                     .unwrap_or("unknown provider"),
                 fields.join(" ")
             )?;
+        }
+        if !self.blobs.is_empty() {
+            writeln!(f, "stored blobs ({}):", self.blobs.len())?;
+            for (name, len) in &self.blobs {
+                writeln!(f, "  {name} ({len} bytes)")?;
+            }
         }
         writeln!(
             f,

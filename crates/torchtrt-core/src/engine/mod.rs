@@ -4,7 +4,7 @@ mod format;
 mod inspect;
 
 pub use format::{FORMAT_VERSION, MAGIC};
-pub use inspect::EngineSummary;
+pub use inspect::{EngineSummary, LayerSummary};
 
 use std::sync::Arc;
 
@@ -59,6 +59,16 @@ impl std::fmt::Display for Target {
             Target::Cuda { major, minor } => write!(f, "cuda sm_{major}{minor}"),
         }
     }
+}
+
+/// A named opaque blob stored in an engine file for its backend (see
+/// [`Backend::engine_blobs`]), e.g. a compiled GPU program `cuda/core/elementwise`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineBlob {
+    /// Unique name, `<backend>/<source>/<item>` by convention.
+    pub name: String,
+    /// The bytes, opaque to the engine.
+    pub data: Vec<u8>,
 }
 
 /// Everything an engine file stores: the layers in execution order with their tensors,
@@ -227,6 +237,7 @@ pub(crate) struct EngineInner {
     pub types: Vec<TypeShape>,
     pub kernels: Vec<Option<Box<dyn Kernel>>>,
     pub backend: Arc<dyn Backend>,
+    pub blobs: Vec<EngineBlob>,
 }
 
 /// A built engine, ready to run: cheap to clone, `Send + Sync`; many
@@ -249,7 +260,11 @@ pub struct IoTensor {
 
 impl Engine {
     /// Prepares every layer's kernel on `backend` and wraps the plan.
-    pub(crate) fn from_plan(plan: EnginePlan, backend: Arc<dyn Backend>) -> Result<Engine> {
+    pub(crate) fn from_plan(
+        plan: EnginePlan,
+        backend: Arc<dyn Backend>,
+        blobs: Vec<EngineBlob>,
+    ) -> Result<Engine> {
         let types = infer_plan(&plan)?;
         let mut kernels = Vec::with_capacity(plan.layers.len());
         let mut values = vec![None; types.len()];
@@ -307,6 +322,7 @@ impl Engine {
                 types,
                 kernels,
                 backend,
+                blobs,
             }),
         })
     }
@@ -349,6 +365,29 @@ impl Engine {
             .collect()
     }
 
+    /// The kernel prepared for layer `index` (in execution order); `None` for constant
+    /// layers and indices past the end.
+    pub fn kernel(&self, index: usize) -> Option<&dyn Kernel> {
+        self.inner.kernels.get(index)?.as_deref()
+    }
+
+    /// The blobs the engine was deserialized with, and those its backend has to store now
+    /// (the latter win on equal names), sorted by name: what [`Engine::serialize`] writes.
+    pub fn blobs(&self) -> Vec<EngineBlob> {
+        let mut all: std::collections::BTreeMap<String, Vec<u8>> = self
+            .inner
+            .blobs
+            .iter()
+            .map(|b| (b.name.clone(), b.data.clone()))
+            .collect();
+        for b in self.inner.backend.engine_blobs() {
+            all.insert(b.name, b.data);
+        }
+        all.into_iter()
+            .map(|(name, data)| EngineBlob { name, data })
+            .collect()
+    }
+
     /// The backend the engine's kernels were prepared on.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
@@ -366,7 +405,7 @@ impl Engine {
 
     /// Serializes the engine (see `docs/engine-format.md`).
     pub fn serialize(&self) -> Vec<u8> {
-        format::serialize(&self.inner.plan)
+        format::serialize(&self.inner.plan, &self.blobs())
     }
 
     /// Writes the serialized engine to a file.
@@ -385,7 +424,7 @@ impl Engine {
         registry: &PluginRegistry,
         backends: &[Arc<dyn Backend>],
     ) -> Result<Engine> {
-        let plan = format::deserialize(bytes, registry)?;
+        let (plan, blobs) = format::deserialize(bytes, registry)?;
         let backend = backends
             .iter()
             .find(|b| Target::for_backend(b.as_ref()) == plan.target)
@@ -405,7 +444,13 @@ impl Engine {
                     }
                 ))
             })?;
-        Engine::from_plan(plan, backend)
+        backend.install_blobs(&blobs).map_err(|message| {
+            Error::Engine(format!(
+                "the {} backend cannot use the engine's stored blobs: {message}",
+                backend.name()
+            ))
+        })?;
+        Engine::from_plan(plan, backend, blobs)
     }
 
     /// A summary for `inspect`: inputs, outputs, layers, plugins and required libraries.
@@ -417,7 +462,9 @@ impl Engine {
     /// or preparing kernels: what `inspect` shows when the plugin libraries an engine needs
     /// are not loaded. Tensors show dtypes but no shapes (those need the plugins).
     pub fn summarize_bytes(bytes: &[u8]) -> Result<EngineSummary> {
-        let plan = format::read(bytes)?;
-        Ok(inspect::summarize_plan(&plan, None))
+        let (plan, blobs) = format::read(bytes)?;
+        let mut summary = inspect::summarize_plan(&plan, None);
+        summary.blobs = inspect::blob_summaries(&blobs);
+        Ok(summary)
     }
 }

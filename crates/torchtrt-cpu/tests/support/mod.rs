@@ -252,6 +252,21 @@ pub fn int_dtype() -> impl proptest::strategy::Strategy<Value = DType> {
     ])
 }
 
+/// Every numeric dtype: the floating-point ones, then the integers.
+pub fn numeric_dtype() -> impl proptest::strategy::Strategy<Value = DType> {
+    proptest::sample::select(vec![
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I64,
+        DType::I32,
+        DType::I16,
+        DType::I8,
+        DType::U8,
+    ])
+}
+
 /// A shape of rank `0..=max_rank` with dims in `1..=max_dim`.
 pub fn shape(
     max_rank: usize,
