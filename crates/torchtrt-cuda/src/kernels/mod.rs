@@ -6,6 +6,11 @@
 //! with no entry here, or whose preparer declines these dtypes, runs on the host backend
 //! with copies around it.
 
+mod conv_cuda;
+mod convolution;
+mod epilogue;
+mod matmul;
+mod operands;
 pub(crate) mod prelude;
 mod programs;
 
@@ -15,7 +20,7 @@ use torchtrt_plugin_api::DeviceTensor;
 use crate::device::CudaDevice;
 use crate::stream::Stream;
 
-pub use programs::{Programs, ProgramSource};
+pub use programs::{ProgramSource, Programs};
 
 /// A core layer prepared for a CUDA device. Shared by every execution context of an
 /// engine, so `execute` takes `&self`; per-run scratch comes from the device's caching
@@ -48,7 +53,10 @@ pub type Preparer = fn(
 ) -> Option<Result<Box<dyn DeviceKernel>, String>>;
 
 /// The registry: layer kind (as `LayerKind::op().kind()` names it) → preparer.
-const PREPARERS: &[(&str, Preparer)] = &[];
+const PREPARERS: &[(&str, Preparer)] = &[
+    ("MatMul", matmul::prepare),
+    ("Convolution", convolution::prepare),
+];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.
 pub fn prepare(

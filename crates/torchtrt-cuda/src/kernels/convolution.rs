@@ -1,0 +1,386 @@
+//! 1-D and 2-D convolution (1-D runs as 2-D with one row). Depthwise convolutions (one
+//! input channel per group) run a direct kernel with bias and activation fused. The rest
+//! are GEMMs on cuBLAS, one strided-batched GEMM per group over the images: 1×1 stride-1
+//! unpadded convolutions multiply the input as it is, others gather it first (im2col,
+//! scratch from the caching allocator, at most [`COL_BYTES`] per chunk of images); a bias
+//! or an activation then runs as one in-place epilogue pass.
+
+use std::sync::{Arc, Mutex};
+
+use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
+use torchtrt_plugin_api::{DType, DeviceTensor};
+
+use super::conv_cuda::CONV;
+use super::epilogue::Epilogue;
+use super::matmul::{gemm_type, shared_blas};
+use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs, grid_for};
+use super::prelude::dtype_suffix;
+use super::{DeviceKernel, PrepareCtx};
+use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
+use crate::launch::KernelArgs;
+use crate::module::Function;
+use crate::stream::Stream;
+
+const WHAT: &str = "Convolution";
+/// The most im2col scratch one chunk of images may take.
+const COL_BYTES: usize = 256 << 20;
+const THREADS: u32 = 256;
+
+/// Window parameters as 2-D `[h, w]` pairs.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    stride: [usize; 2],
+    /// Padding at the start of each dim.
+    pad: [usize; 2],
+    /// Padding at the end of each dim.
+    pad_end: [usize; 2],
+    dilation: [usize; 2],
+}
+
+struct ConvKernel {
+    dtype: DType,
+    ty: GemmType,
+    groups: usize,
+    spatial: usize,
+    geo: Geometry,
+    epilogue: Epilogue,
+    blas: Arc<Mutex<Blas>>,
+    im2col: Function,
+    finish: Function,
+    direct: Function,
+    weights: Option<Weights>,
+    bias: Option<Weights>,
+}
+
+pub(super) fn prepare(
+    layer: &LayerKind,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
+    let LayerKind::Convolution(l) = layer else {
+        return None;
+    };
+    let dtype = inputs.first()?.dtype;
+    let suffix = dtype_suffix(dtype)?;
+    let ty = gemm_type(dtype)?;
+    let spatial = inputs[0].shape.len().checked_sub(2)?;
+    if !(1..=2).contains(&spatial) || inputs.iter().any(|i| i.dtype != dtype) {
+        return None;
+    }
+    let epilogue = Epilogue::new(l.activation)?;
+    let geo = geometry(l, spatial)?;
+    Some((|| {
+        let f = |name: &str| {
+            ctx.programs
+                .function(&CONV.source(), name)
+                .map_err(|e| format!("{WHAT}: loading {name}: {e}"))
+        };
+        let upload = |i: usize| {
+            inputs
+                .get(i)
+                .and_then(|x| x.value)
+                .map(|v| Weights::upload(ctx.device, v, WHAT))
+                .transpose()
+        };
+        Ok(Box::new(ConvKernel {
+            dtype,
+            ty,
+            groups: usize::try_from(l.groups)
+                .map_err(|_| format!("{WHAT}: groups {}", l.groups))?,
+            spatial,
+            geo,
+            epilogue,
+            blas: shared_blas(ctx.device)?,
+            im2col: f(if ty.size() == 2 {
+                "im2col_2"
+            } else {
+                "im2col_4"
+            })?,
+            finish: f(&format!("conv_epilogue_{suffix}"))?,
+            direct: f(&format!("conv_direct_{suffix}"))?,
+            weights: upload(1)?,
+            bias: upload(2)?,
+        }) as Box<dyn DeviceKernel>)
+    })())
+}
+
+/// The layer's window as 2-D pairs (a leading unit row for 1-D), `None` if a value is
+/// negative.
+fn geometry(l: &Convolution, spatial: usize) -> Option<Geometry> {
+    let pair = |v: &[i64], fill: usize| -> Option<[usize; 2]> {
+        let u = |x: i64| usize::try_from(x).ok();
+        match (spatial, v) {
+            (1, [a]) => Some([fill, u(*a)?]),
+            (2, [a, b]) => Some([u(*a)?, u(*b)?]),
+            _ => None,
+        }
+    };
+    Some(Geometry {
+        stride: pair(&l.strides, 1)?,
+        pad: pair(&l.pads_begin, 0)?,
+        pad_end: pair(&l.pads_end, 0)?,
+        dilation: pair(&l.dilations, 1)?,
+    })
+}
+
+/// Concrete sizes of one run.
+struct Shape {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    m: usize,
+    cg: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl ConvKernel {
+    fn shape(&self, x: &[usize], w: &[usize], y: &[usize]) -> Result<(Shape, [usize; 2]), String> {
+        let rank = self.spatial + 2;
+        if x.len() != rank || w.len() != rank || y.len() != rank {
+            return Err(format!(
+                "{WHAT}: x {x:?}, w {w:?} and y {y:?} must have rank {rank}"
+            ));
+        }
+        let two = |v: &[usize]| {
+            if self.spatial == 1 {
+                [1, v[0]]
+            } else {
+                [v[0], v[1]]
+            }
+        };
+        let ([h, wd], k, [oh, ow]) = (two(&x[2..]), two(&w[2..]), two(&y[2..]));
+        let g = &self.geo;
+        let expect = |i: usize, inp: usize| {
+            (inp + g.pad[i] + g.pad_end[i])
+                .checked_sub(g.dilation[i] * (k[i] - 1) + 1)
+                .map(|s| s / g.stride[i] + 1)
+        };
+        let s = Shape {
+            n: x[0],
+            c: x[1],
+            h,
+            w: wd,
+            m: w[0],
+            cg: w[1],
+            oh,
+            ow,
+        };
+        if k.contains(&0)
+            || s.cg * self.groups != s.c
+            || !s.m.is_multiple_of(self.groups)
+            || y[0] != s.n
+            || y[1] != s.m
+            || expect(0, h) != Some(oh)
+            || expect(1, wd) != Some(ow)
+        {
+            return Err(format!(
+                "{WHAT}: x {x:?}, w {w:?}, {} groups and y {y:?} do not fit",
+                self.groups
+            ));
+        }
+        Ok((s, k))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_direct(
+        &self,
+        s: &Shape,
+        k: [usize; 2],
+        x: u64,
+        w: u64,
+        bias: u64,
+        y: u64,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let g = &self.geo;
+        let total = s.n * s.m * s.oh * s.ow;
+        let i = |v: usize| arg_i32(v, WHAT);
+        let mut args = KernelArgs::new().ptr(x).ptr(w).ptr(bias).ptr(y);
+        for v in [s.c, s.h, s.w, s.m, s.cg, s.m / self.groups, k[0], k[1]] {
+            args = args.i32(i(v)?);
+        }
+        for v in [g.stride, g.pad, g.dilation].concat() {
+            args = args.i32(i(v)?);
+        }
+        let mut args = args
+            .i32(i(s.oh)?)
+            .i32(i(s.ow)?)
+            .i64(total as i64)
+            .i32(self.epilogue.code)
+            .f32(self.epilogue.p0)
+            .f32(self.epilogue.p1);
+        // SAFETY: the arguments match `conv_direct_*`; the tensors hold the checked shapes.
+        unsafe {
+            self.direct.launch(
+                stream,
+                (grid_for(total, THREADS), 1, 1),
+                (THREADS, 1, 1),
+                0,
+                &mut args,
+            )
+        }
+        .map_err(|e| format!("{WHAT}: {e}"))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_gemm(
+        &self,
+        s: &Shape,
+        k: [usize; 2],
+        x: u64,
+        w: u64,
+        bias: u64,
+        y: u64,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let g = &self.geo;
+        let size = self.ty.size();
+        let (hw, ohw, kk) = (s.h * s.w, s.oh * s.ow, k[0] * k[1]);
+        let (mg, rows) = (s.m / self.groups, s.cg * kk);
+        let direct = kk == 1 && g.stride == [1, 1] && g.pad == [0, 0] && g.pad_end == [0, 0];
+        let per_image = s.c * kk * ohw * size;
+        let chunk = if direct {
+            s.n
+        } else {
+            (COL_BYTES / per_image.max(1)).clamp(1, s.n)
+        };
+        let scratch = if direct {
+            None
+        } else {
+            Some(
+                stream
+                    .device()
+                    .allocator()
+                    .alloc(per_image * chunk)
+                    .map_err(|e| format!("{WHAT}: im2col scratch: {e}"))?,
+            )
+        };
+        let blas = self
+            .blas
+            .lock()
+            .map_err(|_| format!("{WHAT}: the cuBLAS lock was poisoned"))?;
+        let i = |v: usize| arg_i32(v, WHAT);
+        let mut n0 = 0;
+        while n0 < s.n {
+            let nb = chunk.min(s.n - n0);
+            let xs = x + (n0 * s.c * hw * size) as u64;
+            let ys = y + (n0 * s.m * ohw * size) as u64;
+            let src = match &scratch {
+                None => xs,
+                Some(col) => {
+                    let total = nb * s.c * kk * ohw;
+                    let mut args = KernelArgs::new().ptr(xs).ptr(col.ptr());
+                    for v in [s.c, s.h, s.w, k[0], k[1]] {
+                        args = args.i32(i(v)?);
+                    }
+                    for v in [g.stride, g.pad, g.dilation].concat() {
+                        args = args.i32(i(v)?);
+                    }
+                    let mut args = args.i32(i(s.oh)?).i32(i(s.ow)?).i64(total as i64);
+                    // SAFETY: the arguments match `im2col_*`; `col` holds `total` elements.
+                    unsafe {
+                        self.im2col.launch(
+                            stream,
+                            (grid_for(total, THREADS), 1, 1),
+                            (THREADS, 1, 1),
+                            0,
+                            &mut args,
+                        )
+                    }
+                    .map_err(|e| format!("{WHAT}: {e}"))?;
+                    col.ptr()
+                }
+            };
+            let gemm = Gemm {
+                m: mg,
+                n: ohw,
+                k: rows,
+                trans_a: false,
+                trans_b: false,
+                ty: self.ty,
+            };
+            let strides = BatchStrides {
+                a: 0,
+                b: s.c * kk * ohw,
+                c: s.m * ohw,
+            };
+            for grp in 0..self.groups {
+                let ptrs = [
+                    w + (grp * mg * rows * size) as u64,
+                    src + (grp * rows * ohw * size) as u64,
+                    ys + (grp * mg * ohw * size) as u64,
+                ];
+                // SAFETY: each image's operands lie inside the weights, the input (or its
+                // im2col copy) and the output, whose shapes were checked.
+                unsafe { blas.gemm_strided_batched(stream, &gemm, nb, strides, ptrs) }
+                    .map_err(|e| format!("{WHAT}: {e}"))?;
+            }
+            n0 += nb;
+        }
+        if bias == 0 && self.epilogue.code == 0 {
+            return Ok(());
+        }
+        let total = s.n * s.m * ohw;
+        let mut args = KernelArgs::new()
+            .ptr(y)
+            .ptr(bias)
+            .i32(i(s.m)?)
+            .i32(i(ohw)?)
+            .i64(total as i64)
+            .i32(self.epilogue.code)
+            .f32(self.epilogue.p0)
+            .f32(self.epilogue.p1);
+        // SAFETY: the arguments match `conv_epilogue_*`; `y` holds `total` elements.
+        unsafe {
+            self.finish.launch(
+                stream,
+                (grid_for(total, THREADS), 1, 1),
+                (THREADS, 1, 1),
+                0,
+                &mut args,
+            )
+        }
+        .map_err(|e| format!("{WHAT}: {e}"))
+    }
+}
+
+impl DeviceKernel for ConvKernel {
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        expect_inputs(WHAT, inputs, outputs, 2..=3, 1)?;
+        expect_dtype(WHAT, inputs, self.dtype)?;
+        expect_dtype(WHAT, outputs, self.dtype)?;
+        let (xd, wd, yd) = (
+            dims(&inputs[0].desc)?,
+            dims(&inputs[1].desc)?,
+            dims(&outputs[0].desc)?,
+        );
+        let (s, k) = self.shape(&xd, &wd, &yd)?;
+        if let Some(b) = inputs.get(2)
+            && dims(&b.desc)? != [s.m]
+        {
+            return Err(format!("{WHAT}: bias {:?} must be [{}]", b.desc.shape, s.m));
+        }
+        if s.n * s.m * s.oh * s.ow == 0 {
+            return Ok(());
+        }
+        let w = self.weights.as_ref().map_or(inputs[1].ptr, Weights::ptr);
+        let bias = match (&self.bias, inputs.get(2)) {
+            (Some(b), _) => b.ptr(),
+            (None, Some(b)) => b.ptr,
+            (None, None) => 0,
+        };
+        let (x, y) = (inputs[0].ptr, outputs[0].ptr);
+        if s.cg == 1 && self.groups > 1 {
+            self.run_direct(&s, k, x, w, bias, y, stream)
+        } else {
+            self.run_gemm(&s, k, x, w, bias, y, stream)
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! MatMul on cuBLAS: numpy broadcasting of the batch dims, rank-1 promotion and transposes
+//! as the CPU kernel has them. Batches whose operands advance by constant strides become
+//! one strided-batched GEMM per run; a dense A against one shared B becomes a single GEMM.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use torchtrt_core::layers::{InferInput, LayerKind};
+use torchtrt_plugin_api::{DType, DeviceTensor};
+
+use super::operands::{Weights, dims, expect_arity};
+use super::{DeviceKernel, PrepareCtx};
+use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
+use crate::device::CudaDevice;
+use crate::stream::Stream;
+
+const WHAT: &str = "MatMul";
+
+/// The cuBLAS handle of `device`, shared by every kernel on it.
+pub(crate) fn shared_blas(device: &CudaDevice) -> Result<Arc<Mutex<Blas>>, String> {
+    static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<Mutex<Blas>>>>> = OnceLock::new();
+    let mut map = HANDLES
+        .get_or_init(Default::default)
+        .lock()
+        .map_err(|_| "the cuBLAS handle table lock was poisoned".to_string())?;
+    if let Some(b) = map.get(&device.ordinal()) {
+        return Ok(b.clone());
+    }
+    let blas = Arc::new(Mutex::new(
+        Blas::new(device).map_err(|e| format!("cuBLAS on {device:?}: {e}"))?,
+    ));
+    map.insert(device.ordinal(), blas.clone());
+    Ok(blas)
+}
+
+/// The GEMM type of a float dtype the kernels support (plain f32 arithmetic for f32).
+pub(crate) fn gemm_type(dtype: DType) -> Option<GemmType> {
+    match dtype {
+        DType::F32 => Some(GemmType::F32),
+        DType::F16 => Some(GemmType::F16),
+        DType::BF16 => Some(GemmType::Bf16),
+        _ => None,
+    }
+}
+
+struct MatMulKernel {
+    transpose_a: bool,
+    transpose_b: bool,
+    ty: GemmType,
+    blas: Arc<Mutex<Blas>>,
+    /// Constant operands uploaded at prepare time, by input position.
+    weights: [Option<Weights>; 2],
+}
+
+pub(super) fn prepare(
+    layer: &LayerKind,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
+    let LayerKind::MatMul(l) = layer else {
+        return None;
+    };
+    let ty = gemm_type(inputs.first()?.dtype)?;
+    if inputs.iter().any(|i| gemm_type(i.dtype) != Some(ty)) {
+        return None;
+    }
+    Some((|| {
+        let blas = shared_blas(ctx.device)?;
+        let upload = |i: usize| {
+            inputs
+                .get(i)
+                .and_then(|x| x.value)
+                .map(|v| Weights::upload(ctx.device, v, WHAT))
+                .transpose()
+        };
+        Ok(Box::new(MatMulKernel {
+            transpose_a: l.transpose_a,
+            transpose_b: l.transpose_b,
+            ty,
+            blas,
+            weights: [upload(0)?, upload(1)?],
+        }) as Box<dyn DeviceKernel>)
+    })())
+}
+
+/// One operand as a stack of row-major matrices.
+struct Operand {
+    batch: Vec<usize>,
+    rows: usize,
+    cols: usize,
+    /// Stored transposed (`[cols × rows]`).
+    trans: bool,
+}
+
+impl Operand {
+    fn new(shape: &[usize], transpose: bool, lhs: bool) -> Result<Operand, String> {
+        let n = shape.len();
+        let batch = shape[..n.saturating_sub(2)].to_vec();
+        let (rows, cols, trans) = match n {
+            0 => return Err(format!("{WHAT} operands must have rank ≥ 1")),
+            1 if lhs => (1, shape[0], false),
+            1 => (shape[0], 1, false),
+            _ if transpose => (shape[n - 1], shape[n - 2], true),
+            _ => (shape[n - 2], shape[n - 1], false),
+        };
+        Ok(Operand {
+            batch,
+            rows,
+            cols,
+            trans,
+        })
+    }
+}
+
+/// numpy broadcast of two shapes.
+fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| {
+            let x = if i + a.len() >= n {
+                a[i + a.len() - n]
+            } else {
+                1
+            };
+            let y = if i + b.len() >= n {
+                b[i + b.len() - n]
+            } else {
+                1
+            };
+            match (x, y) {
+                (x, y) if x == y => Ok(x),
+                (1, y) => Ok(y),
+                (x, 1) => Ok(x),
+                _ => Err(format!(
+                    "{WHAT}: batch dims {a:?} and {b:?} do not broadcast"
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Matrix index into `batch` (right-aligned against `out`, size-1 dims repeating) of every
+/// output matrix, in order.
+fn matrix_indices(batch: &[usize], out: &[usize]) -> Vec<usize> {
+    let skip = out.len() - batch.len();
+    let mut strides = vec![0usize; out.len()];
+    let mut s = 1;
+    for (i, &d) in batch.iter().enumerate().rev() {
+        strides[skip + i] = if d == 1 { 0 } else { s };
+        s *= d;
+    }
+    let count: usize = out.iter().product();
+    let mut idx = vec![0usize; out.len()];
+    let mut result = Vec::with_capacity(count);
+    for _ in 0..count {
+        result.push(idx.iter().zip(&strides).map(|(i, s)| i * s).sum());
+        for d in (0..out.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < out[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    result
+}
+
+/// A run of products whose operands advance by constant matrix steps.
+struct Run {
+    first: usize,
+    len: usize,
+    start: [usize; 2],
+    step: [usize; 2],
+}
+
+fn runs(pairs: &[[usize; 2]]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for (i, &p) in pairs.iter().enumerate() {
+        if let Some(r) = runs.last_mut() {
+            let last = [
+                r.start[0] + (r.len - 1) * r.step[0],
+                r.start[1] + (r.len - 1) * r.step[1],
+            ];
+            let extends = if r.len == 1 {
+                p[0] >= last[0] && p[1] >= last[1]
+            } else {
+                p == [last[0] + r.step[0], last[1] + r.step[1]]
+            };
+            if extends {
+                r.step = [p[0] - r.start[0], p[1] - r.start[1]].map(|s| s / r.len);
+                r.len += 1;
+                continue;
+            }
+        }
+        runs.push(Run {
+            first: i,
+            len: 1,
+            start: p,
+            step: [0, 0],
+        });
+    }
+    runs
+}
+
+impl DeviceKernel for MatMulKernel {
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        expect_arity(WHAT, inputs, outputs, 2, 1)?;
+        let ptr = |i: usize| match &self.weights[i] {
+            Some(w) => w.ptr(),
+            None => inputs[i].ptr,
+        };
+        let (sa, sb) = (dims(&inputs[0].desc)?, dims(&inputs[1].desc)?);
+        let a = Operand::new(&sa, self.transpose_a, true)?;
+        let b = Operand::new(&sb, self.transpose_b, false)?;
+        if a.cols != b.rows {
+            return Err(format!(
+                "{WHAT}: inner dimensions differ: {sa:?} · {sb:?} ({} vs {})",
+                a.cols, b.rows
+            ));
+        }
+        let batch = broadcast(&a.batch, &b.batch)?;
+        let mut shape = batch.clone();
+        if sa.len() > 1 {
+            shape.push(a.rows);
+        }
+        if sb.len() > 1 {
+            shape.push(b.cols);
+        }
+        let out = dims(&outputs[0].desc)?;
+        if out != shape {
+            return Err(format!(
+                "{WHAT}: output is {out:?}, expected {shape:?} for {sa:?} · {sb:?}"
+            ));
+        }
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        let size = self.ty.size();
+        let blas = self
+            .blas
+            .lock()
+            .map_err(|_| format!("{WHAT}: the cuBLAS handle lock was poisoned"))?;
+        let ia = matrix_indices(&a.batch, &batch);
+        let ib = matrix_indices(&b.batch, &batch);
+        let count = ia.len();
+        if m * n * count == 0 {
+            return Ok(());
+        }
+        let foldable =
+            !a.trans && ib.iter().all(|&j| j == 0) && ia.iter().enumerate().all(|(i, &j)| i == j);
+        let gemm = |rows: usize| Gemm {
+            m: rows,
+            n,
+            k,
+            trans_a: a.trans,
+            trans_b: b.trans,
+            ty: self.ty,
+        };
+        let err = |e| format!("{WHAT} {sa:?} · {sb:?}: {e}");
+        if foldable {
+            // SAFETY: the tensors hold `count·m·k`, `k·n` and `count·m·n` elements (shapes
+            // checked above) and stay valid while the stream runs.
+            return unsafe { blas.gemm(stream, &gemm(count * m), ptr(0), ptr(1), outputs[0].ptr) }
+                .map_err(err);
+        }
+        let pairs: Vec<[usize; 2]> = ia.iter().zip(&ib).map(|(&x, &y)| [x, y]).collect();
+        for r in runs(&pairs) {
+            let strides = BatchStrides {
+                a: r.step[0] * m * k,
+                b: r.step[1] * k * n,
+                c: m * n,
+            };
+            let at = |base: u64, matrix: usize, elems: usize| base + (matrix * elems * size) as u64;
+            let ptrs = [
+                at(ptr(0), r.start[0], m * k),
+                at(ptr(1), r.start[1], k * n),
+                at(outputs[0].ptr, r.first, m * n),
+            ];
+            // SAFETY: every matrix of the run lies inside its tensor (indices from the
+            // checked shapes); output matrices are disjoint.
+            unsafe { blas.gemm_strided_batched(stream, &gemm(m), r.len, strides, ptrs) }
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,178 @@
+//! Convolution: GEMM (1×1 direct and im2col), depthwise and grouped, 1-D, bias and fused
+//! activations.
+
+use torchtrt_core::LayerKind;
+use torchtrt_core::layers::{ActivationKind, Convolution};
+use torchtrt_core::plugin_api::DType;
+
+use crate::common::device_or_skip;
+use crate::harness::{check, gpu, rand, supported};
+
+struct Case {
+    x: &'static [usize],
+    w: &'static [usize],
+    groups: i64,
+    strides: &'static [i64],
+    pads: (&'static [i64], &'static [i64]),
+    dilations: &'static [i64],
+    bias: bool,
+    activation: Option<ActivationKind>,
+}
+
+fn layer(c: &Case) -> LayerKind {
+    LayerKind::Convolution(Convolution {
+        strides: c.strides.to_vec(),
+        pads_begin: c.pads.0.to_vec(),
+        pads_end: c.pads.1.to_vec(),
+        dilations: c.dilations.to_vec(),
+        groups: c.groups,
+        activation: c.activation,
+    })
+}
+
+const CASES: &[Case] = &[
+    Case {
+        x: &[2, 8, 13, 11],
+        w: &[16, 8, 3, 3],
+        groups: 1,
+        strides: &[1, 1],
+        pads: (&[1, 1], &[1, 1]),
+        dilations: &[1, 1],
+        bias: true,
+        activation: Some(ActivationKind::Relu),
+    },
+    Case {
+        x: &[3, 16, 7, 9],
+        w: &[8, 16, 1, 1],
+        groups: 1,
+        strides: &[1, 1],
+        pads: (&[0, 0], &[0, 0]),
+        dilations: &[1, 1],
+        bias: false,
+        activation: None,
+    },
+    Case {
+        x: &[2, 16, 7, 9],
+        w: &[8, 16, 1, 1],
+        groups: 1,
+        strides: &[2, 2],
+        pads: (&[0, 0], &[0, 0]),
+        dilations: &[1, 1],
+        bias: true,
+        activation: None,
+    },
+    Case {
+        x: &[1, 3, 23, 19],
+        w: &[8, 3, 7, 7],
+        groups: 1,
+        strides: &[2, 2],
+        pads: (&[3, 3], &[3, 3]),
+        dilations: &[1, 1],
+        bias: true,
+        activation: Some(ActivationKind::Relu),
+    },
+    Case {
+        x: &[2, 12, 15, 15],
+        w: &[12, 1, 3, 3],
+        groups: 12,
+        strides: &[2, 2],
+        pads: (&[1, 1], &[1, 1]),
+        dilations: &[1, 1],
+        bias: true,
+        activation: Some(ActivationKind::Clip { min: 0.0, max: 6.0 }),
+    },
+    Case {
+        x: &[1, 12, 10, 9],
+        w: &[24, 1, 5, 5],
+        groups: 12,
+        strides: &[1, 1],
+        pads: (&[2, 2], &[2, 2]),
+        dilations: &[1, 1],
+        bias: false,
+        activation: Some(ActivationKind::HardSwish),
+    },
+    Case {
+        x: &[1, 8, 9, 9],
+        w: &[12, 4, 3, 3],
+        groups: 2,
+        strides: &[1, 2],
+        pads: (&[1, 0], &[2, 1]),
+        dilations: &[2, 1],
+        bias: true,
+        activation: Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
+    },
+    Case {
+        x: &[2, 6, 20],
+        w: &[5, 6, 3],
+        groups: 1,
+        strides: &[2],
+        pads: (&[1], &[1]),
+        dilations: &[1],
+        bias: true,
+        activation: Some(ActivationKind::LeakyRelu { alpha: 0.2 }),
+    },
+    Case {
+        x: &[1, 3, 32, 32],
+        w: &[16, 3, 8, 8],
+        groups: 1,
+        strides: &[8, 8],
+        pads: (&[0, 0], &[0, 0]),
+        dilations: &[1, 1],
+        bias: true,
+        activation: None,
+    },
+];
+
+#[test]
+fn convolution_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for (i, c) in CASES.iter().enumerate() {
+            let seed = 100 * i as u64;
+            let mut inputs = vec![
+                (rand(dtype, c.x, seed), false),
+                (rand(dtype, c.w, seed + 1), true),
+            ];
+            if c.bias {
+                inputs.push((rand(dtype, &[c.w[0]], seed + 2), true));
+            }
+            check(
+                &dev,
+                &format!("Convolution case {i} x{:?} w{:?}", c.x, c.w),
+                &layer(c),
+                &inputs,
+            );
+        }
+    }
+}
+
+#[test]
+fn convolution_weights_as_runtime_inputs() {
+    let Some(dev) = device_or_skip() else { return };
+    let c = &CASES[0];
+    let inputs = vec![
+        (rand(DType::F32, c.x, 7), false),
+        (rand(DType::F32, c.w, 8), false),
+        (rand(DType::F32, &[c.w[0]], 9), false),
+    ];
+    check(&dev, "Convolution with runtime weights", &layer(c), &inputs);
+}
+
+#[test]
+fn convolution_declines_3d_and_rejects_bad_outputs() {
+    let Some(dev) = device_or_skip() else { return };
+    let l = LayerKind::Convolution(Convolution::new(3));
+    let inputs = [
+        (rand(DType::F32, &[1, 2, 4, 4, 4], 1), false),
+        (rand(DType::F32, &[3, 2, 2, 2, 2], 2), true),
+    ];
+    assert!(!supported(&dev, &l, &inputs));
+    let c = &CASES[1];
+    let inputs = [
+        (rand(DType::F32, c.x, 1), false),
+        (rand(DType::F32, c.w, 2), true),
+    ];
+    let wrong = [rand(DType::F32, &[3, 8, 7, 8], 3)];
+    let err = gpu(&dev, &layer(c), &inputs, &wrong).unwrap_err();
+    assert!(err.contains("do not fit"), "{err}");
+}

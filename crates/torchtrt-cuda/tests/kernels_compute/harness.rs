@@ -1,0 +1,205 @@
+//! Runs one layer on the GPU through `kernels::prepare` and on the CPU backend, and
+//! compares the outputs.
+
+use torchtrt_core::layers::{InferInput, LayerKind};
+use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, bf16, f16};
+use torchtrt_core::{Backend, Tensor};
+use torchtrt_cpu::CpuBackend;
+use torchtrt_cuda::kernels::{self, PrepareCtx, Programs};
+use torchtrt_cuda::{CudaDevice, DeviceBuffer};
+
+use crate::common::random_f32;
+
+/// A random tensor of `dtype` with values in [-2, 2).
+pub fn rand(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
+    let n = shape.iter().product();
+    let v = random_f32(n, seed);
+    let bytes: Vec<u8> = match dtype {
+        DType::F32 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        DType::F16 => v
+            .iter()
+            .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+            .collect(),
+        DType::BF16 => v
+            .iter()
+            .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
+            .collect(),
+        other => panic!("no random data for {other}"),
+    };
+    Tensor::from_bytes(dtype, shape, &bytes).expect("random tensor")
+}
+
+/// Relative tolerance of a dtype (against the largest reference magnitude, at least 1).
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 2e-5,
+        DType::F16 => 5e-3,
+        _ => 4e-2,
+    }
+}
+
+/// An input: the tensor and whether it is a build-time constant.
+pub type Input = (Tensor, bool);
+
+fn infer_shapes(inputs: &[Input]) -> Vec<Vec<DimExpr>> {
+    inputs
+        .iter()
+        .map(|(t, _)| {
+            t.shape()
+                .iter()
+                .map(|&d| DimExpr::Const(d as i64))
+                .collect()
+        })
+        .collect()
+}
+
+/// The layer's outputs on the CPU backend.
+pub fn cpu(layer: &LayerKind, inputs: &[Input]) -> Vec<Tensor> {
+    let shapes = infer_shapes(inputs);
+    let infer: Vec<InferInput<'_>> = inputs
+        .iter()
+        .zip(&shapes)
+        .map(|((t, c), s)| InferInput {
+            dtype: t.dtype(),
+            shape: s,
+            value: c.then_some(t),
+        })
+        .collect();
+    let types = layer.op().infer(&infer).expect("shape inference");
+    let mut outs: Vec<Tensor> = types
+        .iter()
+        .map(|ts| {
+            let shape: Vec<usize> = ts
+                .shape
+                .iter()
+                .map(|d| d.as_const().expect("concrete output") as usize)
+                .collect();
+            Tensor::zeros(ts.dtype, &shape)
+        })
+        .collect();
+    let kernel = CpuBackend::new()
+        .prepare(layer, &infer)
+        .expect("CPU kernel");
+    let refs: Vec<&Tensor> = inputs.iter().map(|(t, _)| t).collect();
+    kernel.execute(&refs, &mut outs).expect("CPU run");
+    outs
+}
+
+/// Whether the GPU has a kernel for the layer on these inputs.
+pub fn supported(dev: &CudaDevice, layer: &LayerKind, inputs: &[Input]) -> bool {
+    let shapes = infer_shapes(inputs);
+    let infer: Vec<InferInput<'_>> = inputs
+        .iter()
+        .zip(&shapes)
+        .map(|((t, c), s)| InferInput {
+            dtype: t.dtype(),
+            shape: s,
+            value: c.then_some(t),
+        })
+        .collect();
+    let programs = Programs::new(dev);
+    let ctx = PrepareCtx {
+        device: dev,
+        programs: &programs,
+    };
+    kernels::prepare(layer, &infer, &ctx).is_some()
+}
+
+fn upload(
+    dev: &CudaDevice,
+    stream: &torchtrt_cuda::Stream,
+    t: &Tensor,
+) -> (DeviceBuffer, DeviceTensor) {
+    let buf = dev
+        .allocator()
+        .alloc(t.bytes().len().max(1))
+        .expect("alloc");
+    if !t.bytes().is_empty() {
+        stream.upload(t.bytes(), &buf).expect("upload");
+    }
+    let desc = TensorDesc::new(
+        t.dtype(),
+        t.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(),
+    );
+    let ptr = buf.ptr();
+    (buf, DeviceTensor { desc, ptr })
+}
+
+/// Runs the layer on the GPU with outputs shaped like `like`; `Err` from prepare or execute.
+pub fn gpu(
+    dev: &CudaDevice,
+    layer: &LayerKind,
+    inputs: &[Input],
+    like: &[Tensor],
+) -> Result<Vec<Tensor>, String> {
+    let shapes = infer_shapes(inputs);
+    let infer: Vec<InferInput<'_>> = inputs
+        .iter()
+        .zip(&shapes)
+        .map(|((t, c), s)| InferInput {
+            dtype: t.dtype(),
+            shape: s,
+            value: c.then_some(t),
+        })
+        .collect();
+    let programs = Programs::new(dev);
+    let ctx = PrepareCtx {
+        device: dev,
+        programs: &programs,
+    };
+    let kernel = kernels::prepare(layer, &infer, &ctx).ok_or("no CUDA kernel")??;
+    let stream = dev.new_stream().map_err(|e| e.to_string())?;
+    let ins: Vec<_> = inputs
+        .iter()
+        .map(|(t, _)| upload(dev, &stream, t))
+        .collect();
+    let outs: Vec<_> = like.iter().map(|t| upload(dev, &stream, t)).collect();
+    let in_t: Vec<DeviceTensor> = ins.iter().map(|(_, d)| d.clone()).collect();
+    let out_t: Vec<DeviceTensor> = outs.iter().map(|(_, d)| d.clone()).collect();
+    kernel.execute(&in_t, &out_t, &stream)?;
+    stream.synchronize().map_err(|e| e.to_string())?;
+    Ok(outs
+        .iter()
+        .zip(like)
+        .map(|((buf, _), t)| {
+            let mut bytes = vec![0u8; t.bytes().len()];
+            if !bytes.is_empty() {
+                stream.download(buf, &mut bytes).expect("download");
+            }
+            Tensor::from_bytes(t.dtype(), t.shape(), &bytes).expect("output tensor")
+        })
+        .collect())
+}
+
+/// Runs `layer` on both backends and asserts the outputs agree within the dtype's tolerance.
+pub fn check(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) {
+    let want = cpu(layer, inputs);
+    let got = gpu(dev, layer, inputs, &want).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (g, w) in got.iter().zip(&want) {
+        let (gv, wv) = (g.to_f64_vec(), w.to_f64_vec());
+        let scale = wv.iter().fold(
+            1.0f64,
+            |m, v| if v.is_finite() { m.max(v.abs()) } else { m },
+        );
+        let tol = tolerance(w.dtype()) * scale;
+        let mut worst = (0.0f64, 0usize);
+        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+            let err = if a == b || (a.is_nan() && b.is_nan()) {
+                0.0
+            } else {
+                (a - b).abs()
+            };
+            if !(err <= worst.0) {
+                worst = (err, i);
+            }
+        }
+        assert!(
+            worst.0 <= tol,
+            "{what} ({}): element {} is {} on the GPU, {} on the CPU (tolerance {tol:e})",
+            w.dtype(),
+            worst.1,
+            gv[worst.1],
+            wv[worst.1]
+        );
+    }
+}
