@@ -365,6 +365,13 @@ impl Engine {
             .collect()
     }
 
+    /// Checks inputs given by dtype and shape, in the engine's input order, against the
+    /// engine's inputs (count, dtypes, ranks, fixed dims, dynamic ranges, named dims that
+    /// must agree): what every execution context checks before a run.
+    pub fn check_inputs(&self, inputs: &[(DType, &[usize])]) -> Result<()> {
+        crate::runtime::check_input_shapes(&self.inner.plan, inputs)
+    }
+
     /// The kernel prepared for layer `index` (in execution order); `None` for constant
     /// layers and indices past the end.
     pub fn kernel(&self, index: usize) -> Option<&dyn Kernel> {

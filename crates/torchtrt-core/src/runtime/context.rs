@@ -347,6 +347,16 @@ fn constant_derived(plan: &crate::engine::EnginePlan) -> Vec<bool> {
 }
 
 fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<()> {
+    let described: Vec<(DType, &[usize])> = inputs.iter().map(|t| (t.dtype(), t.shape())).collect();
+    check_input_shapes(plan, &described)
+}
+
+/// Checks inputs given as dtype and shape against the engine's: count, dtypes, ranks, fixed
+/// dims, dynamic ranges, and dims of one name agreeing across inputs.
+pub(crate) fn check_input_shapes(
+    plan: &crate::engine::EnginePlan,
+    inputs: &[(DType, &[usize])],
+) -> Result<()> {
     if inputs.len() != plan.inputs.len() {
         return Err(Error::Input(format!(
             "the engine takes {} inputs, got {}",
@@ -355,8 +365,8 @@ fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<
         )));
     }
     let mut bound: HashMap<&str, (i64, &str)> = HashMap::new();
-    for (spec, t) in plan.inputs.iter().zip(inputs) {
-        let shape = shape_i64(t.shape());
+    for (spec, &(dtype, dims)) in plan.inputs.iter().zip(inputs) {
+        let shape = shape_i64(dims);
         let expected = || {
             let dims: Vec<String> = spec
                 .dims
@@ -368,11 +378,11 @@ fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<
                 .collect();
             format!("{}[{}]", spec.dtype, dims.join(","))
         };
-        if t.dtype() != spec.dtype || shape.len() != spec.dims.len() {
+        if dtype != spec.dtype || shape.len() != spec.dims.len() {
             return Err(Error::Input(format!(
                 "input `{}` is {}{}, expected {}",
                 spec.name,
-                t.dtype(),
+                dtype,
                 ShapeDisplay(&shape),
                 expected()
             )));

@@ -4,6 +4,7 @@ mod context;
 mod plugin_kernel;
 mod pool;
 
+pub(crate) use context::check_input_shapes;
 pub use context::{ExecutionContext, LayerTiming};
 pub(crate) use plugin_kernel::PluginKernel;
 
