@@ -1,25 +1,36 @@
 //! The [`Backend`] for engines targeted at a CUDA device.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use torchtrt_core::EngineBlob;
 use torchtrt_core::backend::{Backend, Kernel};
 use torchtrt_core::layers::{InferInput, LayerKind};
-use torchtrt_plugin_api::{DeviceKind, Plugin};
+use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
 use crate::device::CudaDevice;
 use crate::error::CudaResult;
-use crate::plugin_kernel::StagedPluginKernel;
+use crate::images::{self, KernelImageSource};
+use crate::kernels::{self, PrepareCtx, Programs};
+use crate::layer_kernel::DeviceLayerKernel;
+use crate::nvrtc::{Arch, KernelImage};
+use crate::plugin_kernel::DevicePluginKernel;
 use crate::stream::Stream;
 
 /// The CUDA backend of one device. Engines built with it are stamped with the device's
-/// compute capability. Plugin layers the builder placed on CUDA run their CUDA kernels on
-/// the backend's stream; core layers run on the `host` backend until they get CUDA kernels
-/// (see docs/cuda.md for the device-resident execution path this grows into).
+/// compute capability and carry the GPU programs they use. Core layers with a CUDA kernel
+/// ([`kernels::prepare`]) and plugin layers placed on CUDA run on the device; other layers
+/// are prepared by the `host` backend and run on the host with copies around them.
+///
+/// Its kernels run both ways: [`crate::CudaExecutionContext`] keeps activations on the
+/// device; the host runtime (`engine.create_context()`) stages each device layer.
 #[derive(Clone)]
 pub struct CudaBackend {
     device: CudaDevice,
     stream: Arc<Stream>,
     host: Arc<dyn Backend>,
+    programs: Programs,
+    sources: Vec<Arc<dyn KernelImageSource>>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -35,21 +46,60 @@ impl std::fmt::Debug for CudaBackend {
 
 impl CudaBackend {
     /// The backend of `cuda:ordinal`, with `host` preparing the layers that have no CUDA
-    /// kernel yet; `Err(NoDevice)` without a GPU.
+    /// kernel, and an empty program cache; `Err(NoDevice)` without a GPU.
     pub fn new(ordinal: usize, host: Arc<dyn Backend>) -> CudaResult<CudaBackend> {
         let device = CudaDevice::open(ordinal)?;
         let stream = Arc::new(device.new_stream()?);
         Ok(CudaBackend {
+            programs: Programs::new(&device),
             device,
             stream,
             host,
+            sources: Vec::new(),
         })
+    }
+
+    /// Adds a library whose compiled programs engines built here store, and engines loaded
+    /// here reinstall (e.g. the built-in plugin library's).
+    pub fn with_image_source(mut self, source: Arc<dyn KernelImageSource>) -> CudaBackend {
+        self.sources.push(source);
+        self
     }
 
     /// The device.
     pub fn cuda_device(&self) -> &CudaDevice {
         &self.device
     }
+
+    /// The core layers' program cache of this backend.
+    pub fn programs(&self) -> &Programs {
+        &self.programs
+    }
+
+    /// The backend's own stream, on which the host runtime's staged layers run.
+    pub fn stream(&self) -> &Arc<Stream> {
+        &self.stream
+    }
+
+    /// The backend preparing layers that have no CUDA kernel.
+    pub fn host(&self) -> &Arc<dyn Backend> {
+        &self.host
+    }
+
+    fn arch(&self) -> Arch {
+        Arch::new(self.device.compute_capability())
+    }
+}
+
+/// Whether a layer's outputs are all integer or boolean: shape arithmetic, worth keeping on
+/// the host when its inputs are there.
+fn integer_outputs(layer: &LayerKind, inputs: &[InferInput<'_>]) -> bool {
+    layer.op().infer(inputs).is_ok_and(|outs| {
+        !outs.is_empty()
+            && outs
+                .iter()
+                .all(|o| matches!(o.dtype, DType::I64 | DType::I32 | DType::Bool))
+    })
 }
 
 impl Backend for CudaBackend {
@@ -70,14 +120,81 @@ impl Backend for CudaBackend {
         layer: &LayerKind,
         inputs: &[InferInput<'_>],
     ) -> Result<Box<dyn Kernel>, String> {
-        self.host.prepare(layer, inputs)
+        let ctx = PrepareCtx {
+            device: &self.device,
+            programs: &self.programs,
+        };
+        match kernels::prepare(layer, inputs, &ctx) {
+            None => self.host.prepare(layer, inputs),
+            Some(Err(e)) => Err(e),
+            Some(Ok(device_kernel)) => {
+                let host = integer_outputs(layer, inputs)
+                    .then(|| self.host.prepare(layer, inputs).ok())
+                    .flatten();
+                Ok(Box::new(DeviceLayerKernel::new(
+                    device_kernel,
+                    host,
+                    self.device.clone(),
+                    self.stream.clone(),
+                )))
+            }
+        }
     }
 
     fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
-        Some(Ok(Box::new(StagedPluginKernel::new(
+        Some(Ok(Box::new(DevicePluginKernel::new(
             plugin.clone(),
             self.device.clone(),
             self.stream.clone(),
         ))))
+    }
+
+    fn engine_blobs(&self) -> Vec<EngineBlob> {
+        let arch = self.arch();
+        let mut blobs: Vec<EngineBlob> = self
+            .programs
+            .images()
+            .iter()
+            .filter(|i| i.arch == arch)
+            .map(|i| images::to_blob(images::CORE, i))
+            .collect();
+        for source in &self.sources {
+            blobs.extend(
+                source
+                    .export(arch)
+                    .iter()
+                    .filter(|i| i.arch == arch)
+                    .map(|i| images::to_blob(source.name(), i)),
+            );
+        }
+        blobs
+    }
+
+    fn install_blobs(&self, blobs: &[EngineBlob]) -> Result<(), String> {
+        let arch = self.arch();
+        let mut by_source: HashMap<&str, Vec<KernelImage>> = HashMap::new();
+        for blob in blobs {
+            let Some(decoded) = images::from_blob(blob) else {
+                continue;
+            };
+            let (source, image) = decoded?;
+            if image.arch > arch {
+                return Err(format!(
+                    "kernel image `{}` is for {} but {} is {arch}",
+                    blob.name,
+                    image.arch,
+                    self.name()
+                ));
+            }
+            by_source.entry(source).or_default().push(image);
+        }
+        for (name, list) in by_source {
+            if name == images::CORE {
+                self.programs.install(list);
+            } else if let Some(source) = self.sources.iter().find(|s| s.name() == name) {
+                source.install(list)?;
+            }
+        }
+        Ok(())
     }
 }

@@ -10,14 +10,21 @@
 //! - [`DeviceBuffer`], [`CachingAllocator`]: device memory, reused across runs.
 //! - [`compile`], [`KernelImage`], [`Module`]: CUDA C compiled by NVRTC into PTX and cubin
 //!   bytes that an engine stores; loading them back needs only the driver.
-//! - [`CudaBackend`]: the [`torchtrt_core::backend::Backend`] for engines targeted at a GPU.
+//! - [`CudaBackend`]: the [`torchtrt_core::backend::Backend`] for engines targeted at a GPU;
+//!   its engines carry their compiled programs ([`KernelImageSource`] connects libraries that
+//!   compile their own, like the plugin library).
+//! - [`CudaExecutionContext`]: runs a CUDA engine with activations resident on the device,
+//!   on host tensors or on caller-owned device buffers and a caller's stream (`enqueue`).
 
 mod backend;
 mod blas;
+mod context;
 mod device;
 mod error;
+mod images;
 pub mod kernels;
 mod launch;
+mod layer_kernel;
 mod memory;
 mod module;
 mod nvrtc;
@@ -27,8 +34,10 @@ mod stream;
 
 pub use backend::CudaBackend;
 pub use blas::{BatchStrides, Blas, Gemm, GemmType};
+pub use context::{CudaExecutionContext, DeviceIo, Placement};
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};
+pub use images::KernelImageSource;
 pub use launch::{Dim3, KernelArgs};
 pub use memory::{CachingAllocator, DeviceBuffer};
 pub use module::{Function, Module};

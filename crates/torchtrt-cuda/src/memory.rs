@@ -82,6 +82,11 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// The capacity the allocator reserves for a request of `len` bytes.
+pub(crate) fn size_class(len: usize) -> usize {
+    round_up(len)
+}
+
 fn round_up(len: usize) -> usize {
     let len = len.max(1);
     if len <= LARGE {

@@ -1,7 +1,10 @@
-//! Runs a plugin's CUDA kernel for the host-tensor runtime: inputs are copied to device
-//! buffers from the caching allocator, the plugin is enqueued on the backend's stream, and
-//! the outputs are copied back.
+//! A plugin layer placed on CUDA: its plugin enqueued on a stream over device tensors. The
+//! device-resident context calls [`DevicePluginKernel::enqueue`] directly; the host-tensor
+//! runtime goes through [`Kernel::execute`], which stages: inputs are copied to device
+//! buffers from the caching allocator, the plugin runs on the backend's stream, and the
+//! outputs are copied back.
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -14,23 +17,55 @@ use crate::error::CudaResult;
 use crate::memory::DeviceBuffer;
 use crate::stream::Stream;
 
-pub(crate) struct StagedPluginKernel {
+pub(crate) struct DevicePluginKernel {
     plugin: Arc<dyn Plugin>,
     device: CudaDevice,
     stream: Arc<Stream>,
 }
 
-impl StagedPluginKernel {
+impl DevicePluginKernel {
     pub(crate) fn new(
         plugin: Arc<dyn Plugin>,
         device: CudaDevice,
         stream: Arc<Stream>,
-    ) -> StagedPluginKernel {
-        StagedPluginKernel {
+    ) -> DevicePluginKernel {
+        DevicePluginKernel {
             plugin,
             device,
             stream,
         }
+    }
+
+    /// Bytes of device scratch the plugin needs for these tensors.
+    pub(crate) fn workspace_size(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+    ) -> usize {
+        let ins: Vec<TensorDesc> = inputs.iter().map(|t| t.desc.clone()).collect();
+        let outs: Vec<TensorDesc> = outputs.iter().map(|t| t.desc.clone()).collect();
+        catch_unwind(AssertUnwindSafe(|| self.plugin.workspace_size(&ins, &outs))).unwrap_or(0)
+    }
+
+    /// Queues the plugin on `stream` over device tensors, with `workspace` (a device
+    /// address of at least [`Self::workspace_size`] bytes, or 0 when none is needed).
+    pub(crate) fn enqueue(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        workspace: u64,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let launch = Launch::Cuda(CudaLaunch {
+            inputs,
+            outputs,
+            workspace,
+            device: self.device.ordinal() as i32,
+            stream: stream.raw(),
+        });
+        catch_unwind(AssertUnwindSafe(|| self.plugin.enqueue(launch)))
+            .map_err(|_| "the plugin panicked in enqueue".to_string())?
+            .map_err(|e| e.to_string())
     }
 
     fn upload(&self, t: &Tensor) -> CudaResult<(DeviceBuffer, DeviceTensor)> {
@@ -44,7 +79,7 @@ impl StagedPluginKernel {
     }
 }
 
-impl Kernel for StagedPluginKernel {
+impl Kernel for DevicePluginKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
         let staged = inputs
             .iter()
@@ -56,19 +91,16 @@ impl Kernel for StagedPluginKernel {
             .map(|t| self.device.allocator().alloc(t.bytes().len()))
             .collect::<CudaResult<Vec<_>>>()
             .map_err(|e| e.to_string())?;
-        let in_descs: Vec<TensorDesc> = inputs.iter().map(|t| t.desc()).collect();
-        let out_descs: Vec<TensorDesc> = outputs.iter().map(Tensor::desc).collect();
-        let dev_out: Vec<DeviceTensor> = out_descs
+        let dev_out: Vec<DeviceTensor> = outputs
             .iter()
             .zip(&out_bufs)
-            .map(|(d, b)| DeviceTensor {
-                desc: d.clone(),
+            .map(|(t, b)| DeviceTensor {
+                desc: t.desc(),
                 ptr: b.ptr(),
             })
             .collect();
         let dev_in: Vec<DeviceTensor> = staged.iter().map(|(_, d)| d.clone()).collect();
-        let work = self.plugin.workspace_size(&in_descs, &out_descs);
-        let workspace = match work {
+        let workspace = match self.workspace_size(&dev_in, &dev_out) {
             0 => None,
             n => Some(
                 self.device
@@ -77,21 +109,21 @@ impl Kernel for StagedPluginKernel {
                     .map_err(|e| e.to_string())?,
             ),
         };
-        let launch = Launch::Cuda(CudaLaunch {
-            inputs: &dev_in,
-            outputs: &dev_out,
-            workspace: workspace.as_ref().map_or(0, DeviceBuffer::ptr),
-            device: self.device.ordinal() as i32,
-            stream: self.stream.raw(),
-        });
-        catch_unwind(AssertUnwindSafe(|| self.plugin.enqueue(launch)))
-            .map_err(|_| "the plugin panicked in enqueue".to_string())?
-            .map_err(|e| e.to_string())?;
+        self.enqueue(
+            &dev_in,
+            &dev_out,
+            workspace.as_ref().map_or(0, DeviceBuffer::ptr),
+            &self.stream,
+        )?;
         for (t, b) in outputs.iter_mut().zip(&out_bufs) {
             self.stream
                 .download(b, t.bytes_mut())
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
     }
 }

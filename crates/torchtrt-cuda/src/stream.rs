@@ -8,10 +8,12 @@ use crate::device::CudaDevice;
 use crate::error::{CudaError, CudaResult, driver};
 use crate::memory::DeviceBuffer;
 
-/// A non-blocking CUDA stream of one device; destroyed on drop.
+/// A non-blocking CUDA stream of one device; destroyed on drop unless it wraps a caller's
+/// stream ([`Stream::from_raw`]).
 pub struct Stream {
     raw: sys::CUstream,
     device: CudaDevice,
+    owned: bool,
 }
 
 // SAFETY: a CUstream may be used from any thread once its context is current, which every
@@ -28,7 +30,22 @@ impl Stream {
         Ok(Stream {
             raw,
             device: device.clone(),
+            owned: true,
         })
+    }
+
+    /// Wraps a stream the caller created (a `CUstream`, or null for the legacy default
+    /// stream) without taking ownership: dropping the wrapper leaves it alive.
+    ///
+    /// # Safety
+    /// `raw` must be null or a live stream of `device`'s primary context, and outlive the
+    /// wrapper.
+    pub unsafe fn from_raw(device: &CudaDevice, raw: *mut c_void) -> Stream {
+        Stream {
+            raw: raw.cast(),
+            device: device.clone(),
+            owned: false,
+        }
     }
 
     /// The device the stream belongs to.
@@ -107,7 +124,7 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.device.bind().is_ok() {
+        if self.owned && self.device.bind().is_ok() {
             // SAFETY: the stream is live and dropped once; pending work still completes.
             let _ = unsafe { result::stream::destroy(self.raw) };
         }

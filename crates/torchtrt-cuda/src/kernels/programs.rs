@@ -30,6 +30,7 @@ pub struct Programs {
 struct Inner {
     images: HashMap<String, KernelImage>,
     modules: HashMap<String, Module>,
+    compiles: u64,
 }
 
 impl Programs {
@@ -53,6 +54,7 @@ impl Programs {
                         None => {
                             let arch = Arch::new(self.device.compute_capability());
                             let i = compile(program.name, program.source, arch, &[])?;
+                            inner.compiles += 1;
                             inner.images.insert(program.name.to_string(), i.clone());
                             i
                         }
@@ -72,6 +74,11 @@ impl Programs {
             .lock()
             .map(|i| i.images.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// How many programs this cache has compiled with NVRTC (not counting installed ones).
+    pub fn compiles(&self) -> u64 {
+        self.inner.lock().map(|i| i.compiles).unwrap_or_default()
     }
 
     /// Makes `images` available, so their programs load without NVRTC.

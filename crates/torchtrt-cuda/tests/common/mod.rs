@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod scale;
+
 use torchtrt_cuda::{CudaDevice, CudaError};
 
 /// `cuda:0`, or `None` after printing why the test is skipped.

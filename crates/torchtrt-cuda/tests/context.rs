@@ -1,0 +1,328 @@
+//! The device-resident execution context: a CUDA engine of core layers and plugin layers
+//! (conv → relu → Interpolate → shape-tensor Reshape → GELU) runs with its activations on
+//! the device and matches the CPU engine on random data: f32 and f16, dynamic batch, on
+//! host tensors and on caller-owned device buffers with a caller stream, with a user's
+//! CPU-only plugin on the host in between. Skips without a GPU.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::scale::ScaleCreator;
+use common::{device_or_skip, from_bytes, random_f32};
+use torchtrt_core::layers::{Activation, ActivationKind, Concat, Convolution, Reshape, Shape};
+use torchtrt_core::plugin_api::{DType, DeviceKind, FieldCollection, PluginKey};
+use torchtrt_core::registry::registry;
+use torchtrt_core::{
+    Backend, BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, Tensor, build,
+};
+use torchtrt_cpu::CpuBackend;
+use torchtrt_cuda::{CudaBackend, CudaDevice, CudaExecutionContext, DeviceIo, Placement};
+
+fn network(with_host_plugin: bool) -> NetworkDefinition {
+    torchtrt_plugins::init(registry()).expect("plugins register");
+    registry()
+        .register(Arc::new(ScaleCreator), "tests", OnDuplicate::Skip)
+        .expect("Scale registers");
+    let reg = registry();
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[
+                Dim::dynamic("batch", 1, 2, 4),
+                4.into(),
+                12.into(),
+                12.into(),
+            ],
+        )
+        .expect("input");
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[8, 4, 3, 3], random_f32(8 * 4 * 9, 1)).expect("w"),
+        )
+        .expect("w");
+    let b = net
+        .add_constant("b", Tensor::from_vec(&[8], random_f32(8, 2)).expect("b"))
+        .expect("b");
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let c = net.add_layer("conv", conv, &[x, w, b]).expect("conv")[0];
+    let r = net
+        .add_layer(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[c],
+        )
+        .expect("relu")[0];
+    let up = FieldCollection::new()
+        .with("mode", "bilinear")
+        .with("scales", vec![2.0f64, 2.0])
+        .with("use_scales", 1i32);
+    let u = net
+        .add_plugin(
+            "up",
+            reg,
+            &PluginKey::new("torch_tensorrt", "Interpolate", "1"),
+            &up,
+            &[r],
+        )
+        .expect("up")[0];
+    let n = net
+        .add_layer(
+            "batch",
+            Shape {
+                start: 0,
+                end: Some(1),
+            },
+            &[x],
+        )
+        .expect("shape")[0];
+    let tail = net
+        .add_constant(
+            "tail",
+            Tensor::from_vec(&[2], vec![8i64, -1]).expect("tail"),
+        )
+        .expect("tail");
+    let dims = net
+        .add_layer("dims", Concat { axis: 0 }, &[n, tail])
+        .expect("concat")[0];
+    let flat = net
+        .add_layer("flat", Reshape::new(Vec::new()), &[u, dims])
+        .expect("reshape")[0];
+    let mut y = net
+        .add_plugin(
+            "gelu",
+            reg,
+            &PluginKey::new("", "CustomGeluPluginDynamic", "1"),
+            &FieldCollection::new(),
+            &[flat],
+        )
+        .expect("gelu")[0];
+    if with_host_plugin {
+        let fields = FieldCollection::new()
+            .with("scale", 0.5f32)
+            .with("bias", 0.25f32);
+        y = net
+            .add_plugin(
+                "scale",
+                reg,
+                &PluginKey::new("test", "Scale", "1"),
+                &fields,
+                &[y],
+            )
+            .expect("scale")[0];
+    }
+    net.mark_output(y, "y").expect("y");
+    net.mark_output(r, "features").expect("features");
+    net
+}
+
+struct Engines {
+    cpu: Engine,
+    gpu: Engine,
+    backend: Arc<CudaBackend>,
+}
+
+fn engines(with_host_plugin: bool, precision: DType) -> Engines {
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let backend = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let cuda: Arc<dyn Backend> = backend.clone();
+    let net = network(with_host_plugin);
+    let config = |device| BuildConfig {
+        device,
+        precision,
+        ..BuildConfig::default()
+    };
+    Engines {
+        cpu: build(&net, &config(DeviceKind::Cpu), std::slice::from_ref(&cpu)).expect("cpu"),
+        gpu: build(&net, &config(DeviceKind::Cuda), &[cuda, cpu]).expect("cuda"),
+        backend,
+    }
+}
+
+fn input(batch: usize, seed: u64) -> Tensor {
+    Tensor::from_vec(&[batch, 4, 12, 12], random_f32(batch * 4 * 144, seed)).expect("input")
+}
+
+fn assert_close(got: &[Tensor], want: &[Tensor], tol: f32) {
+    assert_eq!(got.len(), want.len());
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.shape(), w.shape(), "output {k}");
+        let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+            let tol = f64::from(tol) * (1.0 + b.abs());
+            assert!((a - b).abs() <= tol, "output {k}[{i}]: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn device_resident_run_matches_cpu_with_dynamic_batch() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    for (li, layer) in e.gpu.plan().layers.iter().enumerate() {
+        if matches!(layer.kind, torchtrt_core::LayerKind::Plugin(_)) {
+            assert_eq!(ctx.placements()[li], Placement::Plugin, "{}", layer.name);
+        }
+    }
+    ctx.set_profiling(true).expect("profiling");
+    let mut cpu = e.cpu.create_context();
+    for (batch, seed) in [(2, 10), (1, 11), (4, 12), (2, 13)] {
+        let x = input(batch, seed);
+        let want = cpu.execute(&[&x]).expect("cpu runs");
+        let got = ctx.execute(&[&x]).expect("cuda runs");
+        assert_close(&got, &want, 1e-4);
+    }
+    let profile = ctx.profile().expect("profile");
+    let plan = e.gpu.plan();
+    for (li, t) in profile.iter().enumerate() {
+        if !matches!(plan.layers[li].kind, torchtrt_core::LayerKind::Constant(_)) {
+            assert!(t.calls >= 1, "{} was not timed", t.layer);
+        }
+    }
+    ctx.set_profiling(false).expect("profiling off");
+    let allocations = dev.allocator().driver_allocations();
+    let x = input(4, 14);
+    ctx.execute(&[&x]).expect("steady run");
+    assert_eq!(
+        dev.allocator().driver_allocations(),
+        allocations,
+        "a repeated run reuses the context's device memory"
+    );
+    assert!(ctx.pooled_bytes() > 0);
+}
+
+#[test]
+fn f16_engine_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F16);
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    let mut cpu = e.cpu.create_context();
+    for (batch, seed) in [(3, 20), (1, 21)] {
+        let x = input(batch, seed);
+        let want = cpu.execute(&[&x]).expect("cpu runs");
+        let got = ctx.execute(&[&x]).expect("cuda runs");
+        assert_close(&got, &want, 2e-2);
+    }
+}
+
+fn upload(dev: &CudaDevice, t: &Tensor) -> torchtrt_cuda::DeviceBuffer {
+    let buf = dev.allocator().alloc(t.bytes().len()).expect("alloc");
+    dev.new_stream()
+        .expect("stream")
+        .upload(t.bytes(), &buf)
+        .expect("upload");
+    buf
+}
+
+#[test]
+fn enqueue_runs_on_caller_buffers_and_stream() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    let x = input(3, 30);
+    let want = ctx.execute(&[&x]).expect("execute");
+    let shapes = ctx
+        .output_shapes(&[(DType::F32, x.shape())])
+        .expect("output shapes");
+    assert_eq!(shapes, vec![vec![3, 8, 576], vec![3, 8, 12, 12]]);
+    let x_dev = upload(&dev, &x);
+    let out_bufs: Vec<_> = shapes
+        .iter()
+        .map(|s| {
+            dev.allocator()
+                .alloc(s.iter().product::<usize>() * 4)
+                .expect("alloc")
+        })
+        .collect();
+    let inputs = [DeviceIo {
+        ptr: x_dev.ptr(),
+        dtype: DType::F32,
+        shape: x.shape().to_vec(),
+    }];
+    let outputs: Vec<DeviceIo> = shapes
+        .iter()
+        .zip(&out_bufs)
+        .map(|(s, b)| DeviceIo {
+            ptr: b.ptr(),
+            dtype: DType::F32,
+            shape: s.clone(),
+        })
+        .collect();
+    let stream = dev.new_stream().expect("caller stream");
+    for _ in 0..2 {
+        // SAFETY: the buffers hold the tensors and outlive the synchronised stream.
+        unsafe { ctx.enqueue(&inputs, &outputs, stream.raw()) }.expect("enqueue");
+    }
+    stream.synchronize().expect("sync");
+    let got: Vec<Tensor> = shapes
+        .iter()
+        .zip(&out_bufs)
+        .map(|(s, b)| {
+            let mut bytes = vec![0u8; b.len()];
+            stream.download(b, &mut bytes).expect("download");
+            Tensor::from_vec(s, from_bytes(&bytes)).expect("tensor")
+        })
+        .collect();
+    assert_close(&got, &want, 1e-6);
+
+    let mut wrong = outputs.clone();
+    wrong[0].shape = vec![3, 8, 575];
+    // SAFETY: as above; the call is refused before anything is written.
+    let err = unsafe { ctx.enqueue(&inputs, &wrong, stream.raw()) }.expect_err("bad shape");
+    assert!(matches!(err, Error::Input(_)), "{err}");
+    assert!(err.to_string().contains("output `y`"), "{err}");
+}
+
+#[test]
+fn cpu_only_plugin_runs_on_the_host_with_copies() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(true, DType::F32);
+    let ctx_places = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    let plan = e.gpu.plan();
+    let scale = plan
+        .layers
+        .iter()
+        .position(|l| l.name == "scale")
+        .expect("scale layer");
+    assert_eq!(ctx_places.placements()[scale], Placement::Host);
+    let summary = e.gpu.summary();
+    assert!(summary.layers[scale].host_fallback);
+    assert!(summary.to_string().contains("[cpu, copies from/to"));
+    let mut ctx = ctx_places;
+    let mut cpu = e.cpu.create_context();
+    for (batch, seed) in [(2, 40), (3, 41)] {
+        let x = input(batch, seed);
+        let want = cpu.execute(&[&x]).expect("cpu runs");
+        let got = ctx.execute(&[&x]).expect("cuda runs");
+        assert_close(&got, &want, 1e-4);
+        let plain = e.gpu.create_context().execute(&[&x]).expect("host runtime");
+        assert_close(&plain, &want, 1e-4);
+    }
+    assert_eq!(e.backend.cuda_device().ordinal(), 0);
+}
+
+#[test]
+fn contexts_refuse_engines_of_other_targets() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let err = CudaExecutionContext::new(&e.cpu, &dev)
+        .err()
+        .expect("cpu engine refused")
+        .to_string();
+    assert!(err.contains("the engine targets cpu"), "{err}");
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    let bad = Tensor::from_vec(&[5, 4, 12, 12], random_f32(5 * 4 * 144, 1)).expect("x");
+    let err = ctx.execute(&[&bad]).expect_err("batch 5 is out of range");
+    assert!(
+        err.to_string().contains("outside the engine's range"),
+        "{err}"
+    );
+}
