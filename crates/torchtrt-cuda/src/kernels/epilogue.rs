@@ -10,10 +10,6 @@ __device__ __forceinline__ float act(float v, int code, float p0, float p1) {
     case 1: return fmaxf(v, 0.0f);
     case 2: return v < 0.0f ? p0 * v : v;
     case 3: return fminf(fmaxf(v, p0), p1);
-    case 4: return 1.0f / (1.0f + __expf(-v));
-    case 5: return tanhf(v);
-    case 6: return fmaxf(0.0f, fminf(1.0f, p0 * v + p1));
-    case 7: return v * fmaxf(0.0f, fminf(1.0f, v / 6.0f + 0.5f));
     default: return v;
     }
 }
@@ -22,7 +18,7 @@ __device__ __forceinline__ float act(float v, int code, float p0, float p1) {
 /// An activation as kernel arguments: a code and two parameters.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Epilogue {
-    /// 0 none, 1 relu, 2 leaky relu, 3 clip, 4 sigmoid, 5 tanh, 6 hard sigmoid, 7 hard swish.
+    /// 0 none, 1 relu, 2 leaky relu, 3 clip.
     pub code: i32,
     /// First parameter (alpha, min).
     pub p0: f32,
@@ -31,7 +27,8 @@ pub(crate) struct Epilogue {
 }
 
 impl Epilogue {
-    /// The epilogue of `activation`, `None` for one the kernels do not fuse.
+    /// The epilogue of `activation`, `None` for one the kernels do not fuse (the builder
+    /// fuses the same three).
     pub(crate) fn new(activation: Option<ActivationKind>) -> Option<Epilogue> {
         let e = |code, p0, p1| Some(Epilogue { code, p0, p1 });
         match activation {
@@ -39,10 +36,6 @@ impl Epilogue {
             Some(ActivationKind::Relu) => e(1, 0.0, 0.0),
             Some(ActivationKind::LeakyRelu { alpha }) => e(2, alpha, 0.0),
             Some(ActivationKind::Clip { min, max }) => e(3, min, max),
-            Some(ActivationKind::Sigmoid) => e(4, 0.0, 0.0),
-            Some(ActivationKind::Tanh) => e(5, 0.0, 0.0),
-            Some(ActivationKind::HardSigmoid { alpha, beta }) => e(6, alpha, beta),
-            Some(ActivationKind::HardSwish) => e(7, 0.0, 0.0),
             Some(_) => None,
         }
     }

@@ -10,9 +10,14 @@ mod conv_cuda;
 mod convolution;
 mod epilogue;
 mod matmul;
+mod normalization;
 mod operands;
+mod pooling;
 pub(crate) mod prelude;
 mod programs;
+mod reduce;
+mod rows;
+mod softmax;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::DeviceTensor;
@@ -56,6 +61,10 @@ pub type Preparer = fn(
 const PREPARERS: &[(&str, Preparer)] = &[
     ("MatMul", matmul::prepare),
     ("Convolution", convolution::prepare),
+    ("Pooling", pooling::prepare),
+    ("Normalization", normalization::prepare),
+    ("Softmax", softmax::prepare),
+    ("Reduce", reduce::prepare),
 ];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.

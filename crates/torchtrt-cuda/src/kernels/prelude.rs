@@ -89,6 +89,11 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     return warp_max(v);
 }
 
+/* A grid-stride loop of `i` (i64) over `0..total`. */
+#define GRID_LOOP(i, total) \
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (total); \
+         i += (i64)gridDim.x * blockDim.x)
+
 #define FOR_EACH_DTYPE(M) M(f32, F32) M(f16, F16) M(bf16, BF16)
 "#;
 

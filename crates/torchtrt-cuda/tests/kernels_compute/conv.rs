@@ -89,7 +89,10 @@ const CASES: &[Case] = &[
         pads: (&[2, 2], &[2, 2]),
         dilations: &[1, 1],
         bias: false,
-        activation: Some(ActivationKind::HardSwish),
+        activation: Some(ActivationKind::Clip {
+            min: -1.0,
+            max: 1.5,
+        }),
     },
     Case {
         x: &[1, 8, 9, 9],

@@ -5,3 +5,4 @@ mod common;
 mod conv;
 mod harness;
 mod matmul;
+mod rows;

@@ -1,0 +1,204 @@
+//! Mean/variance normalization (`Normalization` layers: layer, instance and group norm)
+//! over one run of consecutive axes, two passes in f32 per group, then
+//! `(x − mean) / √(var + eps) · scale + bias` with scale and bias broadcast to `x`. Axis
+//! sets that are not consecutive run on the host.
+
+use torchtrt_core::layers::{InferInput, LayerKind, Normalization};
+use torchtrt_plugin_api::{DType, DeviceTensor};
+
+use super::operands::{dims, expect_dtype, expect_inputs};
+use super::prelude::{Program, with_prelude};
+use super::reduce::axis_run;
+use super::rows::{ROWS, RowKernels, entry_points, split};
+use super::{DeviceKernel, PrepareCtx};
+use crate::launch::KernelArgs;
+use crate::stream::Stream;
+
+const WHAT: &str = "Normalization";
+
+const PTRS: &str = "const void* x, void* y, const void* scale, const void* bias";
+const PARAMS: &str = ", float eps, int s0, int s1, int s2, int s3, int s4, int s5, int s6, \
+    int s7, int s8, int b0, int b1, int b2, int b3, int b4, int b5, int b6, int b7, int b8";
+const ARGS: &str = ", eps, Bcast{s0, s1, s2, s3, s4, s5, s6, s7, s8}, \
+    Bcast{b0, b1, b2, b3, b4, b5, b6, b7, b8}";
+
+static PROGRAM: Program = Program::new("core_normalization", || {
+    let ep = entry_points("norm", PTRS, "x, y, scale, bias", PARAMS, ARGS);
+    with_prelude(&format!("{ROWS}{BODY}{ep}"))
+});
+
+const BODY: &str = r#"
+/* Where a broadcast operand reads for (outer o, reduced r, inner i): per part,
+   ((index / div) % mod) * mul. */
+struct Bcast { int d0, m0, s0, d1, m1, s1, d2, m2, s2; };
+__device__ __forceinline__ i64 bidx(const Bcast& b, i64 o, i64 r, i64 i) {
+    return ((o / b.d0) % b.m0) * b.s0 + ((r / b.d1) % b.m1) * b.s1 + ((i / b.d2) % b.m2) * b.s2;
+}
+template <typename D>
+__device__ __forceinline__ float affine(float v, const void* scale, const void* bias,
+    const Bcast& sb, const Bcast& bb, i64 o, i64 r, i64 i) {
+    if (scale) v *= LOAD(D, scale, bidx(sb, o, r, i));
+    if (bias) v += LOAD(D, bias, bidx(bb, o, r, i));
+    return v;
+}
+
+template <typename D, bool B>
+__device__ __forceinline__ void norm_rows(const void* x, void* y, const void* scale,
+    const void* bias, i64 outer, int R, float eps, Bcast sb, Bcast bb) {
+    typedef Grp<B> G;
+    __shared__ float sh[32];
+    for (i64 row = G::first(); row < outer; row += G::step()) {
+        i64 base = row * R;
+        float s = 0.0f;
+        for (int r = G::lane(); r < R; r += G::size()) s += LOAD(D, x, base + r);
+        float mean = G::reduce(0, s, sh) / (float)R;
+        float q = 0.0f;
+        for (int r = G::lane(); r < R; r += G::size()) {
+            float d = LOAD(D, x, base + r) - mean;
+            q += d * d;
+        }
+        float inv = 1.0f / sqrtf(G::reduce(0, q, sh) / (float)R + eps);
+        for (int r = G::lane(); r < R; r += G::size()) {
+            float v = (LOAD(D, x, base + r) - mean) * inv;
+            STORE(D, y, base + r, affine<D>(v, scale, bias, sb, bb, row, r, 0));
+        }
+    }
+}
+
+template <typename D>
+__device__ __forceinline__ void norm_cols(const void* x, void* y, const void* scale,
+    const void* bias, i64 outer, int R, int inner, float eps, Bcast sb, Bcast bb) {
+    GRID_LOOP(i, outer * inner) {
+        i64 o = i / inner, in = i % inner;
+        i64 base = o * R * (i64)inner + in;
+        float s = 0.0f;
+        for (int r = 0; r < R; ++r) s += LOAD(D, x, base + (i64)r * inner);
+        float mean = s / (float)R, q = 0.0f;
+        for (int r = 0; r < R; ++r) {
+            float d = LOAD(D, x, base + (i64)r * inner) - mean;
+            q += d * d;
+        }
+        float inv = 1.0f / sqrtf(q / (float)R + eps);
+        for (int r = 0; r < R; ++r) {
+            i64 at = base + (i64)r * inner;
+            float v = (LOAD(D, x, at) - mean) * inv;
+            STORE(D, y, at, affine<D>(v, scale, bias, sb, bb, o, r, in));
+        }
+    }
+}
+"#;
+
+struct NormKernel {
+    dtype: DType,
+    layer: Normalization,
+    rows: RowKernels,
+}
+
+pub(super) fn prepare(
+    layer: &LayerKind,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
+    let LayerKind::Normalization(l) = layer else {
+        return None;
+    };
+    let x = inputs.first()?;
+    if inputs.iter().any(|i| i.dtype != x.dtype) {
+        return None;
+    }
+    axis_run(&l.resolved_axes(x.shape.len()).ok()?)?;
+    let rows = RowKernels::load(ctx, &PROGRAM.source(), "norm", x.dtype)?;
+    Some(rows.map(|rows| {
+        Box::new(NormKernel {
+            dtype: x.dtype,
+            layer: l.clone(),
+            rows,
+        }) as Box<dyn DeviceKernel>
+    }))
+}
+
+/// How an operand of shape `t` broadcast to `x` is indexed from `[outer, R, inner]`
+/// positions, the parts being `x`'s dims `..first`, `first..last`, `last..`: per part
+/// `(div, mod, mul)`. `None` when within a part the dims it varies along are not one run
+/// laid out contiguously (no such layer comes out of the ONNX importer).
+fn broadcast_index(t: &[usize], x: &[usize], first: usize, last: usize) -> Option<[i32; 9]> {
+    if t.len() > x.len() {
+        return None;
+    }
+    let lead = x.len() - t.len();
+    let size = |d: usize| if d < lead { 1 } else { t[d - lead] };
+    if (0..x.len()).any(|d| size(d) != 1 && size(d) != x[d]) {
+        return None;
+    }
+    let mut stride = vec![0usize; x.len()];
+    let mut s = 1;
+    for d in (0..x.len()).rev() {
+        if size(d) > 1 {
+            stride[d] = s;
+            s *= size(d);
+        }
+    }
+    let mut out = [0i32; 9];
+    for (p, range) in [(0, first), (first, last), (last, x.len())]
+        .into_iter()
+        .enumerate()
+    {
+        let varying: Vec<usize> = (range.0..range.1).filter(|&d| size(d) > 1).collect();
+        let (div, modulo, mul) = match (varying.first(), varying.last()) {
+            (Some(&lo), Some(&hi)) => {
+                if hi - lo + 1 != varying.len() {
+                    return None;
+                }
+                let div: usize = x[hi + 1..range.1].iter().product();
+                let modulo: usize = x[lo..=hi].iter().product();
+                (div, modulo, stride[hi])
+            }
+            _ => (1, 1, 0),
+        };
+        let c = |v: usize| i32::try_from(v).ok();
+        out[3 * p..3 * p + 3].copy_from_slice(&[c(div)?, c(modulo)?, c(mul)?]);
+    }
+    Some(out)
+}
+
+impl DeviceKernel for NormKernel {
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        expect_inputs(WHAT, inputs, outputs, 1..=3, 1)?;
+        expect_dtype(WHAT, inputs, self.dtype)?;
+        expect_dtype(WHAT, outputs, self.dtype)?;
+        let x = dims(&inputs[0].desc)?;
+        if dims(&outputs[0].desc)? != x {
+            return Err(format!(
+                "{WHAT}: output {:?} must have the input's shape {x:?}",
+                outputs[0].desc.shape
+            ));
+        }
+        let axes = self
+            .layer
+            .resolved_axes(x.len())
+            .map_err(|e| format!("{WHAT}: {e}"))?;
+        let (first, last) = axis_run(&axes)
+            .ok_or_else(|| format!("{WHAT}: axes {:?} are not consecutive", self.layer.axes))?;
+        let mut tables = [[1, 1, 0, 1, 1, 0, 1, 1, 0]; 2];
+        let mut ptrs = [inputs[0].ptr, outputs[0].ptr, 0, 0];
+        for (k, t) in inputs[1..].iter().enumerate() {
+            let shape = dims(&t.desc)?;
+            tables[k] = broadcast_index(&shape, &x, first, last).ok_or_else(|| {
+                format!(
+                    "{WHAT}: {} {shape:?} does not broadcast to {x:?} in a layout the CUDA kernel reads",
+                    ["scale", "bias"][k]
+                )
+            })?;
+            ptrs[2 + k] = t.ptr;
+        }
+        let eps = self.layer.epsilon;
+        let extra = |a: KernelArgs| tables.iter().flatten().fold(a.f32(eps), |a, &v| a.i32(v));
+        self.rows
+            .launch(stream, &ptrs, split(&x, first, last), extra, WHAT)
+    }
+}
