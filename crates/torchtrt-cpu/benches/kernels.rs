@@ -175,11 +175,7 @@ fn main() {
             b,
             &format!("conv {name}"),
             layer,
-            &[
-                f32s(&[1, c, hw, hw]),
-                f32s(&[m, c, k, k]),
-                f32s(&[m]),
-            ],
+            &[f32s(&[1, c, hw, hw]), f32s(&[m, c, k, k]), f32s(&[m])],
             Rate::Flops(2.0 * (m * c * k * k * o * o) as f64),
         );
     }

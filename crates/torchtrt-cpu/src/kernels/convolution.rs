@@ -7,6 +7,7 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_direct::conv_direct;
+use super::conv_winograd::Winograd;
 use crate::dispatch::with_float;
 use crate::linalg::{Epilogue, GemmElem, MatRef, Window, WindowParams, gemm_into, im2col, via_f32};
 use crate::scratch::with_scratch;
@@ -18,6 +19,8 @@ struct ConvKernel {
     layer: Convolution,
     dtype: DType,
     epilogue: Epilogue,
+    /// Transformed weights for the Winograd path, when the layer qualifies.
+    winograd: Option<Winograd>,
 }
 
 pub(super) fn prepare(
@@ -26,10 +29,15 @@ pub(super) fn prepare(
 ) -> Result<Box<dyn Kernel>, String> {
     let epilogue = Epilogue::of(layer.activation)
         .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))?;
+    let winograd = match (inputs[0].dtype, inputs.get(1).and_then(|w| w.value)) {
+        (DType::F32, Some(w)) => Winograd::prepare(layer, w),
+        _ => None,
+    };
     Ok(Box::new(ConvKernel {
         layer: layer.clone(),
         dtype: inputs[0].dtype,
         epilogue,
+        winograd,
     }))
 }
 
@@ -105,6 +113,11 @@ impl Kernel for ConvKernel {
             });
         }
         match self.dtype {
+            DType::F32 if self.winograd.as_ref().is_some_and(|w| w.applies(&geom)) => {
+                let winograd = self.winograd.as_ref().ok_or(WHAT)?;
+                let bias = bias.map(elems).transpose()?;
+                winograd.run(&geom, elems(x)?, bias, self.epilogue, elems_mut(out)?)
+            }
             DType::F32 => conv::<f32>(
                 &geom,
                 elems(x)?,
@@ -255,10 +268,11 @@ fn conv<G: GemmElem>(
 
 /// The output's base pointer, shared by tasks that write disjoint tiles.
 #[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
+pub(super) struct SendPtr<T>(pub(super) *mut T);
 
 impl<T> SendPtr<T> {
-    fn get(self) -> *mut T {
+    /// The pointer.
+    pub(super) fn get(self) -> *mut T {
         self.0
     }
 }

@@ -187,3 +187,41 @@ proptest! {
         check(&got, &want, Tol::of(dtype).scale((taps as f64).sqrt()))?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// 3×3 stride-1 f32 layers with enough channels and outputs for the Winograd path:
+    /// odd and even output sizes (partial last tiles), asymmetric padding, a fused
+    /// activation, one and several threads.
+    #[test]
+    fn winograd(c in 16usize..40, m in 16usize..40, h in 10usize..30, w in 10usize..30,
+                pads in proptest::array::uniform4(0usize..3), relu: bool, seed: u64) {
+        use torchtrt_core::layers::ActivationKind;
+        let mut rng = Rng::new(seed);
+        let case = Case {
+            x: vec![2, c, h, w],
+            w: vec![m, c, 3, 3],
+            strides: vec![1; 2],
+            dilations: vec![1; 2],
+            pads_begin: pads[..2].to_vec(),
+            pads_end: pads[2..].to_vec(),
+            groups: 1,
+            bias: true,
+        };
+        let dtype = torchtrt_core::plugin_api::DType::F32;
+        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+        let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+        let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
+        let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
+        let mut fused = layer(&case);
+        if relu {
+            fused.activation = Some(ActivationKind::Relu);
+            want.data.iter_mut().for_each(|v| *v = v.max(0.0));
+        }
+        let tol = Tol::of(dtype).scale(((c * 9) as f64).sqrt() * 4.0);
+        check(&run(fused.clone(), &[&x, &wt, &b])?, &want, tol)?;
+        let got = run_on(pooled(), fused, &[&x, &wt, &b]).map_err(TestCaseError::fail)?;
+        check(&got[0], &want, tol)?;
+    }
+}

@@ -1,0 +1,337 @@
+//! Winograd F(2×2, 3×3) convolution for f32 layers with constant 3×3 weights, stride 1, no
+//! dilation and one group: each 2×2 block of outputs (a tile) comes from a 4×4 input patch
+//! with 16 products per channel pair instead of 36.
+//!
+//! The weights are transformed once, when the kernel is prepared, into 16 matrices
+//! `U[ξ]` of `out_channels × channels`. A run transforms the input patches of a block of
+//! tile rows into `V[c][ξ][tile]`, multiplies `M[ξ] = U[ξ] · V[ξ]` with one gemm per `ξ`,
+//! and transforms `M[m][ξ][tile]` back into the output, adding the bias and the fused
+//! activation there.
+
+use rayon::prelude::*;
+use torchtrt_core::Tensor;
+use torchtrt_core::layers::Convolution;
+
+use super::convolution::{ConvGeom, SendPtr};
+use crate::linalg::{Epilogue, GemmElem, MatRef, gemm_into};
+use crate::scratch::with_scratch;
+
+/// Transform points per tile (4 × 4).
+const POINTS: usize = 16;
+
+/// Bytes of transformed input and products one block of tile rows aims for.
+const BLOCK_BYTES: usize = 1024 * 1024;
+
+/// The transformed weights of one layer.
+pub(super) struct Winograd {
+    /// `POINTS` matrices of `out_channels × channels`, row-major, point-major.
+    u: Vec<f32>,
+    out_channels: usize,
+    channels: usize,
+}
+
+impl Winograd {
+    /// The transformed weights of `layer` when it is a 2-D, 3×3, stride-1, undilated,
+    /// single-group f32 convolution with the constant weights `w`; `None` otherwise.
+    pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Option<Winograd> {
+        let ones = |v: &[i64]| v.len() == 2 && v.iter().all(|&s| s == 1);
+        if layer.groups != 1 || !ones(&layer.strides) || !ones(&layer.dilations) {
+            return None;
+        }
+        let &[out_channels, channels, 3, 3] = w.shape() else {
+            return None;
+        };
+        let g = w.as_slice::<f32>().ok()?;
+        let mut u = vec![0f32; POINTS * out_channels * channels];
+        let plane = out_channels * channels;
+        for (oc, filter) in g.chunks_exact(9).enumerate() {
+            for (xi, v) in transform_filter(filter).into_iter().enumerate() {
+                u[xi * plane + oc] = v;
+            }
+        }
+        Some(Winograd {
+            u,
+            out_channels,
+            channels,
+        })
+    }
+
+    /// True when the transform pays for `geom`: the channels match the prepared weights and
+    /// the image is large enough for whole tiles to dominate.
+    pub(super) fn applies(&self, geom: &ConvGeom) -> bool {
+        let win = &geom.window;
+        geom.groups == 1
+            && geom.channels == self.channels
+            && geom.out_channels == self.out_channels
+            && win.kernel == [1, 3, 3]
+            && win.stride == [1; 3]
+            && win.dilation == [1; 3]
+            && win.input[0] == 1
+            && self.channels >= 16
+            && self.out_channels >= 16
+            && win.output[1] >= 10
+            && win.output[2] >= 10
+    }
+
+    /// Runs the convolution of `x` into `out` (shapes as checked by the caller for `geom`).
+    pub(super) fn run(
+        &self,
+        geom: &ConvGeom,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        epilogue: Epilogue,
+        out: &mut [f32],
+    ) -> Result<(), String> {
+        let win = &geom.window;
+        let (oh, ow) = (win.output[1], win.output[2]);
+        let tiles = Tiles {
+            rows: oh.div_ceil(2),
+            cols: ow.div_ceil(2),
+        };
+        let (c, m) = (self.channels, self.out_channels);
+        let per_row = POINTS * (c + m) * tiles.cols * size_of::<f32>();
+        let threads = rayon::current_num_threads();
+        let mut block = (BLOCK_BYTES / per_row).clamp(1, tiles.rows);
+        while block > 1 && geom.batch * tiles.rows.div_ceil(block) < 2 * threads {
+            block = block.div_ceil(2);
+        }
+        let blocks = tiles.rows.div_ceil(block);
+        let tasks = geom.batch * blocks;
+        let inner = tasks < threads && threads > 1;
+        let dst = SendPtr(out.as_mut_ptr());
+        let run_task = |t: usize, parallel: bool| -> Result<(), String> {
+            let (image, b) = (t / blocks, t % blocks);
+            let rows = b * block..((b + 1) * block).min(tiles.rows);
+            let job = Block {
+                geom,
+                tiles: &tiles,
+                rows,
+                x: &x[image * c * win.input_len()..(image + 1) * c * win.input_len()],
+                out: SendPtr(dst.get().wrapping_add(image * m * oh * ow)),
+                bias,
+                epilogue,
+            };
+            job.run(self, parallel)
+        };
+        if inner {
+            (0..tasks).try_for_each(|t| run_task(t, true))
+        } else if tasks > 1 && threads > 1 {
+            (0..tasks)
+                .into_par_iter()
+                .try_for_each(|t| run_task(t, false))
+        } else {
+            (0..tasks).try_for_each(|t| run_task(t, false))
+        }
+    }
+}
+
+/// Tiles per output plane: `rows × cols` tiles of 2×2 outputs.
+struct Tiles {
+    rows: usize,
+    cols: usize,
+}
+
+/// One image's block of tile rows.
+struct Block<'a> {
+    geom: &'a ConvGeom,
+    tiles: &'a Tiles,
+    rows: std::ops::Range<usize>,
+    /// The image's input planes.
+    x: &'a [f32],
+    /// The image's first output plane.
+    out: SendPtr<f32>,
+    bias: Option<&'a [f32]>,
+    epilogue: Epilogue,
+}
+
+impl Block<'_> {
+    fn run(&self, wino: &Winograd, parallel: bool) -> Result<(), String> {
+        let win = &self.geom.window;
+        let (c, m) = (wino.channels, wino.out_channels);
+        let n = self.rows.len() * self.tiles.cols;
+        let (ih, iw) = (win.input[1], win.input[2]);
+        let (oh, ow) = (win.output[1], win.output[2]);
+        let padded = 2 * self.tiles.cols + 2;
+        with_scratch(POINTS * n * (c + m), |buf: &mut [f32]| {
+            let (v, prod) = buf.split_at_mut(POINTS * n * c);
+            let transform_in = |(ch, vc): (usize, &mut [f32]), lines: &mut Vec<f32>| {
+                let plane = &self.x[ch * ih * iw..(ch + 1) * ih * iw];
+                self.input_transform(plane, vc, lines, padded);
+            };
+            if parallel {
+                v.par_chunks_mut(POINTS * n)
+                    .enumerate()
+                    .for_each_init(Vec::new, |lines, item| transform_in(item, lines));
+            } else {
+                let mut lines = Vec::new();
+                v.chunks_mut(POINTS * n)
+                    .enumerate()
+                    .for_each(|item| transform_in(item, &mut lines));
+            }
+            let products = SendPtr(prod.as_mut_ptr());
+            let v: &[f32] = v;
+            let multiply = |xi: usize| -> Result<(), String> {
+                let lhs = MatRef::row_major(&wino.u[xi * m * c..(xi + 1) * m * c], m, c);
+                let rhs = MatRef {
+                    data: &v[xi * n..],
+                    rows: c,
+                    cols: n,
+                    row_stride: POINTS * n,
+                    col_stride: 1,
+                };
+                // SAFETY: the `m × n` block at column `xi · n` of the `m × POINTS·n` products
+                // lies inside `prod`, and each `xi` is written by one call only.
+                unsafe {
+                    gemm_into(
+                        products.get().add(xi * n),
+                        POINTS * n,
+                        lhs,
+                        rhs,
+                        false,
+                        false,
+                    )
+                }
+            };
+            if parallel {
+                (0..POINTS).into_par_iter().try_for_each(multiply)?;
+            } else {
+                (0..POINTS).try_for_each(multiply)?;
+            }
+            let first = 2 * self.rows.start;
+            let end = (2 * self.rows.end).min(oh);
+            let out = self.out;
+            let transform_out = |(oc, mc): (usize, &[f32])| {
+                // SAFETY: output rows `first..end` of plane `oc` belong to this block alone.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        out.get().add(oc * oh * ow + first * ow),
+                        (end - first) * ow,
+                    )
+                };
+                let b = self.bias.map_or(0.0, |b| b[oc]);
+                self.output_transform(mc, dst, b, ow);
+                f32::activate(self.epilogue, dst);
+            };
+            if parallel {
+                prod.par_chunks(POINTS * n)
+                    .enumerate()
+                    .for_each(transform_out);
+            } else {
+                prod.chunks(POINTS * n).enumerate().for_each(transform_out);
+            }
+            Ok(())
+        })
+    }
+
+    /// Transforms the 4×4 patches of one input plane under this block's tiles into `vc`
+    /// (`POINTS` rows of this block's tiles); `lines` is scratch for four padded input lines
+    /// and their four row combinations.
+    fn input_transform(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>, padded: usize) {
+        let win = &self.geom.window;
+        let (ih, iw) = (win.input[1], win.input[2]);
+        let (pt, pl) = (win.pad_begin[1] as isize, win.pad_begin[2]);
+        let cols = self.tiles.cols;
+        let n = self.rows.len() * cols;
+        lines.resize(8 * padded, 0.0);
+        let (d, e) = lines.split_at_mut(4 * padded);
+        let inside = pl.min(padded)..(pl + iw).min(padded);
+        for (r, ty) in self.rows.clone().enumerate() {
+            for (k, line) in d.chunks_exact_mut(padded).enumerate() {
+                let y = 2 * ty as isize - pt + k as isize;
+                if y < 0 || y >= ih as isize {
+                    line.fill(0.0);
+                    continue;
+                }
+                let src = &plane[y as usize * iw..(y as usize + 1) * iw];
+                line[..inside.start].fill(0.0);
+                line[inside.clone()].copy_from_slice(&src[..inside.len()]);
+                line[inside.end..].fill(0.0);
+            }
+            let (d0, rest) = d.split_at(padded);
+            let (d1, rest) = rest.split_at(padded);
+            let (d2, d3) = rest.split_at(padded);
+            let (e0, rest) = e.split_at_mut(padded);
+            let (e1, rest) = rest.split_at_mut(padded);
+            let (e2, e3) = rest.split_at_mut(padded);
+            for i in 0..padded {
+                e0[i] = d0[i] - d2[i];
+                e1[i] = d1[i] + d2[i];
+                e2[i] = d2[i] - d1[i];
+                e3[i] = d1[i] - d3[i];
+            }
+            for (i, ei) in [&*e0, &*e1, &*e2, &*e3].into_iter().enumerate() {
+                let base = r * cols;
+                let (pairs, _) = ei.as_chunks::<2>();
+                let (v0, rest) = vc[4 * i * n + base..].split_at_mut(n);
+                let (v1, rest) = rest.split_at_mut(n);
+                let (v2, rest) = rest.split_at_mut(n);
+                let v3 = &mut rest[..cols];
+                let (v0, v1, v2) = (&mut v0[..cols], &mut v1[..cols], &mut v2[..cols]);
+                let (lo, hi) = (&pairs[..cols], &pairs[1..=cols]);
+                for tx in 0..cols {
+                    let ([a0, a1], [a2, a3]) = (lo[tx], hi[tx]);
+                    v0[tx] = a0 - a2;
+                    v1[tx] = a1 + a2;
+                    v2[tx] = a2 - a1;
+                    v3[tx] = a1 - a3;
+                }
+            }
+        }
+    }
+
+    /// Transforms one output channel's products `mc` (`POINTS` rows of this block's tiles)
+    /// into its output rows `dst` (`ow` wide), adding `bias`.
+    fn output_transform(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize) {
+        const CHUNK: usize = 64;
+        let cols = self.tiles.cols;
+        let n = self.rows.len() * cols;
+        for (r, line) in dst.chunks_mut(2 * ow).enumerate() {
+            let (top, bottom) = line.split_at_mut(ow.min(line.len()));
+            for t0 in (0..cols).step_by(CHUNK) {
+                let len = CHUNK.min(cols - t0);
+                let at = |xi: usize| &mc[xi * n + r * cols + t0..][..len];
+                let mut s = [[[0f32; CHUNK]; 4]; 2];
+                for j in 0..4 {
+                    let (m0, m1, m2, m3) = (at(j), at(4 + j), at(8 + j), at(12 + j));
+                    let [s0, s1] = &mut s;
+                    for k in 0..len {
+                        s0[j][k] = m0[k] + m1[k] + m2[k];
+                        s1[j][k] = m1[k] - m2[k] - m3[k];
+                    }
+                }
+                for (row, si) in [&mut *top, &mut *bottom].into_iter().zip(&s) {
+                    if row.is_empty() {
+                        continue;
+                    }
+                    let mut pair = [[0f32; 2]; CHUNK];
+                    for k in 0..len {
+                        pair[k] = [
+                            si[0][k] + si[1][k] + si[2][k] + bias,
+                            si[1][k] - si[2][k] - si[3][k] + bias,
+                        ];
+                    }
+                    let x0 = 2 * t0;
+                    let take = (2 * len).min(ow - x0);
+                    row[x0..x0 + take].copy_from_slice(&pair.as_flattened()[..take]);
+                }
+            }
+        }
+    }
+}
+
+/// `G g Gᵀ` of one 3×3 filter `g` (row-major), as 16 points row-major.
+fn transform_filter(g: &[f32]) -> [f32; POINTS] {
+    let rows = |a: f32, b: f32, c: f32| [a, 0.5 * (a + b + c), 0.5 * (a - b + c), c];
+    let mut gg = [[0f32; 3]; 4];
+    for col in 0..3 {
+        let t = rows(g[col], g[3 + col], g[6 + col]);
+        for (i, v) in t.into_iter().enumerate() {
+            gg[i][col] = v;
+        }
+    }
+    let mut u = [0f32; POINTS];
+    for (i, r) in gg.iter().enumerate() {
+        u[4 * i..4 * i + 4].copy_from_slice(&rows(r[0], r[1], r[2]));
+    }
+    u
+}
