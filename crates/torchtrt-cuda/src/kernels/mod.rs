@@ -6,18 +6,33 @@
 //! with no entry here, or whose preparer declines these dtypes, runs on the host backend
 //! with copies around it.
 
+mod access;
+mod activation;
+mod cast;
+mod concat;
 mod conv_cuda;
 mod convolution;
+mod copy;
+mod elementwise;
 mod epilogue;
+mod expand;
+mod gather;
+mod layout;
+mod map;
 mod matmul;
 mod normalization;
 mod operands;
+mod pad;
 mod pooling;
 pub(crate) mod prelude;
 mod programs;
 mod reduce;
+mod reshape;
 mod rows;
+mod slice;
 mod softmax;
+mod transpose;
+mod unary;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::DeviceTensor;
@@ -65,6 +80,20 @@ const PREPARERS: &[(&str, Preparer)] = &[
     ("Normalization", normalization::prepare),
     ("Softmax", softmax::prepare),
     ("Reduce", reduce::prepare),
+    ("Elementwise", elementwise::prepare),
+    ("Unary", unary::prepare),
+    ("Activation", activation::prepare),
+    ("Cast", cast::prepare),
+    ("Transpose", transpose::prepare),
+    ("Concat", concat::prepare),
+    ("Slice", slice::prepare),
+    ("Gather", gather::prepare),
+    ("Pad", pad::prepare),
+    ("Expand", expand::prepare),
+    ("Reshape", reshape::prepare),
+    ("Flatten", reshape::prepare),
+    ("Squeeze", reshape::prepare),
+    ("Unsqueeze", reshape::prepare),
 ];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.

@@ -1,0 +1,325 @@
+//! Binary element-wise layers (`Elementwise`) with numpy broadcasting: each operation is a
+//! CUDA C expression of `x`, `y` per element family (float arithmetic in f32 for f32, f16 and
+//! bf16; wrapping integer arithmetic; comparisons to bool; logic on bools). Same-shape and
+//! scalar operands run flat in 16-byte packs; other broadcasts walk merged dims with
+//! per-operand strides. Constant operands are uploaded at prepare time.
+
+use torchtrt_core::layers::{ElementwiseOp, InferInput, LayerKind};
+use torchtrt_plugin_api::{DType, DeviceTensor};
+
+use super::layout::{THREADS, Walk, blocks, broadcast_strides, generated, suffix, tag};
+use super::map::{numel, pack_len};
+use super::operands::{Weights, dims, expect_arity};
+use super::{DeviceKernel, PrepareCtx, ProgramSource};
+use crate::launch::KernelArgs;
+use crate::module::Function;
+use crate::stream::Stream;
+
+const WHAT: &str = "Elementwise";
+
+/// Device functions the expressions use.
+const HELPERS: &str = r#"
+__device__ __forceinline__ float py_mod(float x, float y) {
+    float r = fmodf(x, y);
+    return (r != 0.0f && ((r < 0.0f) != (y < 0.0f))) ? r + y : r;
+}
+"#;
+
+/// Element families of an operation's inputs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Float,
+    Int,
+    Bool,
+}
+
+/// The expression of `op` on `x`, `y` for `family`, if it has a CUDA kernel. Integer
+/// division, remainder and power stay on the host (it reports division by zero).
+fn expr(op: ElementwiseOp, fmod: bool, family: Family) -> Option<&'static str> {
+    use ElementwiseOp as E;
+    use Family::{Bool, Float, Int};
+    Some(match (op, family) {
+        (E::Add, Float) => "x + y",
+        (E::Sub, Float) => "x - y",
+        (E::Mul, Float) => "x * y",
+        (E::Div, Float) => "x / y",
+        (E::Pow, Float) => "powf(x, y)",
+        (E::Max, Float) => "(x > y || x != x) ? x : y",
+        (E::Min, Float) => "(x < y || x != x) ? x : y",
+        (E::Mod, Float) if fmod => "fmodf(x, y)",
+        (E::Mod, Float) => "py_mod(x, y)",
+        (E::PRelu, Float) => "x < 0.0f ? y * x : x",
+        (E::Add, Int) => "(u64)x + (u64)y",
+        (E::Sub, Int) => "(u64)x - (u64)y",
+        (E::Mul, Int) => "(u64)x * (u64)y",
+        (E::Max, Int) => "x > y ? x : y",
+        (E::Min, Int) => "x < y ? x : y",
+        (E::Equal, Float | Int) => "x == y",
+        (E::Less, Float | Int) => "x < y",
+        (E::LessOrEqual, Float | Int) => "x <= y",
+        (E::Greater, Float | Int) => "x > y",
+        (E::GreaterOrEqual, Float | Int) => "x >= y",
+        (E::And, Bool) => "(x != 0) && (y != 0)",
+        (E::Or, Bool) => "(x != 0) || (y != 0)",
+        (E::Xor, Bool) => "(x != 0) != (y != 0)",
+        _ => return None,
+    })
+}
+
+const BODY: &str = r#"
+__device__ __forceinline__ TO::C op_fn(TI::C x, TI::C y) { return (TO::C)(EXPR); }
+
+template <int V>
+__device__ __forceinline__ void zip_flat(const TI::S* a, const TI::S* b, TO::S* o, u64 n,
+                                         int sa, int sb) {
+    TI::C a0 = sa ? (TI::C)0 : TI::ld(a[0]);
+    TI::C b0 = sb ? (TI::C)0 : TI::ld(b[0]);
+    u64 packs = n / V;
+    GRID_STRIDE(u64, p, packs) {
+        Pack<TI::S, V> pa, pb;
+        if (sa) pa = ld_pack<TI::S, V>(a + p * V);
+        if (sb) pb = ld_pack<TI::S, V>(b + p * V);
+        Pack<TO::S, V> r;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            TI::C x = sa ? TI::ld(pa.e[k]) : a0;
+            TI::C y = sb ? TI::ld(pb.e[k]) : b0;
+            r.e[k] = TO::st(op_fn(x, y));
+        }
+        st_pack<TO::S, V>(o + p * V, r);
+    }
+    GRID_STRIDE(u64, i, n - packs * V) {
+        u64 j = packs * V + i;
+        TI::C x = sa ? TI::ld(a[j]) : a0;
+        TI::C y = sb ? TI::ld(b[j]) : b0;
+        o[j] = TO::st(op_fn(x, y));
+    }
+}
+extern "C" __global__ void zip_vec(const TI::S* a, const TI::S* b, TO::S* o, u64 n, int sa,
+                                   int sb) {
+    zip_flat<VEC>(a, b, o, n, sa, sb);
+}
+extern "C" __global__ void zip_one(const TI::S* a, const TI::S* b, TO::S* o, u64 n, int sa,
+                                   int sb) {
+    zip_flat<1>(a, b, o, n, sa, sb);
+}
+
+template <typename I>
+__device__ __forceinline__ void zip_walk(const TI::S* a, const TI::S* b, TO::S* o, u64 n,
+                                         const FastDiv* dv, int rank, const i64 (*st)[MAX_RANK]) {
+    GRID_STRIDE(I, i, n) {
+        typename Index<I>::SI off[2];
+        walk<I, 2>(i, rank, dv, st, off);
+        o[i] = TO::st(op_fn(TI::ld(a[off[0]]), TI::ld(b[off[1]])));
+    }
+}
+#define ZIP_WALK(NAME, I) \
+extern "C" __global__ void NAME(const TI::S* a, const TI::S* b, TO::S* o, u64 n, int rank, \
+                                DIMS_PARAMS, STRIDE_PARAMS(x), STRIDE_PARAMS(y)) { \
+    DIMS_INIT(dv); \
+    const i64 st[2][MAX_RANK] = {STRIDES_INIT(x), STRIDES_INIT(y)}; \
+    zip_walk<I>(a, b, o, n, dv, rank, st); \
+}
+ZIP_WALK(zip_walk32, u32)
+ZIP_WALK(zip_walk64, u64)
+"#;
+
+/// Prepares an `Elementwise` layer; `None` for operations and dtypes without a CUDA kernel.
+pub(super) fn prepare(
+    layer: &LayerKind,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
+    let LayerKind::Elementwise(l) = layer else {
+        return None;
+    };
+    let (program, out) = program(l.op, l.fmod, inputs.first()?.dtype)?;
+    Some(program.and_then(|p| build(l.op, p, inputs[0].dtype, out, inputs, ctx)))
+}
+
+/// The program of `op` on `dtype` and its output dtype, if it has a CUDA kernel.
+fn program(
+    op: ElementwiseOp,
+    fmod: bool,
+    dtype: DType,
+) -> Option<(Result<ProgramSource, String>, DType)> {
+    let family = match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => Family::Float,
+        DType::I32 | DType::I64 => Family::Int,
+        DType::Bool => Family::Bool,
+        _ => return None,
+    };
+    let expr = expr(op, fmod, family)?;
+    let out = if op.is_comparison() {
+        DType::Bool
+    } else {
+        dtype
+    };
+    let stem = format!("{op:?}{}", if fmod { "_fmod" } else { "" }).to_lowercase();
+    let name = format!("core_binary_{stem}_{}", suffix(dtype));
+    let vec = pack_len(dtype, out);
+    let program = generated(name, || {
+        format!(
+            "typedef Ty<{ti}> TI;\ntypedef Ty<{to}> TO;\n#define VEC {vec}\n#define EXPR {expr}\n\
+             {HELPERS}{BODY}",
+            ti = tag(dtype),
+            to = tag(out),
+        )
+    });
+    Some((program, out))
+}
+
+/// Every binary program with a CUDA kernel, for tests that compile them all.
+#[cfg(test)]
+pub(crate) fn all_programs() -> Vec<ProgramSource> {
+    use ElementwiseOp as E;
+    let ops = [
+        E::Add,
+        E::Sub,
+        E::Mul,
+        E::Div,
+        E::Pow,
+        E::Max,
+        E::Min,
+        E::Mod,
+        E::And,
+        E::Or,
+        E::Xor,
+        E::Equal,
+        E::Less,
+        E::LessOrEqual,
+        E::Greater,
+        E::GreaterOrEqual,
+        E::PRelu,
+    ];
+    let dtypes = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    let mut out = Vec::new();
+    for op in ops {
+        for fmod in [false, true] {
+            for &d in &dtypes {
+                if let Some((Ok(p), _)) = program(op, fmod, d) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn build(
+    op: ElementwiseOp,
+    program: ProgramSource,
+    dtype: DType,
+    out: DType,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Result<Box<dyn DeviceKernel>, String> {
+    let vec = pack_len(dtype, out);
+    let load = |entry: &str| {
+        ctx.programs
+            .function(&program, entry)
+            .map_err(|e| format!("{WHAT} {op:?}: {e}"))
+    };
+    let mut constants = [None, None];
+    for (slot, input) in constants.iter_mut().zip(inputs) {
+        if let Some(v) = input.value {
+            *slot = Some(Weights::upload(ctx.device, v, WHAT)?);
+        }
+    }
+    Ok(Box::new(ZipKernel {
+        dtype,
+        out,
+        vec: load("zip_vec")?,
+        one: load("zip_one")?,
+        walk32: load("zip_walk32")?,
+        walk64: load("zip_walk64")?,
+        pack: vec,
+        constants,
+    }))
+}
+
+struct ZipKernel {
+    dtype: DType,
+    out: DType,
+    vec: Function,
+    one: Function,
+    walk32: Function,
+    walk64: Function,
+    pack: usize,
+    constants: [Option<Weights>; 2],
+}
+
+impl DeviceKernel for ZipKernel {
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        expect_arity(WHAT, inputs, outputs, 2, 1)?;
+        let (a, b, o) = (&inputs[0], &inputs[1], &outputs[0]);
+        if a.desc.dtype != self.dtype || b.desc.dtype != self.dtype || o.desc.dtype != self.out {
+            return Err(format!(
+                "{WHAT}: prepared for {} → {}, got {}, {} → {}",
+                self.dtype, self.out, a.desc.dtype, b.desc.dtype, o.desc.dtype
+            ));
+        }
+        let shape = dims(&o.desc)?;
+        let n = numel(&o.desc.shape);
+        if n == 0 {
+            return Ok(());
+        }
+        let ptr =
+            |i: usize, t: &DeviceTensor| self.constants[i].as_ref().map_or(t.ptr, Weights::ptr);
+        let (pa, pb) = (ptr(0, a), ptr(1, b));
+        let sa = broadcast_strides(&dims(&a.desc)?, &shape).map_err(|e| format!("{WHAT}: {e}"))?;
+        let sb = broadcast_strides(&dims(&b.desc)?, &shape).map_err(|e| format!("{WHAT}: {e}"))?;
+        let strides = sa.iter().zip(&sb).map(|(&x, &y)| [x, y]).collect();
+        let walk = Walk::new(shape, strides).merged();
+        let flat_step = |j: usize| match walk.strides.as_slice() {
+            [] => Some(0),
+            [s] if s[j] <= 1 => Some(s[j] as i32),
+            _ => None,
+        };
+        let launch = |f: &Function, items: usize, args: &mut KernelArgs| {
+            // SAFETY: the arguments match the entry point's parameters; the operands hold
+            // the elements the strides reach and outlive the queued work.
+            unsafe { f.launch(stream, (blocks(items), 1, 1), (THREADS, 1, 1), 0, args) }
+                .map_err(|e| format!("{WHAT}: {e}"))
+        };
+        if let (Some(xa), Some(xb)) = (flat_step(0), flat_step(1)) {
+            let aligned = [(pa, xa), (pb, xb)]
+                .iter()
+                .all(|&(p, s)| s == 0 || p.is_multiple_of(16))
+                && o.ptr.is_multiple_of(16);
+            let (f, items) = if aligned && n >= self.pack {
+                (&self.vec, n / self.pack)
+            } else {
+                (&self.one, n)
+            };
+            let mut args = KernelArgs::new()
+                .ptr(pa)
+                .ptr(pb)
+                .ptr(o.ptr)
+                .i64(n as i64)
+                .i32(xa)
+                .i32(xb);
+            return launch(f, items, &mut args);
+        }
+        let f = if walk.fits_u32() {
+            &self.walk32
+        } else {
+            &self.walk64
+        };
+        let args = KernelArgs::new().ptr(pa).ptr(pb).ptr(o.ptr).i64(n as i64);
+        let mut args = walk.push_args(args, WHAT)?;
+        launch(f, n, &mut args)
+    }
+}

@@ -1,0 +1,211 @@
+//! `Pad` layers on any dtype whose pads (and axes) are constants, in every mode: each output
+//! element maps, dim by dim, to an input coordinate of the cropped input (negative pads crop
+//! first, as onnxruntime does) or to the fill value, read on the device from the value
+//! input (zero without one).
+
+use torchtrt_core::layers::{InferInput, LayerKind, PadMode, int_vector, resolve_pads};
+use torchtrt_plugin_api::DeviceTensor;
+
+use super::access::MAX_RANK;
+use super::layout::{THREADS, Walk, blocks, contiguous_strides, generated};
+use super::map::numel;
+use super::operands::{Weights, dims};
+use super::{DeviceKernel, PrepareCtx, ProgramSource};
+use crate::launch::KernelArgs;
+use crate::module::Function;
+use crate::stream::Stream;
+
+const WHAT: &str = "Pad";
+
+const BODY: &str = r#"
+template <typename S, typename I>
+__device__ __forceinline__ void pad(const S* src, S* dst, const S* fill, u64 n, int mode,
+                                    int rank, const FastDiv* dv, const i64 (*p)[MAX_RANK]) {
+    S fv;
+    if (fill) {
+        fv = *fill;
+    } else {
+        u8* b = reinterpret_cast<u8*>(&fv);
+        for (int k = 0; k < (int)sizeof(S); ++k) b[k] = 0;
+    }
+    GRID_STRIDE(I, i, n) {
+        I rem = i;
+        i64 off = 0;
+        bool inside = true;
+#pragma unroll
+        for (int k = 0; k < MAX_RANK; ++k) {
+            if (k < rank) {
+                I c = rem;
+                if (k + 1 < rank) {
+                    I q = Index<I>::div(dv[k], rem);
+                    c = rem - q * (I)dv[k].d;
+                    rem = q;
+                }
+                i64 r = (i64)c - p[0][k], len = p[1][k];
+                if (r < 0 || r >= len) {
+                    if (mode == 0) {
+                        inside = false;
+                    } else if (mode == 1) {
+                        if (len == 1) {
+                            r = 0;
+                        } else {
+                            i64 m = 2 * (len - 1);
+                            r %= m;
+                            if (r < 0) r += m;
+                            if (r >= len) r = m - r;
+                        }
+                    } else if (mode == 2) {
+                        r = r < 0 ? 0 : len - 1;
+                    } else {
+                        r %= len;
+                        if (r < 0) r += len;
+                    }
+                }
+                off += (p[2][k] + r) * p[3][k];
+            }
+        }
+        dst[i] = inside ? src[off] : fv;
+    }
+}
+
+#define PAD_ENTRY(NAME, S, I) \
+extern "C" __global__ void NAME(const S* src, S* dst, const S* fill, u64 n, int mode, int rank, \
+                                DIMS_PARAMS, STRIDE_PARAMS(pb), STRIDE_PARAMS(pl), \
+                                STRIDE_PARAMS(po), STRIDE_PARAMS(ps)) { \
+    DIMS_INIT(dv); \
+    const i64 p[4][MAX_RANK] = {STRIDES_INIT(pb), STRIDES_INIT(pl), STRIDES_INIT(po), \
+                                STRIDES_INIT(ps)}; \
+    pad<S, I>(src, dst, fill, n, mode, rank, dv, p); \
+}
+PAD_ENTRY(pad32_1, u8, u32) PAD_ENTRY(pad64_1, u8, u64)
+PAD_ENTRY(pad32_2, u16, u32) PAD_ENTRY(pad64_2, u16, u64)
+PAD_ENTRY(pad32_4, u32, u32) PAD_ENTRY(pad64_4, u32, u64)
+PAD_ENTRY(pad32_8, u64, u32) PAD_ENTRY(pad64_8, u64, u64)
+"#;
+
+/// The program, generated once per process.
+pub(crate) fn program() -> Result<ProgramSource, String> {
+    generated("core_pad".into(), || BODY.into())
+}
+
+/// Prepares a `Pad` layer whose pads and axes are constants.
+pub(super) fn prepare(
+    layer: &LayerKind,
+    inputs: &[InferInput<'_>],
+    ctx: &PrepareCtx<'_>,
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
+    let LayerKind::Pad(l) = layer else {
+        return None;
+    };
+    let x = inputs.first()?;
+    let rank = x.shape.len();
+    let pads = inputs.get(1)?.value?;
+    let axes = match inputs.get(3) {
+        Some(a) => Some(a.value?),
+        None => None,
+    };
+    if rank > MAX_RANK || ![1, 2, 4, 8].contains(&x.dtype.size()) {
+        return None;
+    }
+    Some((|| {
+        let pads = int_vector("the pads input of Pad", pads)?;
+        let axes = axes
+            .map(|a| int_vector("the axes input of Pad", a))
+            .transpose()?;
+        let pads =
+            resolve_pads(rank, &pads, axes.as_deref()).map_err(|e| format!("{WHAT}: {e}"))?;
+        let fill = match inputs.get(2).and_then(|c| c.value) {
+            Some(v) if v.numel() > 0 => Some(Weights::upload(ctx.device, v, WHAT)?),
+            _ => None,
+        };
+        let program = program()?;
+        let e = x.dtype.size();
+        let load = |w: u32| {
+            ctx.programs
+                .function(&program, &format!("pad{w}_{e}"))
+                .map_err(|err| format!("{WHAT}: {err}"))
+        };
+        let mode = match l.mode {
+            PadMode::Constant => 0,
+            PadMode::Reflect => 1,
+            PadMode::Edge => 2,
+            PadMode::Wrap => 3,
+        };
+        Ok(Box::new(PadKernel {
+            mode,
+            pads,
+            fill,
+            entries: [load(32)?, load(64)?],
+        }) as Box<dyn DeviceKernel>)
+    })())
+}
+
+struct PadKernel {
+    mode: i32,
+    pads: Vec<(i64, i64)>,
+    fill: Option<Weights>,
+    entries: [Function; 2],
+}
+
+impl DeviceKernel for PadKernel {
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let (Some(x), [o]) = (inputs.first(), outputs) else {
+            return Err(format!("{WHAT} takes a data input and one output"));
+        };
+        let shape = dims(&x.desc)?;
+        let out = dims(&o.desc)?;
+        if shape.len() != self.pads.len()
+            || out.len() != shape.len()
+            || x.desc.dtype != o.desc.dtype
+        {
+            return Err(format!(
+                "{WHAT}: {}{shape:?} with pads {:?} cannot give {}{out:?}",
+                x.desc.dtype, self.pads, o.desc.dtype
+            ));
+        }
+        let n = numel(&o.desc.shape);
+        if n == 0 {
+            return Ok(());
+        }
+        let src_strides = contiguous_strides(&shape);
+        let mut params = Vec::with_capacity(shape.len());
+        for (k, (&d, &(b, e))) in shape.iter().zip(&self.pads).enumerate() {
+            let d = d as i64;
+            let lo = b.saturating_neg().max(0);
+            let kept = d - lo - e.saturating_neg().max(0);
+            if kept < 0 || d + b + e != out[k] as i64 {
+                return Err(format!(
+                    "{WHAT}: pads ({b}, {e}) of dim {k} ({d}) do not give {}",
+                    out[k]
+                ));
+            }
+            if self.mode != 0 && kept == 0 {
+                return Err(format!("{WHAT}: dim {k} has no elements left to repeat"));
+            }
+            params.push([b.max(0), kept, lo, src_strides[k]]);
+        }
+        let walk = Walk::new(out, params);
+        let f = &self.entries[usize::from(n.max(numel(&x.desc.shape)) >= 1 << 31)];
+        let fill = match (&self.fill, inputs.get(2)) {
+            (Some(w), _) => w.ptr(),
+            (None, Some(c)) if numel(&c.desc.shape) > 0 => c.ptr,
+            _ => 0,
+        };
+        let args = KernelArgs::new()
+            .ptr(x.ptr)
+            .ptr(o.ptr)
+            .ptr(fill)
+            .i64(n as i64)
+            .i32(self.mode);
+        let mut args = walk.push_args(args, WHAT)?;
+        // SAFETY: the arguments match the entry point; every offset stays inside the input,
+        // which with the output and fill value outlives the queued work.
+        unsafe { f.launch(stream, (blocks(n), 1, 1), (THREADS, 1, 1), 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
+    }
+}
