@@ -33,7 +33,8 @@ typedef struct TtrtInputSpec {
 
 /* How to compile. Initialise with ttrt_compile_options_init, then change fields. */
 typedef struct TtrtCompileOptions {
-  int32_t device;               /* TtrtDevice; TTRT_DEVICE_CPU in this version */
+  int32_t device;               /* TtrtDevice: TTRT_DEVICE_CPU, or TTRT_DEVICE_CUDA (cuda:0;
+                                 * TTRT_ERROR_UNSUPPORTED without a GPU) */
   int32_t precision;            /* TtrtDType: TTRT_DTYPE_F32, _F16 or _BF16 */
   const TtrtInputSpec* inputs;  /* nb_inputs input shapes, or NULL */
   int32_t nb_inputs;

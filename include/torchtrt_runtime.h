@@ -57,12 +57,13 @@ typedef struct TtrtTensor {
   const char* name;       /* NUL-terminated UTF-8, or NULL */
   int32_t index;          /* used when name is NULL */
   int32_t dtype;          /* TtrtDType; must be the engine's */
-  int32_t device;         /* TtrtDevice; TTRT_DEVICE_CPU */
-  int32_t device_ordinal; /* 0 on the CPU */
+  int32_t device;         /* TtrtDevice: TTRT_DEVICE_CPU, or TTRT_DEVICE_CUDA for a CUDA engine */
+  int32_t device_ordinal; /* 0 on the CPU; the engine's GPU for TTRT_DEVICE_CUDA */
   int32_t nb_dims;        /* inputs: the rank; outputs: written by ttrt_context_execute */
   int32_t reserved;       /* 0 */
   int64_t dims[TTRT_MAX_DIMS]; /* inputs: the shape; outputs: written */
-  void* data;             /* inputs: read (dense, row-major); outputs: written */
+  void* data;             /* inputs: read (dense, row-major); outputs: written; a device
+                           * address (CUdeviceptr) for TTRT_DEVICE_CUDA */
   size_t size;            /* bytes at `data`; inputs: exactly the tensor's size */
 } TtrtTensor;
 
@@ -130,11 +131,26 @@ TtrtStatus ttrt_context_set_input_shape(TtrtContext* context, const char* name,
  * depends on values). */
 TtrtStatus ttrt_context_output_desc(const TtrtContext* context, const char* name,
                                     TtrtTensorDesc* desc);
-/* Runs the engine. Every input is given once; each output given is written with its
- * shape in `nb_dims`/`dims`, and outputs not given are discarded. If an output buffer is
- * too small, the shapes are still written and TTRT_ERROR_BUFFER_TOO_SMALL returned.
- * `stream` must be NULL (CPU). */
+/* Runs the engine and waits for it. Every input is given once; each output given is
+ * written with its shape in `nb_dims`/`dims`, and outputs not given are discarded. If an
+ * output buffer is too small, the shapes are still written and
+ * TTRT_ERROR_BUFFER_TOO_SMALL returned. Host buffers (TTRT_DEVICE_CPU) work for every
+ * engine, with `stream` NULL; a CUDA engine copies them to and from its device. A CUDA
+ * engine also takes device buffers (TTRT_DEVICE_CUDA, every input and output given) with
+ * `stream` a CUstream of the device's primary context or NULL (the legacy default stream):
+ * as ttrt_context_enqueue, then waits for the stream. */
 TtrtStatus ttrt_context_execute(TtrtContext* context, const TtrtTensor* inputs,
+                                int32_t nb_inputs, TtrtTensor* outputs, int32_t nb_outputs,
+                                void* stream);
+/* Queues a CUDA engine on `stream` (a CUstream of the device's primary context, or NULL
+ * for the legacy default stream) over device buffers, and returns (TensorRT's enqueueV3):
+ * every input and output is given, in the memory of the engine's device
+ * (TTRT_DEVICE_CUDA, its ordinal), valid until the queued work completes; outputs get
+ * their shapes written first (ttrt_context_output_desc tells them in advance). Nothing
+ * waits for the device, except a layer that runs on the host (see `torchtrtc inspect`) or
+ * a shape that depends on a device tensor's values. TTRT_ERROR_UNSUPPORTED for a CPU
+ * engine. */
+TtrtStatus ttrt_context_enqueue(TtrtContext* context, const TtrtTensor* inputs,
                                 int32_t nb_inputs, TtrtTensor* outputs, int32_t nb_outputs,
                                 void* stream);
 

@@ -9,6 +9,7 @@
 //! compile API on the handles and helpers public here.
 
 mod context;
+mod cuda;
 mod engine;
 mod error;
 mod ptr;
@@ -16,6 +17,7 @@ mod runtime;
 mod tensor;
 
 pub use context::*;
+pub use cuda::{cuda_backend, cuda_backends};
 pub use engine::*;
 pub use error::{
     CapiError, TTRT_ERROR_BUFFER_TOO_SMALL, TTRT_ERROR_INVALID_ENGINE, TTRT_ERROR_IO,

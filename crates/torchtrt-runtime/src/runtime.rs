@@ -11,8 +11,8 @@ use torchtrt_plugin_api::abi::TtrtStatus;
 use crate::error::{CapiError, TTRT_RUNTIME_API_VERSION, guard};
 use crate::ptr::{c_str, out_ptr, reference};
 
-/// The object behind a `TtrtRuntime*`: a runtime over the CPU backend and the process-wide
-/// plugin registry.
+/// The object behind a `TtrtRuntime*`: a runtime over the CPU backend, the backend of every
+/// CUDA device present, and the process-wide plugin registry.
 pub struct TtrtRuntime {
     inner: Runtime,
 }
@@ -21,7 +21,12 @@ impl TtrtRuntime {
     /// A runtime over the default backends; registers the built-in plugins when baked in.
     pub fn new() -> Result<TtrtRuntime, CapiError> {
         register_builtin_plugins()?;
-        let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+        let mut backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+        backends.extend(
+            crate::cuda::cuda_backends()
+                .into_iter()
+                .map(|b| b as Arc<dyn Backend>),
+        );
         Ok(TtrtRuntime {
             inner: Runtime::new(backends),
         })

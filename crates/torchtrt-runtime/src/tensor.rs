@@ -35,8 +35,8 @@ pub struct TtrtTensor {
     pub size: usize,
 }
 
-/// Which engine tensor `t` selects, checked: index in range, device supported, dtype the
-/// engine's. `kind` is `input` or `output`; `position` the tensor's place in the caller's
+/// Which engine tensor `t` selects, checked: index in range, device supported (CUDA memory
+/// only when `cuda`: the engine runs on a GPU), dtype the engine's. `kind` is `input` or `output`; `position` the tensor's place in the caller's
 /// array.
 ///
 /// # Safety
@@ -46,6 +46,7 @@ pub(crate) unsafe fn resolve(
     entries: &[IoEntry],
     kind: &str,
     position: usize,
+    cuda: bool,
 ) -> Result<usize, CapiError> {
     let index = if t.name.is_null() {
         usize::try_from(t.index)
@@ -73,9 +74,10 @@ pub(crate) unsafe fn resolve(
     let entry = &entries[index];
     match DeviceKind::from_raw(t.device) {
         Some(DeviceKind::Cpu) => {}
+        Some(DeviceKind::Cuda) if cuda => {}
         Some(DeviceKind::Cuda) => {
             return Err(CapiError::unsupported(format!(
-                "{kind} `{}` is in CUDA memory; this runtime takes host (TTRT_DEVICE_CPU) buffers only",
+                "{kind} `{}` is in CUDA memory, but the engine runs on the CPU: pass host (TTRT_DEVICE_CPU) buffers",
                 entry.name
             )));
         }

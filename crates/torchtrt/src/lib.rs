@@ -25,6 +25,8 @@ mod extensions;
 use std::path::Path;
 use std::sync::Arc;
 
+use torchtrt_plugin_api::DeviceKind;
+
 pub use extensions::{ExtensionInfo, LoadOptions, load_library, register_extension};
 
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
@@ -34,6 +36,8 @@ pub use torchtrt_core::{
     PluginRegistry, Result, Target, Tensor, TensorId, layers, registry,
 };
 pub use torchtrt_cpu::CpuBackend;
+pub use torchtrt_cuda as cuda;
+pub use torchtrt_cuda::{CudaBackend, CudaExecutionContext, DeviceIo};
 pub use torchtrt_onnx as onnx;
 pub use torchtrt_plugin_api as plugin_api;
 
@@ -47,15 +51,129 @@ pub fn init_plugins() -> Result<()> {
     })
 }
 
-/// The backends available in this process: the CPU, always.
+/// The backends available in this process: the CPU, always, and every CUDA device present
+/// (`cuda:0` first).
 pub fn default_backends() -> Vec<Arc<dyn Backend>> {
-    vec![Arc::new(CpuBackend::new())]
+    let mut backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    backends.extend(
+        torchtrt_runtime::cuda_backends()
+            .into_iter()
+            .map(|b| b as Arc<dyn Backend>),
+    );
+    backends
 }
 
-/// Builds an engine from a network (TensorRT's `buildSerializedNetwork`).
+/// The backend a device name selects: `cpu`, `cuda` (`cuda:0`) or `cuda:N`. A CUDA backend
+/// is shared by the process, prepares layers without a CUDA kernel on the CPU, and stores
+/// the built-in plugins' compiled programs in its engines. Without a GPU the error says
+/// "no CUDA device" and why.
+pub fn backend_for(device: &str) -> Result<Arc<dyn Backend>> {
+    match parse_device(device)? {
+        None => Ok(Arc::new(CpuBackend::new())),
+        Some(n) => Ok(cuda_backend(n)?),
+    }
+}
+
+/// The CUDA backend of `cuda:ordinal` (see [`backend_for`]).
+pub fn cuda_backend(ordinal: usize) -> Result<Arc<CudaBackend>> {
+    torchtrt_runtime::cuda_backend(ordinal).map_err(|e| Error::InvalidArgument(e.to_string()))
+}
+
+/// A device-resident execution context for an engine built for a CUDA device (or loaded
+/// on one), on the device whose backend prepared it; `Err` for an engine of the CPU.
+pub fn cuda_context(engine: &Engine) -> Result<CudaExecutionContext> {
+    let name = engine.backend().name();
+    match parse_device(&name) {
+        Ok(Some(ordinal)) => {
+            CudaExecutionContext::new(engine, cuda_backend(ordinal)?.cuda_device())
+        }
+        _ => Err(Error::InvalidArgument(format!(
+            "the engine targets {}, not a CUDA device",
+            engine.target()
+        ))),
+    }
+}
+
+/// `None` for `cpu`, the ordinal for `cuda[:N]`.
+fn parse_device(device: &str) -> Result<Option<usize>> {
+    let bad = || {
+        Error::InvalidArgument(format!(
+            "device `{device}` is not `cpu`, `cuda` or `cuda:N`"
+        ))
+    };
+    match device {
+        "cpu" => Ok(None),
+        "cuda" => Ok(Some(0)),
+        _ => device
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .map(Some)
+            .ok_or_else(bad),
+    }
+}
+
+/// Builds an engine from a network (TensorRT's `buildSerializedNetwork`) for
+/// `config.device` on the default backends (`cuda:0` for CUDA).
 pub fn compile(network: &NetworkDefinition, config: &BuildConfig) -> Result<Engine> {
     init_plugins()?;
-    torchtrt_core::build(network, config, &default_backends())
+    match config.device {
+        DeviceKind::Cpu => torchtrt_core::build(network, config, &default_backends()),
+        DeviceKind::Cuda => compile_for(network, config, "cuda"),
+    }
+}
+
+/// Builds an engine for the device `device` names (`cpu`, `cuda`, `cuda:N`; it overrides
+/// `config.device`). A CUDA engine is run once at its opt shapes while building, so that
+/// the GPU programs of its plugins are compiled and stored in it: running it later needs
+/// the CUDA driver only.
+pub fn compile_for(
+    network: &NetworkDefinition,
+    config: &BuildConfig,
+    device: &str,
+) -> Result<Engine> {
+    init_plugins()?;
+    let Some(ordinal) = parse_device(device)? else {
+        let config = BuildConfig {
+            device: DeviceKind::Cpu,
+            ..config.clone()
+        };
+        return torchtrt_core::build(network, &config, &[Arc::new(CpuBackend::new())]);
+    };
+    let cuda = cuda_backend(ordinal)?;
+    let config = BuildConfig {
+        device: DeviceKind::Cuda,
+        ..config.clone()
+    };
+    let backends: Vec<Arc<dyn Backend>> = vec![cuda.clone(), Arc::new(CpuBackend::new())];
+    let engine = torchtrt_core::build(network, &config, &backends)?;
+    warm_up(&engine, &cuda);
+    Ok(engine)
+}
+
+/// Runs a CUDA engine once on zeros of its opt shapes, compiling the programs its layers
+/// use; a failure (e.g. shapes that zeros do not satisfy) only leaves them to compile on
+/// first use.
+fn warm_up(engine: &Engine, backend: &CudaBackend) {
+    let inputs: Vec<Tensor> = engine
+        .plan()
+        .inputs
+        .iter()
+        .map(|i| {
+            let shape: Vec<usize> = i
+                .dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(v) => *v as usize,
+                    Dim::Dynamic { opt, .. } => *opt as usize,
+                })
+                .collect();
+            Tensor::zeros(i.dtype, &shape)
+        })
+        .collect();
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    if let Ok(mut ctx) = CudaExecutionContext::new(engine, backend.cuda_device()) {
+        let _ = ctx.execute(&refs);
+    }
 }
 
 /// Reads an ONNX model into a network: built-in converters, exported GELU / normalize

@@ -41,6 +41,19 @@ pub fn parse_input_shape(spec: &str) -> Result<(String, Vec<Dim>)> {
     Ok((name.to_string(), dims))
 }
 
+/// A `--device` value: `cpu`, `cuda` or `cuda:N`.
+pub fn parse_device(spec: &str) -> Result<String> {
+    let ok = spec == "cpu"
+        || spec == "cuda"
+        || spec
+            .strip_prefix("cuda:")
+            .is_some_and(|n| n.parse::<usize>().is_ok());
+    if !ok {
+        bail!("`{spec}`: expected cpu, cuda or cuda:N");
+    }
+    Ok(spec.to_string())
+}
+
 /// `NAME=VALUE` pairs.
 pub fn parse_pair(spec: &str) -> Result<(String, String)> {
     let (a, b) = spec

@@ -42,13 +42,6 @@ enum Command {
     Bench(commands::bench::BenchArgs),
 }
 
-/// Target device.
-#[derive(Clone, Copy, ValueEnum)]
-enum Device {
-    /// The host CPU.
-    Cpu,
-}
-
 /// Floating-point precision.
 #[derive(Clone, Copy, ValueEnum)]
 enum Precision {
@@ -63,9 +56,9 @@ enum Precision {
 /// Options shared by every command that builds or loads engines.
 #[derive(Args, Clone)]
 struct BuildOptions {
-    /// Target device.
-    #[arg(long, value_enum, default_value = "cpu")]
-    device: Device,
+    /// Target device: `cpu`, `cuda` (the first GPU) or `cuda:N`.
+    #[arg(long, default_value = "cpu", value_parser = args::parse_device)]
+    device: String,
     /// Floating-point precision of the engine.
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,

@@ -104,12 +104,13 @@ fn read_options(
 ) -> Result<(ImportOptions, BuildConfig), CapiError> {
     // SAFETY: the exported caller's contract: NULL or valid.
     let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
-    match DeviceKind::from_raw(options.device) {
-        Some(DeviceKind::Cpu) => {}
+    let device = match DeviceKind::from_raw(options.device) {
+        Some(DeviceKind::Cpu) => DeviceKind::Cpu,
         Some(DeviceKind::Cuda) => {
-            return Err(CapiError::unsupported(
-                "options.device is TTRT_DEVICE_CUDA, but this library has no CUDA backend",
-            ));
+            crate::cuda_backend(0).map_err(|e| {
+                CapiError::unsupported(format!("options.device is TTRT_DEVICE_CUDA: {e}"))
+            })?;
+            DeviceKind::Cuda
         }
         None => {
             return Err(CapiError::invalid(format!(
@@ -117,7 +118,7 @@ fn read_options(
                 options.device
             )));
         }
-    }
+    };
     let precision = DType::from_raw(options.precision)
         .filter(|d| matches!(d, DType::F32 | DType::F16 | DType::BF16))
         .ok_or_else(|| {
@@ -157,6 +158,7 @@ fn read_options(
         ..ImportOptions::default()
     };
     let config = BuildConfig {
+        device,
         precision,
         ..BuildConfig::default()
     };

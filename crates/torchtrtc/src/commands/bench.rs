@@ -5,8 +5,9 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
-use torchtrt::Tensor;
+use torchtrt::cuda::DeviceBuffer;
 use torchtrt::plugin_api::DType;
+use torchtrt::{CudaExecutionContext, DeviceIo, Engine, Tensor};
 
 use crate::BuildOptions;
 use crate::progress::Progress;
@@ -51,28 +52,28 @@ pub fn run(a: BenchArgs) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let mut ctx = engine.create_context();
+    let mut runner = Runner::new(&engine, &refs)?;
     let bar = Progress::iterations(a.warmup + a.iterations.max(1), "warm-up");
     for _ in 0..a.warmup {
-        ctx.execute(&refs)?;
+        runner.step(&refs)?;
         bar.inc();
     }
     bar.message("timing");
     let mut times = Vec::with_capacity(a.iterations);
     for _ in 0..a.iterations.max(1) {
         let t = Instant::now();
-        ctx.execute(&refs)?;
+        runner.step(&refs)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
         bar.inc();
     }
     bar.finish();
     times.sort_by(f64::total_cmp);
     if a.profile {
-        ctx.set_profiling(true);
+        runner.set_profiling()?;
         for _ in 0..a.iterations.max(1) {
-            ctx.execute(&refs)?;
+            runner.step(&refs)?;
         }
-        if let Some(p) = ctx.profile() {
+        if let Some(p) = runner.profile() {
             print_profile(p);
         }
     }
@@ -107,6 +108,102 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// What one timed iteration runs: the host runtime on host tensors, or for a CUDA engine the
+/// device-resident context on inputs and outputs kept in device memory, waiting for its
+/// stream each iteration.
+enum Runner {
+    Host(torchtrt::ExecutionContext),
+    Cuda {
+        ctx: Box<CudaExecutionContext>,
+        inputs: Vec<DeviceIo>,
+        outputs: Vec<DeviceIo>,
+        _buffers: Vec<DeviceBuffer>,
+    },
+}
+
+impl Runner {
+    fn new(engine: &Engine, inputs: &[&Tensor]) -> Result<Runner> {
+        if !matches!(engine.target(), torchtrt::Target::Cuda { .. }) {
+            return Ok(Runner::Host(engine.create_context()));
+        }
+        let mut ctx = torchtrt::cuda_context(engine)?;
+        let described: Vec<(DType, &[usize])> =
+            inputs.iter().map(|t| (t.dtype(), t.shape())).collect();
+        let shapes = ctx.output_shapes(&described)?;
+        let device = ctx.stream().device().clone();
+        let mut buffers = Vec::new();
+        let mut on_device = |bytes: usize| -> Result<u64> {
+            let b = device.allocator().alloc(bytes)?;
+            let ptr = b.ptr();
+            buffers.push(b);
+            Ok(ptr)
+        };
+        let mut device_inputs = Vec::with_capacity(inputs.len());
+        for t in inputs {
+            let ptr = on_device(t.bytes().len())?;
+            device_inputs.push(DeviceIo {
+                ptr,
+                dtype: t.dtype(),
+                shape: t.shape().to_vec(),
+            });
+        }
+        let mut outputs = Vec::with_capacity(shapes.len());
+        for (out, shape) in engine.outputs().iter().zip(shapes) {
+            let ptr = on_device(shape.iter().product::<usize>() * out.dtype.size())?;
+            outputs.push(DeviceIo {
+                ptr,
+                dtype: out.dtype,
+                shape,
+            });
+        }
+        for (t, b) in inputs.iter().zip(&buffers) {
+            ctx.stream().upload(t.bytes(), b)?;
+        }
+        Ok(Runner::Cuda {
+            ctx: Box::new(ctx),
+            inputs: device_inputs,
+            outputs,
+            _buffers: buffers,
+        })
+    }
+
+    fn step(&mut self, host_inputs: &[&Tensor]) -> Result<()> {
+        match self {
+            Runner::Host(ctx) => {
+                ctx.execute(host_inputs)?;
+            }
+            Runner::Cuda {
+                ctx,
+                inputs,
+                outputs,
+                ..
+            } => {
+                let stream = ctx.stream().raw();
+                // SAFETY: the buffers are this runner's, sized for these shapes, and the
+                // stream is waited for before the next step.
+                unsafe { ctx.enqueue(inputs, outputs, stream) }?;
+                ctx.stream().synchronize()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_profiling(&mut self) -> Result<()> {
+        match self {
+            Runner::Host(ctx) => ctx.set_profiling(true),
+            Runner::Cuda { ctx, .. } => ctx.set_profiling(true)?,
+        }
+        Ok(())
+    }
+
+    fn profile(&self) -> Option<&[torchtrt::LayerTiming]> {
+        match self {
+            Runner::Host(ctx) => ctx.profile(),
+            Runner::Cuda { ctx, .. } => ctx.profile(),
+        }
+    }
 }
 
 /// Time per layer kind and the slowest layers, in ms per run.

@@ -53,11 +53,25 @@ pub fn run(a: InspectArgs) -> Result<()> {
             );
             s
         }
+        Err(e @ torchtrt::Error::Engine(_)) if is_cuda_engine(&bytes) => {
+            let s = torchtrt::Engine::summarize_bytes(&bytes)
+                .with_context(|| format!("loading {}", a.engine.display()))?;
+            eprintln!(
+                "note: {e}; showing the engine's records (which layers run on the host needs \
+                 the engine's GPU)"
+            );
+            s
+        }
         Err(e) => return Err(e).with_context(|| format!("loading {}", a.engine.display())),
     };
     println!("engine: {} ({} bytes)", a.engine.display(), bytes.len());
     print!("{}", render(&s));
     Ok(())
+}
+
+/// Whether the header says the engine targets a CUDA device.
+fn is_cuda_engine(bytes: &[u8]) -> bool {
+    bytes.get(12..16) == Some(&1u32.to_le_bytes()[..])
 }
 
 /// The summary as `inspect` prints it.
@@ -73,9 +87,21 @@ fn render(s: &EngineSummary) -> String {
     out += &format!("layers ({}, in execution order):\n", s.layers.len());
     let width = s.layers.iter().map(|l| l.name.len()).max().unwrap_or(0);
     for (i, l) in s.layers.iter().enumerate() {
+        let place = if l.host_fallback {
+            format!("cpu ← copies → {}", l.device)
+        } else {
+            l.device.to_string()
+        };
         out += &format!(
-            "  {i:>4} [{}] {:<width$}  {}  {}\n",
-            l.device, l.name, l.kind, l.signature
+            "  {i:>4} [{place}] {:<width$}  {}  {}\n",
+            l.name, l.kind, l.signature
+        );
+    }
+    let fallbacks = s.layers.iter().filter(|l| l.host_fallback).count();
+    if fallbacks > 0 {
+        out += &format!(
+            "{fallbacks} layer(s) have no kernel on the engine's device: they run on the CPU, \
+             with copies of their inputs and outputs inserted\n"
         );
     }
     out += &format!("plugins ({}):\n", s.plugins.len());
@@ -84,6 +110,16 @@ fn render(s: &EngineSummary) -> String {
         out += &format!("  {} {} from {from}\n", p.layer, p.key);
         for f in p.fields.iter() {
             out += &format!("      {}: {} = {}\n", f.name, f.value.ty(), f.value);
+        }
+    }
+    if !s.blobs.is_empty() {
+        let total: usize = s.blobs.iter().map(|(_, n)| n).sum();
+        out += &format!(
+            "stored kernel images ({}, {total} bytes; loading needs the driver only):\n",
+            s.blobs.len()
+        );
+        for (name, n) in &s.blobs {
+            out += &format!("  {name} ({n} bytes)\n");
         }
     }
     out += &format!(

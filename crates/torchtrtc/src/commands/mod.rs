@@ -13,13 +13,13 @@ use torchtrt::onnx::proto::ModelProto;
 use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
 use torchtrt::onnx::proto::type_proto::Value as TypeValue;
 use torchtrt::plugin_api::DType;
-use torchtrt::{BuildConfig, Dim, Engine};
+use torchtrt::{BuildConfig, Dim, Engine, Tensor};
 
 use crate::progress::Progress;
 use crate::{BuildOptions, Precision};
 
 /// Registers the built-ins and loads every `--plugins`, `--custom-converters` and
-/// `--custom-torch-ops` library, before any model is read. Each library is loaded whole
+/// `--custom-torch-ops` library, before any model is read, and opens the `--device`. Each library is loaded whole
 /// (plugins, converters, custom ops) whichever flag names it; a failure names the flag.
 pub fn load_libraries(opts: &BuildOptions) -> Result<()> {
     torchtrt::init_plugins()?;
@@ -38,6 +38,9 @@ pub fn load_libraries(opts: &BuildOptions) -> Result<()> {
             tracing::info!(library = %info.path.display(), provider = info.provider, plugins = info.plugins.len(), converters = info.converters.len(), "loaded extension library");
         }
     }
+    if opts.device != "cpu" {
+        torchtrt::backend_for(&opts.device).with_context(|| format!("--device {}", opts.device))?;
+    }
     Ok(())
 }
 
@@ -51,6 +54,39 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
         },
         ..BuildConfig::default()
     }
+}
+
+/// Runs `engine` on named host inputs: with activations on the device for a CUDA engine,
+/// else on the host runtime. Outputs by name, in the engine's order.
+pub fn execute_named(engine: &Engine, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
+    if !matches!(engine.target(), torchtrt::Target::Cuda { .. }) {
+        return Ok(engine.create_context().execute_named(inputs)?);
+    }
+    let plan = engine.plan();
+    let ordered = plan
+        .inputs
+        .iter()
+        .map(|i| {
+            inputs
+                .iter()
+                .find(|(n, _)| *n == i.name)
+                .map(|(_, t)| *t)
+                .with_context(|| format!("input `{}` is missing", i.name))
+        })
+        .collect::<Result<Vec<&Tensor>>>()?;
+    if let Some((extra, _)) = inputs
+        .iter()
+        .find(|(n, _)| !plan.inputs.iter().any(|i| i.name == *n))
+    {
+        bail!("the engine has no input `{extra}`");
+    }
+    let outputs = torchtrt::cuda_context(engine)?.execute(&ordered)?;
+    Ok(plan
+        .outputs
+        .iter()
+        .map(|(n, _)| n.clone())
+        .zip(outputs)
+        .collect())
 }
 
 /// An engine from an `.engine` file, or compiled from an ONNX model. `shapes` are the shapes
@@ -128,8 +164,8 @@ pub fn compile_onnx(
     )
     .with_context(|| format!("importing {}", path.display()))?;
     progress.stage("building");
-    torchtrt::compile(&net, &build_config(opts))
-        .with_context(|| format!("compiling {}", path.display()))
+    torchtrt::compile_for(&net, &build_config(opts), &opts.device)
+        .with_context(|| format!("compiling {} for {}", path.display(), opts.device))
 }
 
 /// The graph's inputs that are not initializers, with their declared dims

@@ -58,7 +58,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let engine = super::load_or_compile(&a.model, &a.build, &shapes, &progress)?;
     progress.finish();
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let outputs = engine.create_context().execute_named(&named)?;
+    let outputs = super::execute_named(&engine, &named)?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
