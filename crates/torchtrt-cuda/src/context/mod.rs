@@ -85,6 +85,8 @@ pub struct CudaExecutionContext {
 struct Profile {
     timings: Vec<LayerTiming>,
     events: Vec<(Event, Event)>,
+    /// Per layer: its events were recorded in the current run.
+    recorded: Vec<bool>,
 }
 
 fn cuda_error(layer: &str) -> impl Fn(CudaError) -> Error + '_ {
@@ -182,6 +184,7 @@ impl CudaExecutionContext {
                     total: Duration::ZERO,
                 })
                 .collect(),
+            recorded: vec![false; events.len()],
             events,
         });
         Ok(())
@@ -211,29 +214,27 @@ impl CudaExecutionContext {
         let stream = stream.as_ref();
         let outs = self.run(values, None, stream)?;
         let mut result = Vec::with_capacity(outs.len());
-        for (k, v) in outs.into_iter().enumerate() {
+        for (k, v) in outs.iter().enumerate() {
             let name = &self.engine.plan().outputs[k].0;
-            let t = match v.host {
-                Some(Host::Owned(t)) => t,
-                Some(h) => h.get().clone(),
-                None => {
+            let t = match (&v.host, &v.dev) {
+                (Some(h), _) => h.get().clone(),
+                (None, Some(dev)) => {
                     let mut t = Tensor::zeros(v.dtype, &v.shape);
-                    let dev = v
-                        .dev
-                        .as_ref()
-                        .map(Dev::ptr)
-                        .ok_or_else(|| Error::Execution {
-                            layer: name.clone(),
-                            message: "output was not computed".into(),
-                        })?;
                     // SAFETY: the device copy holds the tensor's bytes.
-                    unsafe { copy::download(stream, dev, t.bytes_mut()) }
+                    unsafe { copy::download(stream, dev.ptr(), t.bytes_mut()) }
                         .map_err(cuda_error(name))?;
                     t
+                }
+                (None, None) => {
+                    return Err(Error::Execution {
+                        layer: name.clone(),
+                        message: "output was not computed".into(),
+                    });
                 }
             };
             result.push(t);
         }
+        self.recycle(outs);
         stream.synchronize().map_err(cuda_error("execute"))?;
         Ok(result)
     }
@@ -290,17 +291,41 @@ impl CudaExecutionContext {
         // SAFETY: per this function's contract.
         let stream = unsafe { Stream::from_raw(&self.device, stream) };
         let outs = self.run(values, Some(outputs), &stream)?;
+        let copied = self.copy_outputs(&engine, &outs, outputs, &stream);
+        self.recycle(outs);
+        copied
+    }
+
+    /// Gives the device copies of a run's outputs back to the pool (after the work using
+    /// them was queued on the context's stream).
+    fn recycle(&mut self, outs: Vec<Value<'_>>) {
+        for v in outs {
+            if let Some(d) = v.dev {
+                self.pool.release(d);
+            }
+        }
+    }
+
+    /// Queues copies of the outputs not already written in place into the caller's buffers.
+    fn copy_outputs(
+        &self,
+        engine: &Engine,
+        outs: &[Value<'_>],
+        outputs: &[DeviceIo],
+        stream: &Stream,
+    ) -> Result<()> {
+        let plan = engine.plan();
         for (k, (v, want)) in outs.iter().zip(outputs).enumerate() {
             let name = &plan.outputs[k].0;
             check_output(name, v, want)?;
             match (&v.dev, &v.host) {
                 (Some(d), _) => {
                     // SAFETY: both hold the output's bytes (checked shape and dtype).
-                    unsafe { copy::device_copy(&stream, d.ptr(), want.ptr, v.bytes()) }
+                    unsafe { copy::device_copy(stream, d.ptr(), want.ptr, v.bytes()) }
                 }
                 (None, Some(h)) => {
                     // SAFETY: the caller's buffer holds the output's bytes.
-                    unsafe { copy::upload(&stream, h.get().bytes(), want.ptr) }
+                    unsafe { copy::upload(stream, h.get().bytes(), want.ptr) }
                 }
                 (None, None) => {
                     return Err(Error::Execution {
@@ -822,7 +847,7 @@ impl CudaExecutionContext {
             return Ok(());
         };
         for (li, (start, end)) in p.events.iter().enumerate() {
-            if self.places[li] == Placement::Host || p.timings[li].calls == 0 {
+            if self.places[li] == Placement::Host || !std::mem::take(&mut p.recorded[li]) {
                 continue;
             }
             if let Ok(ms) = start.elapsed_ms(end) {
