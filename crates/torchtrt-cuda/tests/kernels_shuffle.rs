@@ -202,13 +202,15 @@ const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 fn elementwise_arithmetic_broadcasts() {
     let Some(gpu) = Gpu::new() else { return };
     use ElementwiseOp as E;
-    let shapes: [(&[usize], &[usize]); 6] = [
+    let shapes: [(&[usize], &[usize]); 8] = [
         (&[3, 5, 7], &[3, 5, 7]),
         (&[2, 1001], &[2, 1001]),
         (&[3, 1, 7], &[5, 1]),
         (&[], &[4, 33]),
         (&[2, 3, 4, 5], &[3, 1, 5]),
         (&[67, 3], &[1]),
+        (&[4, 3, 16], &[3, 1]),
+        (&[6, 32], &[32]),
     ];
     for dtype in FLOATS {
         for op in [
@@ -568,6 +570,7 @@ fn pads_in_every_mode() {
         ] {
             gpu.check(Pad { mode }, &[x.clone(), ints(&[0, 2, 3, 1, 4, 2])], &[]);
             gpu.check(Pad { mode }, &[x.clone(), ints(&[0, -1, 7, 0, 2, -2])], &[]);
+            gpu.check(Pad { mode }, &[x.clone(), ints(&[0, 0, 1, 0, 0, 3])], &[]);
         }
         let value = random(dtype, &[], 5);
         gpu.check(

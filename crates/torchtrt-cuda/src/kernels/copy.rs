@@ -2,7 +2,8 @@
 //! walk of merged dims, on elements of 1 to 16 bytes (dtype-agnostic; contiguous rows are
 //! widened to 16-byte elements when aligned). A walk whose innermost destination dim is
 //! strided in the source but another dim is contiguous there (a transpose that moves the
-//! innermost dim) goes through 32×32 shared-memory tiles instead.
+//! innermost dim) goes through shared-memory tiles instead (32×32, 64×64 for elements of
+//! one or two bytes), every thread's loads issued before its stores.
 
 use super::layout::{THREADS, Walk, blocks, generated};
 use super::{PrepareCtx, ProgramSource};
@@ -21,29 +22,48 @@ __device__ __forceinline__ void copy_walk(const S* src, S* dst, u64 n, int rank,
     }
 }
 
-template <typename S>
+/* One T x T tile per block of 32 x 8 threads: each thread loads its (T/8) x (T/32)
+   elements into registers (all loads in flight), parks them in shared memory, then writes
+   the transposed tile with coalesced stores. */
+template <typename S, int T>
 __device__ __forceinline__ void transpose_tiles(const S* src, S* dst, u32 na, u32 nb, i64 sa,
                                                 i64 db, u32 tiles_a, u64 batches, int rank,
                                                 const FastDiv* dv, const i64 (*st)[MAX_RANK]) {
-    __shared__ S tile[32][33];
+    const int R = T / 8, C = T / 32;
+    __shared__ S tile[T][T + 1];
     u32 ta = blockIdx.x % tiles_a, tb = blockIdx.x / tiles_a;
+    u32 tx = threadIdx.x, ty = threadIdx.y;
     for (u64 bi = blockIdx.y; bi < batches; bi += gridDim.y) {
         i64 off[2];
         walk<u64, 2>(bi, rank, dv, st, off);
-        for (u32 k = threadIdx.y; k < 32; k += blockDim.y) {
-            u32 a = ta * 32 + k, b = tb * 32 + threadIdx.x;
-            if (a < na && b < nb) tile[k][threadIdx.x] = src[off[0] + (i64)a * sa + b];
+        S v[R][C];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                u32 a = ta * T + ty + r * 8, b = tb * T + tx + c * 32;
+                if (a < na && b < nb) v[r][c] = src[off[0] + (i64)a * sa + b];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int c = 0; c < C; ++c) tile[ty + r * 8][tx + c * 32] = v[r][c];
         }
         __syncthreads();
-        for (u32 k = threadIdx.y; k < 32; k += blockDim.y) {
-            u32 b = tb * 32 + k, a = ta * 32 + threadIdx.x;
-            if (a < na && b < nb) dst[off[1] + (i64)b * db + a] = tile[threadIdx.x][k];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                u32 b = tb * T + ty + r * 8, a = ta * T + tx + c * 32;
+                if (a < na && b < nb) dst[off[1] + (i64)b * db + a] = tile[tx + c * 32][ty + r * 8];
+            }
         }
         __syncthreads();
     }
 }
 
-#define COPY_ENTRIES(E, S) \
+#define COPY_ENTRIES(E, S, T) \
 extern "C" __global__ void copy32_##E(const S* src, S* dst, u64 n, int rank, DIMS_PARAMS, \
                                       STRIDE_PARAMS(x), STRIDE_PARAMS(y)) { \
     DIMS_INIT(dv); \
@@ -61,13 +81,13 @@ extern "C" __global__ void tiles_##E(const S* src, S* dst, u32 na, u32 nb, i64 s
                                      STRIDE_PARAMS(x), STRIDE_PARAMS(y)) { \
     DIMS_INIT(dv); \
     const i64 st[2][MAX_RANK] = {STRIDES_INIT(x), STRIDES_INIT(y)}; \
-    transpose_tiles<S>(src, dst, na, nb, sa, db, tiles_a, batches, rank, dv, st); \
+    transpose_tiles<S, T>(src, dst, na, nb, sa, db, tiles_a, batches, rank, dv, st); \
 }
-COPY_ENTRIES(1, u8)
-COPY_ENTRIES(2, u16)
-COPY_ENTRIES(4, u32)
-COPY_ENTRIES(8, u64)
-COPY_ENTRIES(16, uint4)
+COPY_ENTRIES(1, u8, 64)
+COPY_ENTRIES(2, u16, 64)
+COPY_ENTRIES(4, u32, 32)
+COPY_ENTRIES(8, u64, 32)
+COPY_ENTRIES(16, uint4, 32)
 "#;
 
 /// The program, generated once per process.
@@ -166,8 +186,9 @@ impl Copier {
         );
         Some((|| {
             let [_, _, f] = self.entry(elem)?;
-            let tiles_a = na.div_ceil(32);
-            let tiles = tiles_a * nb.div_ceil(32);
+            let side = tile_side(elem);
+            let tiles_a = na.div_ceil(side);
+            let tiles = tiles_a * nb.div_ceil(side);
             let batches = batch.len();
             let grid = (
                 u32::try_from(tiles).map_err(|_| format!("{}: {tiles} tiles", self.what))?,
@@ -208,6 +229,12 @@ impl Copier {
         // tensors, which outlive the queued work.
         unsafe { f.launch(stream, grid, block, 0, args) }.map_err(|e| format!("{}: {e}", self.what))
     }
+}
+
+/// The side of a transpose tile of `elem`-byte elements (as the program instantiates it):
+/// 64 for 1- and 2-byte elements, so a warp moves 64 bytes per access, else 32.
+fn tile_side(elem: usize) -> usize {
+    if elem <= 2 { 64 } else { 32 }
 }
 
 /// Elements of `elem` bytes as a byte offset, for pointer arithmetic on device addresses.

@@ -122,6 +122,39 @@ extern "C" __global__ void NAME(const TI::S* a, const TI::S* b, TO::S* o, u64 n,
 }
 ZIP_WALK(zip_walk32, u32)
 ZIP_WALK(zip_walk64, u64)
+
+/* A walk whose innermost dim holds whole packs: operand j reads a pack when its inner
+   stride is 1 (inner[j]) and one element to repeat when it is 0. */
+template <typename I>
+__device__ __forceinline__ void zip_walk_vec(const TI::S* a, const TI::S* b, TO::S* o,
+                                             u64 packs, const FastDiv* dv, int rank,
+                                             const i64 (*st)[MAX_RANK], int ia, int ib) {
+    GRID_STRIDE(I, p, packs) {
+        I i = p * VEC;
+        typename Index<I>::SI off[2];
+        walk<I, 2>(i, rank, dv, st, off);
+        Pack<TI::S, VEC> pa, pb;
+        TI::C a0 = (TI::C)0, b0 = (TI::C)0;
+        if (ia) pa = ld_pack<TI::S, VEC>(a + off[0]); else a0 = TI::ld(a[off[0]]);
+        if (ib) pb = ld_pack<TI::S, VEC>(b + off[1]); else b0 = TI::ld(b[off[1]]);
+        Pack<TO::S, VEC> r;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            r.e[k] = TO::st(op_fn(ia ? TI::ld(pa.e[k]) : a0, ib ? TI::ld(pb.e[k]) : b0));
+        }
+        st_pack<TO::S, VEC>(o + i, r);
+    }
+}
+#define ZIP_WALK_VEC(NAME, I) \
+extern "C" __global__ void NAME(const TI::S* a, const TI::S* b, TO::S* o, u64 packs, int ia, \
+                                int ib, int rank, DIMS_PARAMS, STRIDE_PARAMS(x), \
+                                STRIDE_PARAMS(y)) { \
+    DIMS_INIT(dv); \
+    const i64 st[2][MAX_RANK] = {STRIDES_INIT(x), STRIDES_INIT(y)}; \
+    zip_walk_vec<I>(a, b, o, packs, dv, rank, st, ia, ib); \
+}
+ZIP_WALK_VEC(zip_wvec32, u32)
+ZIP_WALK_VEC(zip_wvec64, u64)
 "#;
 
 /// Prepares an `Elementwise` layer; `None` for operations and dtypes without a CUDA kernel.
@@ -240,6 +273,8 @@ fn build(
         one: load("zip_one")?,
         walk32: load("zip_walk32")?,
         walk64: load("zip_walk64")?,
+        wvec32: load("zip_wvec32")?,
+        wvec64: load("zip_wvec64")?,
         pack: vec,
         constants,
     }))
@@ -252,6 +287,8 @@ struct ZipKernel {
     one: Function,
     walk32: Function,
     walk64: Function,
+    wvec32: Function,
+    wvec64: Function,
     pack: usize,
     constants: [Option<Weights>; 2],
 }
@@ -313,13 +350,48 @@ impl DeviceKernel for ZipKernel {
                 .i32(xb);
             return launch(f, items, &mut args);
         }
-        let f = if walk.fits_u32() {
-            &self.walk32
-        } else {
-            &self.walk64
-        };
+        let fits = walk.fits_u32();
+        if let Some([ia, ib]) = self.packed_rows(&walk, [pa, pb], o.ptr) {
+            let f = if fits { &self.wvec32 } else { &self.wvec64 };
+            let packs = n / self.pack;
+            let args = KernelArgs::new()
+                .ptr(pa)
+                .ptr(pb)
+                .ptr(o.ptr)
+                .i64(packs as i64)
+                .i32(ia)
+                .i32(ib);
+            let mut args = walk.push_args(args, WHAT)?;
+            return launch(f, packs, &mut args);
+        }
+        let f = if fits { &self.walk32 } else { &self.walk64 };
         let args = KernelArgs::new().ptr(pa).ptr(pb).ptr(o.ptr).i64(n as i64);
         let mut args = walk.push_args(args, WHAT)?;
         launch(f, n, &mut args)
+    }
+}
+
+impl ZipKernel {
+    /// Whether the walk's innermost dim holds whole packs for every operand: its extent a
+    /// multiple of the pack, each operand's inner stride 0 (repeated) or 1 (packed, with
+    /// aligned address and outer strides); the inner strides, as pack flags.
+    fn packed_rows(&self, walk: &Walk<2>, ptrs: [u64; 2], out: u64) -> Option<[i32; 2]> {
+        let v = self.pack;
+        let (&inner, inner_st) = walk.dims.last().zip(walk.strides.last())?;
+        if v < 2 || !inner.is_multiple_of(v) || !out.is_multiple_of(16) {
+            return None;
+        }
+        let outer = &walk.strides[..walk.strides.len() - 1];
+        let mut flags = [0; 2];
+        for j in 0..2 {
+            match inner_st[j] {
+                0 => {}
+                1 if ptrs[j].is_multiple_of(16) && outer.iter().all(|s| s[j] % v as i64 == 0) => {
+                    flags[j] = 1
+                }
+                _ => return None,
+            }
+        }
+        Some(flags)
     }
 }

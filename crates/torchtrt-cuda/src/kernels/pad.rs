@@ -28,9 +28,10 @@ __device__ __forceinline__ void pad(const S* src, S* dst, const S* fill, u64 n, 
         u8* b = reinterpret_cast<u8*>(&fv);
         for (int k = 0; k < (int)sizeof(S); ++k) b[k] = 0;
     }
+    typedef typename Index<I>::SI SI;
     GRID_STRIDE(I, i, n) {
         I rem = i;
-        i64 off = 0;
+        SI off = 0;
         bool inside = true;
 #pragma unroll
         for (int k = 0; k < MAX_RANK; ++k) {
@@ -41,7 +42,7 @@ __device__ __forceinline__ void pad(const S* src, S* dst, const S* fill, u64 n, 
                     c = rem - q * (I)dv[k].d;
                     rem = q;
                 }
-                i64 r = (i64)c - p[0][k], len = p[1][k];
+                SI r = (SI)c - (SI)p[0][k], len = (SI)p[1][k];
                 if (r < 0 || r >= len) {
                     if (mode == 0) {
                         inside = false;
@@ -49,7 +50,7 @@ __device__ __forceinline__ void pad(const S* src, S* dst, const S* fill, u64 n, 
                         if (len == 1) {
                             r = 0;
                         } else {
-                            i64 m = 2 * (len - 1);
+                            SI m = 2 * (len - 1);
                             r %= m;
                             if (r < 0) r += m;
                             if (r >= len) r = m - r;
@@ -61,7 +62,7 @@ __device__ __forceinline__ void pad(const S* src, S* dst, const S* fill, u64 n, 
                         if (r < 0) r += len;
                     }
                 }
-                off += (p[2][k] + r) * p[3][k];
+                off += ((SI)p[2][k] + r) * (SI)p[3][k];
             }
         }
         dst[i] = inside ? src[off] : fv;
@@ -189,7 +190,7 @@ impl DeviceKernel for PadKernel {
             }
             params.push([b.max(0), kept, lo, src_strides[k]]);
         }
-        let walk = Walk::new(out, params);
+        let walk = merge_unpadded(Walk::new(out, params));
         let f = &self.entries[usize::from(n.max(numel(&x.desc.shape)) >= 1 << 31)];
         let fill = match (&self.fill, inputs.get(2)) {
             (Some(w), _) => w.ptr(),
@@ -208,4 +209,27 @@ impl DeviceKernel for PadKernel {
         unsafe { f.launch(stream, (blocks(n), 1, 1), (THREADS, 1, 1), 0, &mut args) }
             .map_err(|e| format!("{WHAT}: {e}"))
     }
+}
+
+/// Merges neighbouring dims that are neither padded nor cropped (`[begin, kept, lo,
+/// stride]` = `[0, extent, 0, _]`) into one, and drops dims of extent 1 that are neither.
+fn merge_unpadded(walk: Walk<4>) -> Walk<4> {
+    let plain = |d: usize, p: &[i64; 4]| p[0] == 0 && p[2] == 0 && p[1] == d as i64;
+    let mut out = Walk::new(Vec::new(), Vec::new());
+    for (&d, p) in walk.dims.iter().zip(&walk.strides) {
+        if d == 1 && plain(d, p) {
+            continue;
+        }
+        match (out.dims.last_mut(), out.strides.last_mut()) {
+            (Some(pd), Some(pp)) if plain(*pd, pp) && plain(d, p) => {
+                *pd *= d;
+                *pp = [0, *pd as i64, 0, p[3]];
+            }
+            _ => {
+                out.dims.push(d);
+                out.strides.push(*p);
+            }
+        }
+    }
+    out
 }
