@@ -26,7 +26,7 @@ use crate::device::CudaDevice;
 use crate::error::CudaError;
 use crate::layer_kernel::DeviceLayerKernel;
 use crate::plugin_kernel::DevicePluginKernel;
-use crate::stream::{Event, Stream};
+use crate::stream::Stream;
 use value::{Dev, DevicePool, Host, Value};
 
 /// A tensor on the device given to or by [`CudaExecutionContext::enqueue`]: its address,
@@ -84,9 +84,6 @@ pub struct CudaExecutionContext {
 
 struct Profile {
     timings: Vec<LayerTiming>,
-    events: Vec<(Event, Event)>,
-    /// Per layer: its events were recorded in the current run.
-    recorded: Vec<bool>,
 }
 
 fn cuda_error(layer: &str) -> impl Fn(CudaError) -> Error + '_ {
@@ -160,21 +157,14 @@ impl CudaExecutionContext {
         self.pool.held_bytes()
     }
 
-    /// Starts (or stops and discards) per-layer timing of later runs: CUDA events around
-    /// device layers, wall time around host layers. Each profiled run waits for its stream.
-    pub fn set_profiling(&mut self, on: bool) -> Result<()> {
-        self.profile = None;
-        if !on {
-            return Ok(());
-        }
-        let plan = self.engine.plan();
-        let mut events = Vec::with_capacity(plan.layers.len());
-        for _ in &plan.layers {
-            let e = || Event::new(&self.device).map_err(|e| Error::Engine(e.to_string()));
-            events.push((e()?, e()?));
-        }
-        self.profile = Some(Profile {
-            timings: plan
+    /// Starts (or stops and discards) per-layer timing of later runs: each layer is timed
+    /// from the moment the stream is idle before it to the moment it is idle after it, so a
+    /// profiled run waits for its stream around every layer.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profile = on.then(|| Profile {
+            timings: self
+                .engine
+                .plan()
                 .layers
                 .iter()
                 .map(|l| LayerTiming {
@@ -184,10 +174,7 @@ impl CudaExecutionContext {
                     total: Duration::ZERO,
                 })
                 .collect(),
-            recorded: vec![false; events.len()],
-            events,
         });
-        Ok(())
     }
 
     /// Per-layer timings in execution order, when profiling is on.
@@ -382,10 +369,6 @@ impl CudaExecutionContext {
                 self.pool.release(d);
             }
         }
-        if self.profile.is_some() {
-            stream.synchronize().map_err(cuda_error("profiling"))?;
-            self.collect_profile()?;
-        }
         outputs
     }
 
@@ -419,7 +402,7 @@ impl CudaExecutionContext {
                 }
                 continue;
             }
-            let timer = self.start_timer(li, stream)?;
+            let timer = self.start_timer(stream)?;
             let outs = self.run_layer(engine, li, slots, external, stream)?;
             self.stop_timer(li, stream, timer)?;
             for (t, v) in layer.outputs.iter().zip(outs) {
@@ -815,44 +798,19 @@ impl CudaExecutionContext {
             .collect())
     }
 
-    fn start_timer(&self, li: usize, stream: &Stream) -> Result<Option<Instant>> {
-        match &self.profile {
-            None => Ok(None),
-            Some(p) => {
-                p.events[li]
-                    .0
-                    .record(stream)
-                    .map_err(cuda_error("profiling"))?;
-                Ok(Some(Instant::now()))
-            }
+    fn start_timer(&self, stream: &Stream) -> Result<Option<Instant>> {
+        if self.profile.is_none() {
+            return Ok(None);
         }
+        stream.synchronize().map_err(cuda_error("profiling"))?;
+        Ok(Some(Instant::now()))
     }
 
     fn stop_timer(&mut self, li: usize, stream: &Stream, started: Option<Instant>) -> Result<()> {
         if let (Some(p), Some(t0)) = (self.profile.as_mut(), started) {
-            p.events[li]
-                .1
-                .record(stream)
-                .map_err(cuda_error("profiling"))?;
+            stream.synchronize().map_err(cuda_error("profiling"))?;
             p.timings[li].calls += 1;
-            if matches!(self.places[li], Placement::Host) {
-                p.timings[li].total += t0.elapsed();
-            }
-        }
-        Ok(())
-    }
-
-    fn collect_profile(&mut self) -> Result<()> {
-        let Some(p) = self.profile.as_mut() else {
-            return Ok(());
-        };
-        for (li, (start, end)) in p.events.iter().enumerate() {
-            if self.places[li] == Placement::Host || !std::mem::take(&mut p.recorded[li]) {
-                continue;
-            }
-            if let Ok(ms) = start.elapsed_ms(end) {
-                p.timings[li].total += Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3);
-            }
+            p.timings[li].total += t0.elapsed();
         }
         Ok(())
     }
