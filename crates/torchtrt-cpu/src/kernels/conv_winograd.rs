@@ -16,11 +16,47 @@ use super::convolution::{ConvGeom, SendPtr};
 use crate::linalg::{Epilogue, GemmElem, MatRef, gemm_into};
 use crate::scratch::with_scratch;
 
+/// Defines method `$name` of [`Block`] as a call of the `#[inline(always)]` method `$body`
+/// compiled for the widest vector instructions the CPU has (AVX-512, AVX2 + FMA, or the
+/// baseline).
+macro_rules! widest {
+    ($(#[$doc:meta])* fn $name:ident(&self, $($arg:ident: $ty:ty),*) => $body:ident) => {
+        $(#[$doc])*
+        fn $name(&self, $($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                fn v4(b: &Block<'_>, $($arg: $ty),*) {
+                    b.$body($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn v3(b: &Block<'_>, $($arg: $ty),*) {
+                    b.$body($($arg),*)
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+                    return unsafe { v4(self, $($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    return unsafe { v3(self, $($arg),*) };
+                }
+            }
+            self.$body($($arg),*)
+        }
+    };
+}
+
 /// Transform points per tile (4 × 4).
 const POINTS: usize = 16;
 
 /// Bytes of transformed input and products one block of tile rows aims for.
 const BLOCK_BYTES: usize = 1024 * 1024;
+
+/// The fewest tiles of a block: the width of its products, below which the gemms run far
+/// from their peak. Images with fewer tiles are one block whose products are split over the
+/// threads.
+const MIN_TILES: usize = 128;
 
 /// The transformed weights of one layer.
 pub(super) struct Winograd {
@@ -91,9 +127,10 @@ impl Winograd {
         let (c, m) = (self.channels, self.out_channels);
         let per_row = POINTS * (c + m) * tiles.cols * size_of::<f32>();
         let threads = rayon::current_num_threads();
-        let mut block = (BLOCK_BYTES / per_row).clamp(1, tiles.rows);
-        while block > 1 && geom.batch * tiles.rows.div_ceil(block) < 2 * threads {
-            block = block.div_ceil(2);
+        let least = MIN_TILES.div_ceil(tiles.cols);
+        let mut block = (BLOCK_BYTES / per_row).max(least).min(tiles.rows);
+        while block > least && geom.batch * tiles.rows.div_ceil(block) < 2 * threads {
+            block = block.div_ceil(2).max(least);
         }
         let blocks = tiles.rows.div_ceil(block);
         let tasks = geom.batch * blocks;
@@ -145,6 +182,18 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
+    widest! {
+        /// Transforms the 4×4 patches of one input plane under this block's tiles.
+        fn input_transform(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>, padded: usize)
+            => input_transform_body
+    }
+
+    widest! {
+        /// Transforms one output channel's products into its output rows.
+        fn output_transform(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize)
+            => output_transform_body
+    }
+
     fn run(&self, wino: &Winograd, parallel: bool) -> Result<(), String> {
         let win = &self.geom.window;
         let (c, m) = (wino.channels, wino.out_channels);
@@ -226,7 +275,14 @@ impl Block<'_> {
     /// Transforms the 4×4 patches of one input plane under this block's tiles into `vc`
     /// (`POINTS` rows of this block's tiles); `lines` is scratch for four padded input lines
     /// and their four row combinations.
-    fn input_transform(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>, padded: usize) {
+    #[inline(always)]
+    fn input_transform_body(
+        &self,
+        plane: &[f32],
+        vc: &mut [f32],
+        lines: &mut Vec<f32>,
+        padded: usize,
+    ) {
         let win = &self.geom.window;
         let (ih, iw) = (win.input[1], win.input[2]);
         let (pt, pl) = (win.pad_begin[1] as isize, win.pad_begin[2]);
@@ -281,42 +337,88 @@ impl Block<'_> {
 
     /// Transforms one output channel's products `mc` (`POINTS` rows of this block's tiles)
     /// into its output rows `dst` (`ow` wide), adding `bias`.
-    fn output_transform(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize) {
-        const CHUNK: usize = 64;
+    #[inline(always)]
+    fn output_transform_body(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize) {
         let cols = self.tiles.cols;
         let n = self.rows.len() * cols;
+        let whole = ow / 2;
         for (r, line) in dst.chunks_mut(2 * ow).enumerate() {
+            let m: [&[f32]; POINTS] = std::array::from_fn(|xi| &mc[xi * n + r * cols..][..cols]);
             let (top, bottom) = line.split_at_mut(ow.min(line.len()));
-            for t0 in (0..cols).step_by(CHUNK) {
-                let len = CHUNK.min(cols - t0);
-                let at = |xi: usize| &mc[xi * n + r * cols + t0..][..len];
-                let mut s = [[[0f32; CHUNK]; 4]; 2];
-                for j in 0..4 {
-                    let (m0, m1, m2, m3) = (at(j), at(4 + j), at(8 + j), at(12 + j));
-                    let [s0, s1] = &mut s;
-                    for k in 0..len {
-                        s0[j][k] = m0[k] + m1[k] + m2[k];
-                        s1[j][k] = m1[k] - m2[k] - m3[k];
-                    }
+            let tile = |k: usize| {
+                let s = |i: usize, j: usize| m[4 * i + j][k];
+                let col = |j: usize| {
+                    let (m0, m1, m2, m3) = (s(0, j), s(1, j), s(2, j), s(3, j));
+                    (m0 + m1 + m2, m1 - m2 - m3)
+                };
+                let (c0, c1, c2, c3) = (col(0), col(1), col(2), col(3));
+                [
+                    c0.0 + c1.0 + c2.0 + bias,
+                    c1.0 - c2.0 - c3.0 + bias,
+                    c0.1 + c1.1 + c2.1 + bias,
+                    c1.1 - c2.1 - c3.1 + bias,
+                ]
+            };
+            let vectors = if bottom.is_empty() { 0 } else { whole / LANES };
+            for v in 0..vectors {
+                let t0 = v * LANES;
+                let m: [&[f32; LANES]; POINTS] = std::array::from_fn(|xi| {
+                    m[xi][t0..t0 + LANES].try_into().expect("LANES elements")
+                });
+                let [y0, y1] = transform_lanes(m, bias);
+                let x0 = 2 * t0;
+                top[x0..x0 + 2 * LANES].copy_from_slice(&y0);
+                bottom[x0..x0 + 2 * LANES].copy_from_slice(&y1);
+            }
+            let done = vectors * LANES;
+            if bottom.is_empty() {
+                for (k, pair) in top[..2 * whole].chunks_exact_mut(2).enumerate() {
+                    let y = tile(k);
+                    pair.copy_from_slice(&y[..2]);
                 }
-                for (row, si) in [&mut *top, &mut *bottom].into_iter().zip(&s) {
-                    if row.is_empty() {
-                        continue;
-                    }
-                    let mut pair = [[0f32; 2]; CHUNK];
-                    for k in 0..len {
-                        pair[k] = [
-                            si[0][k] + si[1][k] + si[2][k] + bias,
-                            si[1][k] - si[2][k] - si[3][k] + bias,
-                        ];
-                    }
-                    let x0 = 2 * t0;
-                    let take = (2 * len).min(ow - x0);
-                    row[x0..x0 + take].copy_from_slice(&pair.as_flattened()[..take]);
+            } else {
+                let pairs = top[2 * done..2 * whole]
+                    .chunks_exact_mut(2)
+                    .zip(bottom[2 * done..2 * whole].chunks_exact_mut(2));
+                for (k, (a, b)) in pairs.enumerate() {
+                    let y = tile(done + k);
+                    a.copy_from_slice(&y[..2]);
+                    b.copy_from_slice(&y[2..]);
                 }
+                if ow % 2 == 1 {
+                    bottom[ow - 1] = tile(whole)[2];
+                }
+            }
+            if ow % 2 == 1 {
+                top[ow - 1] = tile(whole)[0];
             }
         }
     }
+}
+
+/// Tiles the vector path of the output transform takes at a time (one vector of f32).
+const LANES: usize = 16;
+
+/// `Aᵀ m A + bias` for `LANES` tiles side by side: `m[ξ][tile]` in, the tiles' two output
+/// rows out, each `2 · LANES` wide (tile `k` at columns `2k` and `2k + 1`).
+#[inline(always)]
+fn transform_lanes(m: [&[f32; LANES]; POINTS], bias: f32) -> [[f32; 2 * LANES]; 2] {
+    let mut y = [[0f32; 2 * LANES]; 2];
+    let mut s = [[[0f32; LANES]; 4]; 2];
+    for j in 0..4 {
+        let (m0, m1, m2, m3) = (m[j], m[4 + j], m[8 + j], m[12 + j]);
+        for k in 0..LANES {
+            s[0][j][k] = m0[k] + m1[k] + m2[k];
+            s[1][j][k] = m1[k] - m2[k] - m3[k];
+        }
+    }
+    for (row, si) in y.iter_mut().zip(&s) {
+        for k in 0..LANES {
+            row[2 * k] = si[0][k] + si[1][k] + si[2][k] + bias;
+            row[2 * k + 1] = si[1][k] - si[2][k] - si[3][k] + bias;
+        }
+    }
+    y
 }
 
 /// `G g Gᵀ` of one 3×3 filter `g` (row-major), as 16 points row-major.
