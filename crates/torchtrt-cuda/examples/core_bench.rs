@@ -6,7 +6,10 @@
 //! `core_bench [--iters N] [--warmup N] [--dtype f16] [--batches 1,32] [--only NAME]`
 
 use half::{bf16, f16};
-use torchtrt_core::layers::{ActivationKind, Convolution, InferInput, MatMul};
+use torchtrt_core::layers::{
+    ActivationKind, Convolution, InferInput, MatMul, Normalization, PoolKind, Pooling, Reduce,
+    ReduceOp, Softmax,
+};
 use torchtrt_core::{LayerKind, Tensor};
 use torchtrt_cuda::kernels::{self, PrepareCtx, Programs};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer, Event};
@@ -21,18 +24,31 @@ struct Case {
     x: Vec<usize>,
     weights: Vec<Vec<usize>>,
     macs: f64,
+    /// Elements read and written per image (memory-bound layers; 0 for the others).
+    elems: usize,
 }
 
-fn conv(
+/// A memory-bound layer on `x` (per image) with constant `weights`.
+fn memory_bound(
     name: &'static str,
-    c: usize,
-    hw: usize,
-    m: usize,
-    k: usize,
-    s: usize,
-    groups: usize,
-    relu: bool,
+    layer: LayerKind,
+    x: Vec<usize>,
+    weights: Vec<Vec<usize>>,
+    elems: usize,
 ) -> Case {
+    Case {
+        name,
+        layer,
+        x,
+        weights,
+        macs: 0.0,
+        elems,
+    }
+}
+
+/// A square convolution `[c, hw, hw]` → `m` channels, kernel `k`, stride `s`, `groups`,
+/// with bias (and a fused Relu when `relu`).
+fn conv(name: &'static str, [c, hw, m, k, s, groups]: [usize; 6], relu: bool) -> Case {
     let pad = (k / 2) as i64;
     let out = (hw + 2 * (k / 2) - k) / s + 1;
     Case {
@@ -48,36 +64,81 @@ fn conv(
         x: vec![c, hw, hw],
         weights: vec![vec![m, c / groups, k, k], vec![m]],
         macs: (m * out * out * (c / groups) * k * k) as f64,
+        elems: 0,
     }
 }
 
 fn cases() -> Vec<Case> {
-    let mut patch = conv("vit_patch16_3x224_768", 3, 224, 768, 16, 16, 1, false);
+    let mut patch = conv("vit_patch16_3x224_768", [3, 224, 768, 16, 16, 1], false);
     if let LayerKind::Convolution(c) = &mut patch.layer {
         c.pads_begin = vec![0; 2];
         c.pads_end = vec![0; 2];
     }
     patch.macs = (768 * 14 * 14 * 3 * 256) as f64;
     vec![
-        conv("r50_stem_7x7s2_3_64", 3, 224, 64, 7, 2, 1, true),
-        conv("r50_l1_1x1_64_64", 64, 56, 64, 1, 1, 1, true),
-        conv("r50_l1_3x3_64_64", 64, 56, 64, 3, 1, 1, true),
-        conv("r50_l1_1x1_64_256", 64, 56, 256, 1, 1, 1, false),
-        conv("r50_l2_3x3_128_128", 128, 28, 128, 3, 1, 1, true),
-        conv("r50_l2_down_1x1s2_256_512", 256, 56, 512, 1, 2, 1, false),
-        conv("r50_l3_3x3_256_256", 256, 14, 256, 3, 1, 1, true),
-        conv("r50_l3_1x1_1024_256", 1024, 14, 256, 1, 1, 1, true),
-        conv("r50_l4_3x3_512_512", 512, 7, 512, 3, 1, 1, true),
-        conv("mbv3_dw_3x3_72", 72, 56, 72, 3, 1, 72, true),
-        conv("mbv3_dw_5x5s2_72", 72, 56, 72, 5, 2, 72, true),
-        conv("mbv3_dw_5x5_480", 480, 14, 480, 5, 1, 480, true),
+        conv("r50_stem_7x7s2_3_64", [3, 224, 64, 7, 2, 1], true),
+        conv("r50_l1_1x1_64_64", [64, 56, 64, 1, 1, 1], true),
+        conv("r50_l1_3x3_64_64", [64, 56, 64, 3, 1, 1], true),
+        conv("r50_l1_1x1_64_256", [64, 56, 256, 1, 1, 1], false),
+        conv("r50_l2_3x3_128_128", [128, 28, 128, 3, 1, 1], true),
+        conv("r50_l2_down_1x1s2_256_512", [256, 56, 512, 1, 2, 1], false),
+        conv("r50_l3_3x3_256_256", [256, 14, 256, 3, 1, 1], true),
+        conv("r50_l3_1x1_1024_256", [1024, 14, 256, 1, 1, 1], true),
+        conv("r50_l4_3x3_512_512", [512, 7, 512, 3, 1, 1], true),
+        conv("mbv3_dw_3x3_72", [72, 56, 72, 3, 1, 72], true),
+        conv("mbv3_dw_5x5s2_72", [72, 56, 72, 5, 2, 72], true),
+        conv("mbv3_dw_5x5_480", [480, 14, 480, 5, 1, 480], true),
         patch,
+        memory_bound(
+            "r50_maxpool_3x3s2_64x112",
+            LayerKind::Pooling(Pooling {
+                strides: vec![2, 2],
+                pads_begin: vec![1, 1],
+                pads_end: vec![1, 1],
+                ..Pooling::new(PoolKind::Max, vec![3, 3])
+            }),
+            vec![64, 112, 112],
+            vec![],
+            64 * 112 * 112 + 64 * 56 * 56,
+        ),
+        memory_bound(
+            "r50_gap_mean_2048x7x7",
+            LayerKind::Reduce(Reduce {
+                op: ReduceOp::Mean,
+                axes: vec![2, 3],
+                keep_dims: true,
+            }),
+            vec![2048, 7, 7],
+            vec![],
+            2048 * 49 + 2048,
+        ),
+        memory_bound(
+            "vit_softmax_3x197x197",
+            LayerKind::Softmax(Softmax {
+                axis: -1,
+                log: false,
+            }),
+            vec![3, 197, 197],
+            vec![],
+            2 * 3 * 197 * 197,
+        ),
+        memory_bound(
+            "vit_layernorm_197x768",
+            LayerKind::Normalization(Normalization {
+                axes: vec![-1],
+                epsilon: 1e-6,
+            }),
+            vec![197, 768],
+            vec![vec![768], vec![768]],
+            2 * 197 * 768,
+        ),
         Case {
             name: "vit_mlp_matmul_197x768x3072",
             layer: LayerKind::MatMul(MatMul::default()),
             x: vec![197, 768],
             weights: vec![vec![768, 3072]],
             macs: (197 * 768 * 3072) as f64,
+            elems: 0,
         },
     ]
 }
@@ -110,7 +171,7 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
 fn main() -> Result<(), AnyError> {
     let args: Vec<String> = std::env::args().collect();
     let iters: usize = arg(&args, "--iters", 50);
-    let warmup: usize = arg(&args, "--warmup", 5);
+    let warmup: usize = arg(&args, "--warmup", 20);
     let dtype = match arg(&args, "--dtype", "f16".to_string()).as_str() {
         "f32" => DType::F32,
         "bf16" => DType::BF16,
@@ -182,8 +243,21 @@ fn main() -> Result<(), AnyError> {
                 desc: TensorDesc::new(dtype, shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
                 ptr,
             };
+            let w_bufs: Vec<DeviceBuffer> = weights
+                .iter()
+                .map(|w| {
+                    let b = DeviceBuffer::alloc(&dev, w.bytes().len())?;
+                    stream.upload(w.bytes(), &b)?;
+                    Ok(b)
+                })
+                .collect::<Result<_, AnyError>>()?;
             let mut inputs = vec![tensor(&xs, x_buf.ptr())];
-            inputs.extend(case.weights.iter().map(|s| tensor(s, 0)));
+            inputs.extend(
+                case.weights
+                    .iter()
+                    .zip(&w_bufs)
+                    .map(|(s, b)| tensor(s, b.ptr())),
+            );
             let outputs = [tensor(&out, y_buf.ptr())];
             for _ in 0..warmup {
                 kernel.execute(&inputs, &outputs, &stream)?;
@@ -199,8 +273,9 @@ fn main() -> Result<(), AnyError> {
             times.sort_by(f64::total_cmp);
             let ms = times[times.len() / 2];
             let tflops = 2.0 * case.macs * n as f64 / (ms * 1e-3) / 1e12;
+            let gbps = (case.elems * size * n) as f64 / (ms * 1e-3) / 1e9;
             println!(
-                "{{\"name\":\"{}\",\"dtype\":\"{dtype}\",\"batch\":{n},\"ms\":{ms:.4},\"tflops\":{tflops:.2}}}",
+                "{{\"name\":\"{}\",\"dtype\":\"{dtype}\",\"batch\":{n},\"ms\":{ms:.4},\"tflops\":{tflops:.2},\"gbps\":{gbps:.0}}}",
                 case.name
             );
         }

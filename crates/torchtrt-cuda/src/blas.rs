@@ -70,6 +70,7 @@ pub struct Gemm {
 pub struct Blas {
     handle: sys::cublasHandle_t,
     device: CudaDevice,
+    workspace: std::cell::Cell<Option<(u64, usize)>>,
 }
 
 // SAFETY: the handle is used by one call at a time through `&self` methods that set the
@@ -98,7 +99,37 @@ impl Blas {
         Ok(Blas {
             handle,
             device: device.clone(),
+            workspace: std::cell::Cell::new(None),
         })
+    }
+
+    /// Makes the following products use `bytes` bytes at device address `ptr` as cuBLAS
+    /// workspace instead of the handle's own pool (`None`: back to the pool). A workspace
+    /// taken from the stream-ordered caching allocator keeps products on different streams
+    /// that share this handle from sharing scratch.
+    ///
+    /// # Safety
+    /// `ptr` must hold `bytes` bytes of device memory of this device until every product
+    /// queued with it has run.
+    pub unsafe fn use_workspace(&self, workspace: Option<(u64, usize)>) {
+        self.workspace.set(workspace);
+    }
+
+    /// Installs the workspace of [`Blas::use_workspace`] (after `cublasSetStream`, which
+    /// resets it).
+    fn apply_workspace(&self) -> CudaResult<()> {
+        let Some((ptr, bytes)) = self.workspace.get() else {
+            return Ok(());
+        };
+        // SAFETY: per `use_workspace`'s contract the memory is valid for the products.
+        let status = unsafe { sys::cublasSetWorkspace_v2(self.handle, ptr as *mut c_void, bytes) };
+        match status {
+            sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
+            e => Err(CudaError::Driver {
+                call: "cublasSetWorkspace",
+                message: format!("{e:?}"),
+            }),
+        }
     }
 
     /// Queues `C = A · B` on `stream`.
@@ -128,6 +159,7 @@ impl Blas {
         unsafe {
             result::set_stream(self.handle, stream.raw().cast())
                 .map_err(blas_error("cublasSetStream"))?;
+            self.apply_workspace()?;
             result::gemm_ex(
                 self.handle,
                 op(g.trans_b),
@@ -206,6 +238,7 @@ impl Blas {
         unsafe {
             result::set_stream(self.handle, stream.raw().cast())
                 .map_err(blas_error("cublasSetStream"))?;
+            self.apply_workspace()?;
             result::gemm_strided_batched_ex(
                 self.handle,
                 op(g.trans_b),

@@ -12,8 +12,8 @@ use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::conv_cuda::CONV;
 use super::epilogue::Epilogue;
-use super::matmul::{gemm_type, shared_blas};
-use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs, grid_for};
+use super::matmul::{BlasScope, gemm_type, shared_blas};
+use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs};
 use super::prelude::dtype_suffix;
 use super::{DeviceKernel, PrepareCtx};
 use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
@@ -25,6 +25,19 @@ const WHAT: &str = "Convolution";
 /// The most im2col scratch one chunk of images may take.
 const COL_BYTES: usize = 256 << 20;
 const THREADS: u32 = 256;
+
+/// Output positions a thread of the plane kernels handles (`VEC` in their source).
+const VEC: usize = 8;
+
+/// Launch geometry of the plane kernels: `planes` along y (at most 65 535 blocks, kernels
+/// loop), `len` positions of each plane along x, [`VEC`] per thread.
+fn plane_grid(len: usize, planes: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
+    let per_row = len.div_ceil(VEC);
+    let threads = (per_row.next_multiple_of(32) as u32).clamp(32, THREADS);
+    let x = per_row.div_ceil(threads as usize).clamp(1, 1 << 16) as u32;
+    let y = planes.clamp(1, 65_535) as u32;
+    ((x, y, 1), (threads, 1, 1))
+}
 
 /// Window parameters as 2-D `[h, w]` pairs.
 #[derive(Clone, Copy, Debug)]
@@ -49,6 +62,10 @@ struct ConvKernel {
     finish: Function,
     direct: Function,
     weights: Option<Weights>,
+    /// Rows of each group's weight matrix as uploaded: `Cg·KH·KW`, rounded up to a
+    /// multiple of 8 (zeros appended) for 16-bit GEMMs that go through im2col, so the
+    /// operands stay aligned for tensor cores; the im2col rows are padded to match.
+    packed_rows: Option<usize>,
     bias: Option<Weights>,
 }
 
@@ -69,6 +86,7 @@ pub(super) fn prepare(
     }
     let epilogue = Epilogue::new(l.activation)?;
     let geo = geometry(l, spatial)?;
+    let packed_rows = padded_rows(l, inputs, &geo, ty);
     Some((|| {
         let f = |name: &str| {
             ctx.programs
@@ -98,10 +116,56 @@ pub(super) fn prepare(
             })?,
             finish: f(&format!("conv_epilogue_{suffix}"))?,
             direct: f(&format!("conv_direct_{suffix}"))?,
-            weights: upload(1)?,
+            weights: match packed_rows {
+                Some(k8) => Some(upload_padded(ctx, inputs, k8)?),
+                None => upload(1)?,
+            },
+            packed_rows,
             bias: upload(2)?,
         }) as Box<dyn DeviceKernel>)
     })())
+}
+
+/// The padded row count of a constant 16-bit weight matrix whose rows (`Cg·KH·KW`) are
+/// not a multiple of 8, when the convolution runs im2col + GEMM (not depthwise, not 1×1
+/// stride 1 unpadded).
+fn padded_rows(
+    l: &Convolution,
+    inputs: &[InferInput<'_>],
+    geo: &Geometry,
+    ty: GemmType,
+) -> Option<usize> {
+    let w = inputs.get(1)?.value?.shape();
+    if w.len() < 3 {
+        return None;
+    }
+    let rows: usize = w[1..].iter().product();
+    let kk: usize = w[2..].iter().product();
+    let pointwise = kk == 1 && geo.stride == [1, 1] && geo.pad == [0, 0] && geo.pad_end == [0, 0];
+    let depthwise = w[1] == 1 && l.groups > 1;
+    (ty.size() == 2 && !rows.is_multiple_of(8) && !pointwise && !depthwise)
+        .then(|| rows.next_multiple_of(8))
+}
+
+/// Uploads the constant weights `[M, rows]` as `[M, k8]`, zeros after each row.
+fn upload_padded(
+    ctx: &PrepareCtx<'_>,
+    inputs: &[InferInput<'_>],
+    k8: usize,
+) -> Result<Weights, String> {
+    let w = inputs[1]
+        .value
+        .ok_or_else(|| format!("{WHAT}: padded weights must be constant"))?;
+    let m = w.shape()[0];
+    let row = w.bytes().len() / m.max(1);
+    let mut bytes = vec![0u8; m * k8 * 2];
+    for (dst, src) in bytes
+        .chunks_exact_mut(k8 * 2)
+        .zip(w.bytes().chunks_exact(row))
+    {
+        dst[..row].copy_from_slice(src);
+    }
+    Weights::upload_bytes(ctx.device, &bytes, WHAT)
 }
 
 /// The layer's window as 2-D pairs (a leading unit row for 1-D), `None` if a value is
@@ -195,7 +259,7 @@ impl ConvKernel {
         stream: &Stream,
     ) -> Result<(), String> {
         let g = &self.geo;
-        let total = s.n * s.m * s.oh * s.ow;
+        let planes = s.n * s.m;
         let i = |v: usize| arg_i32(v, WHAT);
         let mut args = KernelArgs::new().ptr(x).ptr(w).ptr(bias).ptr(y);
         for v in [s.c, s.h, s.w, s.m, s.cg, s.m / self.groups, k[0], k[1]] {
@@ -207,21 +271,14 @@ impl ConvKernel {
         let mut args = args
             .i32(i(s.oh)?)
             .i32(i(s.ow)?)
-            .i64(total as i64)
+            .i64(planes as i64)
             .i32(self.epilogue.code)
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1);
+        let (grid, block) = plane_grid(s.oh * s.ow, planes);
         // SAFETY: the arguments match `conv_direct_*`; the tensors hold the checked shapes.
-        unsafe {
-            self.direct.launch(
-                stream,
-                (grid_for(total, THREADS), 1, 1),
-                (THREADS, 1, 1),
-                0,
-                &mut args,
-            )
-        }
-        .map_err(|e| format!("{WHAT}: {e}"))
+        unsafe { self.direct.launch(stream, grid, block, 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -238,9 +295,14 @@ impl ConvKernel {
         let g = &self.geo;
         let size = self.ty.size();
         let (hw, ohw, kk) = (s.h * s.w, s.oh * s.ow, k[0] * k[1]);
-        let (mg, rows) = (s.m / self.groups, s.cg * kk);
+        let mg = s.m / self.groups;
         let direct = kk == 1 && g.stride == [1, 1] && g.pad == [0, 0] && g.pad_end == [0, 0];
-        let per_image = s.c * kk * ohw * size;
+        let rows = if direct {
+            s.cg
+        } else {
+            self.packed_rows.unwrap_or(s.cg * kk)
+        };
+        let per_image = self.groups * rows * ohw * size;
         let chunk = if direct {
             s.n
         } else {
@@ -257,10 +319,7 @@ impl ConvKernel {
                     .map_err(|e| format!("{WHAT}: im2col scratch: {e}"))?,
             )
         };
-        let blas = self
-            .blas
-            .lock()
-            .map_err(|_| format!("{WHAT}: the cuBLAS lock was poisoned"))?;
+        let blas = BlasScope::new(&self.blas, stream, WHAT)?;
         let i = |v: usize| arg_i32(v, WHAT);
         let mut n0 = 0;
         while n0 < s.n {
@@ -270,26 +329,20 @@ impl ConvKernel {
             let src = match &scratch {
                 None => xs,
                 Some(col) => {
-                    let total = nb * s.c * kk * ohw;
+                    let total = nb * self.groups * rows;
                     let mut args = KernelArgs::new().ptr(xs).ptr(col.ptr());
-                    for v in [s.c, s.h, s.w, k[0], k[1]] {
+                    for v in [s.cg * kk, rows, s.h, s.w, k[0], k[1]] {
                         args = args.i32(i(v)?);
                     }
                     for v in [g.stride, g.pad, g.dilation].concat() {
                         args = args.i32(i(v)?);
                     }
                     let mut args = args.i32(i(s.oh)?).i32(i(s.ow)?).i64(total as i64);
-                    // SAFETY: the arguments match `im2col_*`; `col` holds `total` elements.
-                    unsafe {
-                        self.im2col.launch(
-                            stream,
-                            (grid_for(total, THREADS), 1, 1),
-                            (THREADS, 1, 1),
-                            0,
-                            &mut args,
-                        )
-                    }
-                    .map_err(|e| format!("{WHAT}: {e}"))?;
+                    let (grid, block) = plane_grid(ohw, total);
+                    // SAFETY: the arguments match `im2col_*`; `col` holds `total · ohw`
+                    // elements.
+                    unsafe { self.im2col.launch(stream, grid, block, 0, &mut args) }
+                        .map_err(|e| format!("{WHAT}: {e}"))?;
                     col.ptr()
                 }
             };
@@ -303,7 +356,7 @@ impl ConvKernel {
             };
             let strides = BatchStrides {
                 a: 0,
-                b: s.c * kk * ohw,
+                b: self.groups * rows * ohw,
                 c: s.m * ohw,
             };
             for grp in 0..self.groups {
@@ -322,27 +375,20 @@ impl ConvKernel {
         if bias == 0 && self.epilogue.code == 0 {
             return Ok(());
         }
-        let total = s.n * s.m * ohw;
+        let planes = s.n * s.m;
         let mut args = KernelArgs::new()
             .ptr(y)
             .ptr(bias)
             .i32(i(s.m)?)
             .i32(i(ohw)?)
-            .i64(total as i64)
+            .i64(planes as i64)
             .i32(self.epilogue.code)
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1);
-        // SAFETY: the arguments match `conv_epilogue_*`; `y` holds `total` elements.
-        unsafe {
-            self.finish.launch(
-                stream,
-                (grid_for(total, THREADS), 1, 1),
-                (THREADS, 1, 1),
-                0,
-                &mut args,
-            )
-        }
-        .map_err(|e| format!("{WHAT}: {e}"))
+        let (grid, block) = plane_grid(ohw, planes);
+        // SAFETY: the arguments match `conv_epilogue_*`; `y` holds `planes · ohw` elements.
+        unsafe { self.finish.launch(stream, grid, block, 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 

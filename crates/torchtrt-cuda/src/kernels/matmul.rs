@@ -3,7 +3,8 @@
 //! one strided-batched GEMM per run; a dense A against one shared B becomes a single GEMM.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
@@ -12,6 +13,7 @@ use super::operands::{Weights, dims, expect_arity};
 use super::{DeviceKernel, PrepareCtx};
 use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
 use crate::device::CudaDevice;
+use crate::memory::DeviceBuffer;
 use crate::stream::Stream;
 
 const WHAT: &str = "MatMul";
@@ -31,6 +33,55 @@ pub(crate) fn shared_blas(device: &CudaDevice) -> Result<Arc<Mutex<Blas>>, Strin
     ));
     map.insert(device.ordinal(), blas.clone());
     Ok(blas)
+}
+
+/// cuBLAS workspace per kernel run (what cuBLAS asks for on Hopper).
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// The locked cuBLAS handle of one kernel run, its workspace taken from the stream's
+/// caching allocator (so runs on other streams sharing the handle never share scratch).
+pub(crate) struct BlasScope<'a> {
+    blas: MutexGuard<'a, Blas>,
+    _workspace: DeviceBuffer,
+}
+
+impl<'a> BlasScope<'a> {
+    /// Locks `blas` for products queued on `stream`.
+    pub(crate) fn new(
+        blas: &'a Mutex<Blas>,
+        stream: &Stream,
+        what: &str,
+    ) -> Result<BlasScope<'a>, String> {
+        let workspace = stream
+            .device()
+            .allocator()
+            .alloc(WORKSPACE_BYTES)
+            .map_err(|e| format!("{what}: cuBLAS workspace: {e}"))?;
+        let blas = blas
+            .lock()
+            .map_err(|_| format!("{what}: the cuBLAS handle lock was poisoned"))?;
+        // SAFETY: the workspace outlives the products queued through this scope: it goes
+        // back to the stream-ordered cache only after `drop` detaches it.
+        unsafe { blas.use_workspace(Some((workspace.ptr(), workspace.len()))) };
+        Ok(BlasScope {
+            blas,
+            _workspace: workspace,
+        })
+    }
+}
+
+impl Deref for BlasScope<'_> {
+    type Target = Blas;
+    fn deref(&self) -> &Blas {
+        &self.blas
+    }
+}
+
+impl Drop for BlasScope<'_> {
+    fn drop(&mut self) {
+        // SAFETY: detaching needs no memory.
+        unsafe { self.blas.use_workspace(None) };
+    }
 }
 
 /// The GEMM type of a float dtype the kernels support (plain f32 arithmetic for f32).
@@ -239,15 +290,26 @@ impl DeviceKernel for MatMulKernel {
         }
         let (m, k, n) = (a.rows, a.cols, b.cols);
         let size = self.ty.size();
-        let blas = self
-            .blas
-            .lock()
-            .map_err(|_| format!("{WHAT}: the cuBLAS handle lock was poisoned"))?;
+        let blas = BlasScope::new(&self.blas, stream, WHAT)?;
         let ia = matrix_indices(&a.batch, &batch);
         let ib = matrix_indices(&b.batch, &batch);
         let count = ia.len();
         if m * n * count == 0 {
             return Ok(());
+        }
+        if k == 0 {
+            let bytes = count * m * n * size;
+            stream.device().bind().map_err(|e| format!("{WHAT}: {e}"))?;
+            // SAFETY: the output holds `count·m·n` elements (its shape was checked).
+            return unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    outputs[0].ptr,
+                    0,
+                    bytes,
+                    stream.raw().cast(),
+                )
+            }
+            .map_err(|e| format!("{WHAT}: zero-filling an empty product: {e:?}"));
         }
         let foldable =
             !a.trans && ib.iter().all(|&j| j == 0) && ia.iter().enumerate().all(|(i, &j)| i == j);

@@ -189,7 +189,7 @@ pub fn check(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) 
             } else {
                 (a - b).abs()
             };
-            if !(err <= worst.0) {
+            if err.is_nan() || err > worst.0 {
                 worst = (err, i);
             }
         }

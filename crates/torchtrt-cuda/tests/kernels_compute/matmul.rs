@@ -16,10 +16,13 @@ fn layer(transpose_a: bool, transpose_b: bool) -> LayerKind {
     })
 }
 
+/// A's shape, B's shape, transpose A, transpose B, B constant.
+type Shapes = (&'static [usize], &'static [usize], bool, bool, bool);
+
 #[test]
 fn matmul_matches_cpu() {
     let Some(dev) = device_or_skip() else { return };
-    let cases: &[(&[usize], &[usize], bool, bool, bool)] = &[
+    let cases: &[Shapes] = &[
         (&[3, 5], &[5, 7], false, false, false),
         (&[2, 3, 17, 33], &[33, 9], false, false, true),
         (&[2, 1, 4, 6], &[3, 6, 5], false, false, false),
@@ -28,6 +31,7 @@ fn matmul_matches_cpu() {
         (&[7], &[7, 3], false, false, false),
         (&[2, 3, 7], &[7], false, false, false),
         (&[65, 130], &[130, 67], false, false, true),
+        (&[2, 3, 0], &[0, 4], false, false, false),
     ];
     for &dtype in &DTYPES {
         for (i, &(a, b, ta, tb, constant)) in cases.iter().enumerate() {
