@@ -20,20 +20,26 @@ pub(super) fn conv_direct<T: FloatElem>(
     let win = &geom.window;
     let (plane, outputs, taps) = (win.input_len(), win.output_len(), win.kernel_len());
     let per_group = geom.out_channels / geom.groups;
-    let init = || (Vec::new(), Vec::new(), Vec::new());
+    let planar =
+        win.input[0] == 1 && win.kernel[0] == 1 && win.output[0] == 1 && win.pad_begin[0] == 0;
+    let init = || (Vec::new(), Vec::new(), Vec::new(), (Vec::new(), Vec::new()));
     for_each_row(
         out,
         outputs,
         outputs * taps,
         init,
-        |(xb, wb, ob), p, dst| {
+        |(xb, wb, ob, scratch), p, dst| {
             let (image, m) = (p / geom.out_channels, p % geom.out_channels);
             let channel = image * geom.channels + m / per_group;
             let src = T::view(&x[channel * plane..(channel + 1) * plane], xb);
             let weights = T::view(&w[m * taps..(m + 1) * taps], wb);
             let b = bias.map_or(T::C::ZERO, |b| b[m].to_c());
             T::write(dst, ob, |dst| {
-                plane_conv(win, src, weights, b, dst);
+                if planar && !win.is_pointwise() {
+                    padded_plane(win, src, weights, b, dst, scratch);
+                } else {
+                    plane_conv(win, src, weights, b, dst);
+                }
                 epilogue.apply(dst);
             });
         },
@@ -77,6 +83,138 @@ fn plane_conv<C: Real>(win: &Window, src: &[C], weights: &[C], bias: C, dst: &mu
                     }
                 }
             }
+        }
+    }
+}
+
+/// A task's scratch for [`padded_plane`]: the zero-padded input plane and the stride-1
+/// accumulator rows.
+type Scratch<C> = (Vec<C>, Vec<C>);
+
+/// One output plane of a 1-D or 2-D window through a zero-padded copy of the input plane,
+/// so that no tap needs bounds: with stride 1 each tap is one multiply-add pass over the
+/// whole plane (rows `width` apart, the extra columns dropped at the end), otherwise over
+/// each output line, the input read with the stride specialised. Compiled for the widest
+/// vector instructions the CPU has.
+fn padded_plane<C: Real>(
+    win: &Window,
+    src: &[C],
+    weights: &[C],
+    bias: C,
+    dst: &mut [C],
+    scratch: &mut Scratch<C>,
+) {
+    macro_rules! versions {
+        ($name:ident, $($feature:literal)?) => {
+            $(#[target_feature(enable = $feature)])?
+            fn $name<C: Real>(
+                win: &Window,
+                src: &[C],
+                weights: &[C],
+                bias: C,
+                dst: &mut [C],
+                scratch: &mut Scratch<C>,
+            ) {
+                match (win.stride[1], win.stride[2]) {
+                    (1, 1) => padded_body::<C, 1>(win, src, weights, bias, dst, scratch),
+                    (_, 2) => padded_body::<C, 2>(win, src, weights, bias, dst, scratch),
+                    _ => padded_body::<C, 0>(win, src, weights, bias, dst, scratch),
+                }
+            }
+        };
+    }
+    versions!(generic,);
+    #[cfg(target_arch = "x86_64")]
+    {
+        versions!(v4, "avx512f,avx2,fma");
+        versions!(v3, "avx2,fma");
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+            return unsafe { v4(win, src, weights, bias, dst, scratch) };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { v3(win, src, weights, bias, dst, scratch) };
+        }
+    }
+    generic(win, src, weights, bias, dst, scratch)
+}
+
+/// [`padded_plane`]'s body; `SW` is the innermost stride (1, 2, or 0 for one read at run
+/// time). `SW == 1` is used only when both strides are 1.
+#[inline(always)]
+fn padded_body<C: Real, const SW: usize>(
+    win: &Window,
+    src: &[C],
+    weights: &[C],
+    bias: C,
+    dst: &mut [C],
+    (padded, acc): &mut Scratch<C>,
+) {
+    let [_, ih, iw] = win.input;
+    let [_, kh, kw] = win.kernel;
+    let [_, dh, dw] = win.dilation;
+    let [_, oh, ow] = win.output;
+    let sh = win.stride[1];
+    let sw = if SW == 0 { win.stride[2] } else { SW };
+    let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
+    let width = (ow * sw + (kw - 1) * dw).max(pl + iw);
+    let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
+    padded.truncate(height * width);
+    padded.resize(height * width, C::ZERO);
+    padded[..pt * width].fill(C::ZERO);
+    for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
+        line[..pl].fill(C::ZERO);
+        line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
+        line[pl + iw..].fill(C::ZERO);
+    }
+    padded[(pt + ih) * width..].fill(C::ZERO);
+    let padded = &padded[..];
+    if SW == 1 {
+        let n = (oh - 1) * width + ow;
+        acc.truncate(n);
+        acc.resize(n, C::ZERO);
+        multiply_add(acc, bias, weights, |t| {
+            let (ky, kx) = (t / kw, t % kw);
+            padded[ky * dh * width + kx * dw..][..n].iter().copied()
+        });
+        for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
+            out.copy_from_slice(&acc[r * width..r * width + ow]);
+        }
+    } else {
+        for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
+            multiply_add(out, bias, weights, |t| {
+                let (ky, kx) = (t / kw, t % kw);
+                let at = (r * sh + ky * dh) * width + kx * dw;
+                padded[at..at + ow * sw].chunks_exact(sw).map(|c| c[0])
+            });
+        }
+    }
+}
+
+/// `acc = bias + Σₜ weights[t]·source(t)` element-wise, three taps per pass so each pass
+/// reads and writes `acc` once for three multiply-adds.
+#[inline(always)]
+fn multiply_add<C: Real, I: Iterator<Item = C>>(
+    acc: &mut [C],
+    bias: C,
+    weights: &[C],
+    source: impl Fn(usize) -> I,
+) {
+    acc.fill(bias);
+    let n = weights.len();
+    let mut t = 0;
+    while t + 3 <= n {
+        let (w0, w1, w2) = (weights[t], weights[t + 1], weights[t + 2]);
+        let sources = source(t).zip(source(t + 1)).zip(source(t + 2));
+        for (a, ((x, y), z)) in acc.iter_mut().zip(sources) {
+            *a = *a + w0 * x + w1 * y + w2 * z;
+        }
+        t += 3;
+    }
+    for (t, &w0) in weights.iter().enumerate().skip(t) {
+        for (a, x) in acc.iter_mut().zip(source(t)) {
+            *a = *a + w0 * x;
         }
     }
 }

@@ -80,7 +80,9 @@ struct Span {
 trait Reduction<C: Real>: Copy {
     fn start(self) -> C;
     fn step(self, acc: C, v: C) -> C;
-    fn finish(self, acc: C, count: usize) -> C;
+    /// The result of a window of `count` taps (inside the input or, with
+    /// `count_include_pad`, its padding) whose taps reduced to `acc`.
+    fn finish(self, acc: C, count: C) -> C;
 }
 
 #[derive(Clone, Copy)]
@@ -91,6 +93,7 @@ struct MeanOf;
 struct LpOf(i64);
 
 impl<C: Real> Reduction<C> for MaxOf {
+    #[inline(always)]
     fn start(self) -> C {
         C::NEG_INFINITY
     }
@@ -98,12 +101,14 @@ impl<C: Real> Reduction<C> for MaxOf {
     fn step(self, acc: C, v: C) -> C {
         if v > acc { v } else { acc }
     }
-    fn finish(self, acc: C, _: usize) -> C {
+    #[inline(always)]
+    fn finish(self, acc: C, _: C) -> C {
         acc
     }
 }
 
 impl<C: Real> Reduction<C> for MeanOf {
+    #[inline(always)]
     fn start(self) -> C {
         C::ZERO
     }
@@ -111,16 +116,18 @@ impl<C: Real> Reduction<C> for MeanOf {
     fn step(self, acc: C, v: C) -> C {
         acc + v
     }
-    fn finish(self, acc: C, count: usize) -> C {
-        if count == 0 {
+    #[inline(always)]
+    fn finish(self, acc: C, count: C) -> C {
+        if count == C::ZERO {
             C::ZERO
         } else {
-            acc / C::from_f64(count as f64)
+            acc / count
         }
     }
 }
 
 impl<C: Real> Reduction<C> for LpOf {
+    #[inline(always)]
     fn start(self) -> C {
         C::ZERO
     }
@@ -132,7 +139,8 @@ impl<C: Real> Reduction<C> for LpOf {
             p => acc + v.abs().powf(C::from_f64(p as f64)),
         }
     }
-    fn finish(self, acc: C, _: usize) -> C {
+    #[inline(always)]
+    fn finish(self, acc: C, _: C) -> C {
         match self.0 {
             1 => acc,
             2 => acc.sqrt(),
@@ -142,43 +150,83 @@ impl<C: Real> Reduction<C> for LpOf {
 }
 
 impl Pool {
-    /// Pools one output line (the innermost dim) at a time, lines in parallel; each tap
-    /// updates a whole line, so the inner loops run over consecutive outputs. Types computed
-    /// in a wider type are converted a plane per task.
+    /// Pools 1-D and 2-D max and average windows a plane at a time ([`Pool::plane_body`]),
+    /// the rest one output line (the innermost dim) at a time, lines or planes in parallel;
+    /// the inner loops run over consecutive outputs. Types computed in a wider type are
+    /// converted a plane per task.
     fn run<T: FloatElem>(&self, x: &[T], out: &mut [T]) {
         let w = &self.window;
         let (plane, o2) = (w.input_len(), w.output[2]);
         let lines_per_plane = w.output[0] * w.output[1];
         let spans: [Vec<Span>; 3] = std::array::from_fn(|d| self.spans(d));
         let inner: Vec<_> = (0..w.kernel[2]).map(|t| w.inner_span(t)).collect();
+        let counts: Vec<T::C> = spans[2]
+            .iter()
+            .map(|s2| T::C::from_f64(self.count(*s2) as f64))
+            .collect();
+        let planar = w.input[0] == 1
+            && w.output[0] == 1
+            && spans[0][0].valid == 1
+            && !matches!(self.kind, PoolKind::Lp { .. });
+        let plane_counts: Vec<T::C> = if planar {
+            (0..w.output[1])
+                .flat_map(|r| {
+                    let outer = self.count(spans[0][0]) * self.count(spans[1][r]);
+                    spans[2]
+                        .iter()
+                        .map(move |s2| T::C::from_f64((outer * self.count(*s2)) as f64))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let geo = LineGeometry {
             spans: &spans,
             inner: &inner,
+            counts: if planar { &plane_counts } else { &counts },
         };
-        let line = |src: &[T::C], l: usize, dst: &mut [T::C]| match self.kind {
-            PoolKind::Max => self.line(MaxOf, &geo, src, l, dst),
-            PoolKind::Average => self.line(MeanOf, &geo, src, l, dst),
-            PoolKind::Lp { p } => self.line(LpOf(p), &geo, src, l, dst),
-        };
-        let init = || (Vec::new(), Vec::new());
-        if size_of::<T>() == size_of::<T::C>() {
+        let pool =
+            |src: &[T::C], part: Part, dst: &mut [T::C], scratch: &mut Scratch<T::C>| match self
+                .kind
+            {
+                PoolKind::Max => vectorised(self, MaxOf, &geo, src, part, dst, scratch),
+                PoolKind::Average => vectorised(self, MeanOf, &geo, src, part, dst, scratch),
+                PoolKind::Lp { p } => {
+                    if let Part::Line(l) = part {
+                        self.line(LpOf(p), &geo, src, l, dst)
+                    }
+                }
+            };
+        let init = || (Vec::new(), Vec::new(), (Vec::new(), Vec::new(), Vec::new()));
+        if size_of::<T>() == size_of::<T::C>() && !planar {
             let work = o2 * w.kernel_len();
-            for_each_row(out, o2, work, init, |(in_buf, out_buf), l, dst| {
+            for_each_row(out, o2, work, init, |(in_buf, out_buf, scratch), l, dst| {
                 let p = l / lines_per_plane;
                 let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
-                T::write(dst, out_buf, |dst| line(src, l % lines_per_plane, dst));
+                let part = Part::Line(l % lines_per_plane);
+                T::write(dst, out_buf, |dst| pool(src, part, dst, scratch));
             });
         } else {
             let outputs = w.output_len();
             let work = outputs * w.kernel_len();
-            for_each_row(out, outputs, work, init, |(in_buf, out_buf), p, dst| {
-                let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
-                T::write(dst, out_buf, |dst| {
-                    for (l, d) in dst.chunks_exact_mut(o2).enumerate() {
-                        line(src, l, d);
-                    }
-                });
-            });
+            for_each_row(
+                out,
+                outputs,
+                work,
+                init,
+                |(in_buf, out_buf, scratch), p, dst| {
+                    let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
+                    T::write(dst, out_buf, |dst| {
+                        if planar {
+                            pool(src, Part::Plane, dst, scratch);
+                        } else {
+                            for (l, d) in dst.chunks_exact_mut(o2).enumerate() {
+                                pool(src, Part::Line(l), d, scratch);
+                            }
+                        }
+                    });
+                },
+            );
         }
     }
 
@@ -196,11 +244,12 @@ impl Pool {
             .collect()
     }
 
-    /// Output line `l` of a plane (`l` = outer index · output[1] + middle index).
+    /// Output line `l` of a plane (`l` = outer index · output[1] + middle index), each tap
+    /// updating the whole line (any reduction; Lp pooling uses it).
     fn line<C: Real, R: Reduction<C>>(
         &self,
         op: R,
-        geo: &LineGeometry<'_>,
+        geo: &LineGeometry<'_, C>,
         src: &[C],
         l: usize,
         dst: &mut [C],
@@ -230,20 +279,265 @@ impl Pool {
                 }
             }
         }
-        for (o, s2) in dst.iter_mut().zip(&geo.spans[2]) {
-            let count = if self.count_include_pad {
-                s0.padded * s1.padded * s2.padded
-            } else {
-                s0.valid * s1.valid * s2.valid
-            };
-            *o = op.finish(*o, count);
+        self.finish(op, s0, s1, geo.counts, dst);
+    }
+
+    /// The taps of a window along one dim that count towards an average.
+    fn count(&self, span: Span) -> usize {
+        if self.count_include_pad {
+            span.padded
+        } else {
+            span.valid
+        }
+    }
+
+    /// Applies the reduction's final step to a line whose outer spans are `s0` and `s1`.
+    #[inline(always)]
+    fn finish<C: Real, R: Reduction<C>>(
+        &self,
+        op: R,
+        s0: Span,
+        s1: Span,
+        counts: &[C],
+        dst: &mut [C],
+    ) {
+        let outer = C::from_f64((self.count(s0) * self.count(s1)) as f64);
+        for (o, &c2) in dst.iter_mut().zip(counts) {
+            *o = op.finish(*o, outer * c2);
+        }
+    }
+
+    /// [`Pool::line`] for reductions whose partial results combine with `step` itself (max,
+    /// sum): the window's valid input rows are first reduced into `row`, a copy of the input
+    /// line with its padding (columns in padding hold the reduction's start), then each
+    /// innermost tap reduces a strided view of `row` into the whole output line. Every loop
+    /// runs over consecutive elements (stride 1 or 2 specialised), so it vectorises.
+    #[inline(always)]
+    fn rows_then_taps_body<C: Real, R: Reduction<C>, const SW: usize>(
+        &self,
+        op: R,
+        geo: &LineGeometry<'_, C>,
+        src: &[C],
+        l: usize,
+        dst: &mut [C],
+        (row, _, rows): &mut Scratch<C>,
+    ) {
+        let w = &self.window;
+        let [_, i1, i2] = w.input;
+        let [d0, d1, d2] = w.dilation;
+        let s = if SW == 0 { w.stride[2] } else { SW };
+        let (o2, k2, pb) = (w.output[2], w.kernel[2], w.pad_begin[2]);
+        let (s0, s1) = (geo.spans[0][l / w.output[1]], geo.spans[1][l % w.output[1]]);
+        let pointwise = k2 == 1 && s == 1 && pb == 0 && o2 == i2;
+        let width = o2 * s + (k2 - 1) * d2;
+        let acc: &mut [C] = if pointwise {
+            dst
+        } else {
+            row.clear();
+            row.resize(width, op.start());
+            row
+        };
+        let (lo, hi) = (pb.min(width), (pb + i2).min(width));
+        let inside = &mut acc[lo..hi];
+        let n = inside.len();
+        rows.clear();
+        for t0 in 0..s0.valid {
+            let p = s0.start + t0 * d0;
+            rows.extend((0..s1.valid).map(|t1| (p * i1 + s1.start + t1 * d1) * i2));
+        }
+        reduce_sources(op, inside, rows.len(), |r| {
+            src[rows[r]..rows[r] + n].iter().copied()
+        });
+        if !pointwise {
+            let acc = &row[..];
+            reduce_sources(op, dst, k2, |k| {
+                acc[k * d2..k * d2 + o2 * s].chunks_exact(s).map(|c| c[0])
+            });
+        }
+        self.finish(op, s0, s1, geo.counts, dst);
+    }
+
+    /// A whole 1-D or 2-D plane for reductions that combine with `step` (max, sum): the
+    /// input is copied into a padded plane (padding holds the reduction's start), its rows
+    /// are reduced into the window rows of every output row, then the window columns into
+    /// the outputs. With stride 1 each step is one pass over the whole plane, so small planes
+    /// (7×7, 14×14) cost little more than their elements.
+    #[inline(always)]
+    fn plane_body<C: Real, R: Reduction<C>, const SW: usize>(
+        &self,
+        op: R,
+        geo: &LineGeometry<'_, C>,
+        src: &[C],
+        dst: &mut [C],
+        (padded, rows, _): &mut Scratch<C>,
+    ) {
+        let w = &self.window;
+        let [_, ih, iw] = w.input;
+        let [_, kh, kw] = w.kernel;
+        let [_, sh, _] = w.stride;
+        let sw = if SW == 0 { w.stride[2] } else { SW };
+        let [_, dh, dw] = w.dilation;
+        let [_, oh, ow] = w.output;
+        let (pt, pl) = (w.pad_begin[1], w.pad_begin[2]);
+        let width = (ow * sw + (kw - 1) * dw).max(pl + iw);
+        let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
+        let start = op.start();
+        padded.truncate(height * width);
+        padded.resize(height * width, start);
+        for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
+            line[..pl].fill(start);
+            line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
+            line[pl + iw..].fill(start);
+        }
+        for line in padded[..pt * width].chunks_exact_mut(width) {
+            line.fill(start);
+        }
+        padded[(pt + ih) * width..].fill(start);
+        rows.truncate(oh * width);
+        rows.resize(oh * width, start);
+        if sh == 1 {
+            let n = oh * width;
+            let padded = &padded[..];
+            reduce_sources(op, rows, kh, |k| {
+                padded[k * dh * width..][..n].iter().copied()
+            });
+        } else {
+            for (r, acc) in rows.chunks_exact_mut(width).enumerate() {
+                let padded = &padded[..];
+                reduce_sources(op, acc, kh, |k| {
+                    padded[(r * sh + k * dh) * width..][..width].iter().copied()
+                });
+            }
+        }
+        if sw == 1 {
+            let n = (oh - 1) * width + ow;
+            let taps = &mut padded[..n];
+            let rows = &rows[..];
+            reduce_sources(op, taps, kw, |k| rows[k * dw..][..n].iter().copied());
+            for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
+                out.copy_from_slice(&padded[r * width..r * width + ow]);
+            }
+        } else {
+            for (acc, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(ow)) {
+                reduce_sources(op, out, kw, |k| {
+                    acc[k * dw..k * dw + ow * sw].chunks_exact(sw).map(|c| c[0])
+                });
+            }
+        }
+        for (o, &c) in dst.iter_mut().zip(geo.counts) {
+            *o = op.finish(*o, c);
         }
     }
 }
 
+/// Which outputs a call of [`vectorised`] computes.
+#[derive(Clone, Copy)]
+enum Part {
+    /// One output line (`l` = outer index · output[1] + middle index).
+    Line(usize),
+    /// A whole output plane of a 1-D or 2-D window.
+    Plane,
+}
+
+/// Reduces `n` sources, each yielding one value per element of `acc`, into `acc`: the first
+/// one to three in one pass that writes fresh values, the rest two per pass, so no pass is a
+/// read-modify-write of one value (which compiles to masked stores rather than vector max).
+#[inline(always)]
+fn reduce_sources<C: Real, R: Reduction<C>, I: Iterator<Item = C>>(
+    op: R,
+    acc: &mut [C],
+    n: usize,
+    source: impl Fn(usize) -> I,
+) {
+    let first = if n % 2 == 1 { n.min(3) } else { n.min(2) };
+    let start = op.start();
+    match first {
+        0 => acc.fill(start),
+        1 => {
+            for (a, x) in acc.iter_mut().zip(source(0)) {
+                *a = op.step(start, x);
+            }
+        }
+        2 => {
+            for (a, (x, y)) in acc.iter_mut().zip(source(0).zip(source(1))) {
+                *a = op.step(op.step(start, x), y);
+            }
+        }
+        _ => {
+            let sources = source(0).zip(source(1)).zip(source(2));
+            for (a, ((x, y), z)) in acc.iter_mut().zip(sources) {
+                *a = op.step(op.step(op.step(start, x), y), z);
+            }
+        }
+    }
+    for k in (first..n).step_by(2) {
+        for (a, (x, y)) in acc.iter_mut().zip(source(k).zip(source(k + 1))) {
+            *a = op.step(op.step(*a, x), y);
+        }
+    }
+}
+
+/// A pooling task's scratch for [`vectorised`]: a padded input line or plane, the offsets of
+/// the input rows a window reads or the reduced rows of a plane, and the latter's offsets.
+type Scratch<C> = (Vec<C>, Vec<C>, Vec<usize>);
+
+/// [`Pool::rows_then_taps_body`] or [`Pool::plane_body`] with the innermost stride
+/// specialised (1, 2, or read at run time) and compiled for the widest vector instructions
+/// the CPU has.
+fn vectorised<C: Real, R: Reduction<C>>(
+    pool: &Pool,
+    op: R,
+    geo: &LineGeometry<'_, C>,
+    src: &[C],
+    part: Part,
+    dst: &mut [C],
+    row: &mut Scratch<C>,
+) {
+    macro_rules! versions {
+        ($name:ident, $($feature:literal)?) => {
+            $(#[target_feature(enable = $feature)])?
+            fn $name<C: Real, R: Reduction<C>>(
+                pool: &Pool,
+                op: R,
+                geo: &LineGeometry<'_, C>,
+                src: &[C],
+                part: Part,
+                dst: &mut [C],
+                row: &mut Scratch<C>,
+            ) {
+                match (part, pool.window.stride[2]) {
+                    (Part::Line(l), 1) => pool.rows_then_taps_body::<C, R, 1>(op, geo, src, l, dst, row),
+                    (Part::Line(l), 2) => pool.rows_then_taps_body::<C, R, 2>(op, geo, src, l, dst, row),
+                    (Part::Line(l), _) => pool.rows_then_taps_body::<C, R, 0>(op, geo, src, l, dst, row),
+                    (Part::Plane, 1) => pool.plane_body::<C, R, 1>(op, geo, src, dst, row),
+                    (Part::Plane, 2) => pool.plane_body::<C, R, 2>(op, geo, src, dst, row),
+                    (Part::Plane, _) => pool.plane_body::<C, R, 0>(op, geo, src, dst, row),
+                }
+            }
+        };
+    }
+    versions!(generic,);
+    #[cfg(target_arch = "x86_64")]
+    {
+        versions!(v4, "avx512f,avx2,fma");
+        versions!(v3, "avx2,fma");
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+            return unsafe { v4(pool, op, geo, src, part, dst, row) };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { v3(pool, op, geo, src, part, dst, row) };
+        }
+    }
+    generic(pool, op, geo, src, part, dst, row)
+}
+
 /// What [`Pool::line`] needs of the window beyond the window itself: the spans of every
-/// output along each dim, and for each innermost tap the outputs it reads the input for.
-struct LineGeometry<'a> {
+/// output along each dim, for each innermost tap the outputs it reads the input for,
+/// and the count of taps along the innermost dim of every output that an average divides by.
+struct LineGeometry<'a, C> {
     spans: &'a [Vec<Span>; 3],
     inner: &'a [(std::ops::Range<usize>, usize)],
+    counts: &'a [C],
 }

@@ -3,6 +3,7 @@
 mod activation;
 mod cast;
 mod concat;
+mod conv_direct;
 mod convolution;
 mod coverage;
 mod dynamic;

@@ -63,7 +63,7 @@ fn layer(p: &PoolParams) -> Pooling {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(192))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn matches_reference((shape, p) in cases(), dtype in float_dtype(), seed: u64) {
@@ -76,24 +76,32 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4))]
 
-    /// Inputs big enough to split into parallel tasks: a strided max pool, a padded average
-    /// pool, and LRN's window over a channel axis made spatial ([N, 1, C, H, W]).
+    /// Inputs big enough to split into parallel tasks: strided max pools (squeezenet's ceil
+    /// mode on odd sizes, 1-D), padded average pools on wide and on small planes (7×7, where
+    /// most windows touch padding), a window spanning a whole small plane, and LRN's window
+    /// over a channel axis made spatial ([N, 1, C, H, W]).
     #[test]
     fn larger_inputs(c in 8usize..24, hw in 20usize..40, dtype in float_dtype(), seed: u64) {
         let mut rng = Rng::new(seed);
+        let odd = hw | 1;
         let cases = [
-            (vec![2, c, hw, hw + 1], vec![3, 3], vec![2, 2], vec![0, 0], true, false),
-            (vec![1, c, hw + 2, hw], vec![3, 3], vec![1, 1], vec![1, 1], false, false),
-            (vec![1, 1, c, hw, hw], vec![5, 1, 1], vec![1, 1, 1], vec![2, 0, 0], false, true),
+            (vec![2, c, hw, hw + 1], vec![3, 3], vec![2, 2], vec![0, 0], true, false, false),
+            (vec![1, c, odd, odd + 2], vec![3, 3], vec![2, 2], vec![0, 0], true, false, true),
+            (vec![1, c, hw * 3], vec![3], vec![2], vec![1], true, false, false),
+            (vec![1, c, hw + 2, hw], vec![3, 3], vec![1, 1], vec![1, 1], false, false, false),
+            (vec![1, c * 8, 7, 7], vec![3, 3], vec![1, 1], vec![1, 1], false, true, false),
+            (vec![1, c * 8, 7, 7], vec![3, 3], vec![1, 1], vec![1, 1], true, false, false),
+            (vec![2, c * 8, 7, 7], vec![7, 7], vec![1, 1], vec![0, 0], false, false, false),
+            (vec![1, 1, c, hw, hw], vec![5, 1, 1], vec![1, 1, 1], vec![2, 0, 0], false, true, false),
         ];
-        for (shape, kernel, strides, pads, max, count_include_pad) in cases {
+        for (shape, kernel, strides, pads, max, count_include_pad, ceil_mode) in cases {
             let p = PoolParams {
                 dilations: vec![1; kernel.len()],
                 kernel,
                 strides,
                 pads_begin: pads.clone(),
                 pads_end: pads,
-                ceil_mode: false,
+                ceil_mode,
                 count_include_pad,
                 max,
                 lp: None,
