@@ -349,3 +349,57 @@ impl DeviceKernel for MatMulKernel {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_dims_broadcast_like_numpy() {
+        assert_eq!(broadcast(&[2, 1], &[3]).unwrap(), vec![2, 3]);
+        assert_eq!(broadcast(&[], &[4, 5]).unwrap(), vec![4, 5]);
+        assert!(
+            broadcast(&[2], &[3])
+                .unwrap_err()
+                .contains("do not broadcast")
+        );
+    }
+
+    #[test]
+    fn broadcast_batches_become_constant_stride_runs() {
+        let out = [2, 3];
+        let ia = matrix_indices(&[2, 1], &out);
+        let ib = matrix_indices(&[3], &out);
+        assert_eq!(ia, vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(ib, vec![0, 1, 2, 0, 1, 2]);
+        let pairs: Vec<[usize; 2]> = ia.iter().zip(&ib).map(|(&a, &b)| [a, b]).collect();
+        let r = runs(&pairs);
+        let got: Vec<_> = r
+            .iter()
+            .map(|r| (r.first, r.len, r.start, r.step))
+            .collect();
+        assert_eq!(got, vec![(0, 3, [0, 0], [0, 1]), (3, 3, [1, 0], [0, 1])]);
+    }
+
+    #[test]
+    fn dense_batches_are_one_run() {
+        let pairs: Vec<[usize; 2]> = (0..5).map(|i| [i, i]).collect();
+        let r = runs(&pairs);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].len, r[0].step), (5, [1, 1]));
+        let shared: Vec<[usize; 2]> = (0..4).map(|i| [2 * i, 0]).collect();
+        let r = runs(&shared);
+        assert_eq!((r.len(), r[0].step), (1, [2, 0]));
+    }
+
+    #[test]
+    fn operands_promote_rank_one() {
+        let a = Operand::new(&[7], false, true).unwrap();
+        assert_eq!((a.rows, a.cols, a.trans), (1, 7, false));
+        let b = Operand::new(&[7], true, false).unwrap();
+        assert_eq!((b.rows, b.cols, b.trans), (7, 1, false));
+        let t = Operand::new(&[2, 4, 6], true, true).unwrap();
+        assert_eq!((t.batch, t.rows, t.cols, t.trans), (vec![2], 6, 4, true));
+        assert!(Operand::new(&[], false, true).is_err());
+    }
+}

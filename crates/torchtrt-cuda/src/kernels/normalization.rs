@@ -202,3 +202,33 @@ impl DeviceKernel for NormKernel {
             .launch(stream, &ptrs, split(&x, first, last), extra, WHAT)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::broadcast_index;
+
+    #[test]
+    fn layer_norm_scale_follows_the_reduced_axis() {
+        let got = broadcast_index(&[96], &[2, 7, 96], 2, 3).unwrap();
+        assert_eq!(got, [1, 1, 0, 1, 96, 1, 1, 1, 0]);
+    }
+
+    #[test]
+    fn instance_norm_scale_follows_the_channel() {
+        let got = broadcast_index(&[6, 1, 1], &[2, 6, 5, 7], 2, 4).unwrap();
+        assert_eq!(got, [1, 6, 1, 1, 1, 0, 1, 1, 0]);
+    }
+
+    #[test]
+    fn scale_spanning_parts_splits_its_strides() {
+        let got = broadcast_index(&[2, 1, 8], &[2, 3, 8], 1, 2).unwrap();
+        assert_eq!(got, [1, 2, 8, 1, 1, 0, 1, 8, 1]);
+    }
+
+    #[test]
+    fn gapped_or_mismatched_operands_are_refused() {
+        assert!(broadcast_index(&[2, 1, 8], &[2, 3, 8], 0, 3).is_none());
+        assert!(broadcast_index(&[5], &[2, 3, 8], 2, 3).is_none());
+        assert!(broadcast_index(&[1, 2, 3, 8], &[2, 3, 8], 2, 3).is_none());
+    }
+}

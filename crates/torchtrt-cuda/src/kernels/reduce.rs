@@ -154,3 +154,16 @@ impl DeviceKernel for ReduceKernel {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::axis_run;
+
+    #[test]
+    fn only_consecutive_axes_form_a_run() {
+        assert_eq!(axis_run(&[1, 2]), Some((1, 3)));
+        assert_eq!(axis_run(&[3]), Some((3, 4)));
+        assert_eq!(axis_run(&[]), Some((0, 0)));
+        assert_eq!(axis_run(&[0, 2]), None);
+    }
+}
