@@ -11,8 +11,9 @@ use crate::module::Function;
 use crate::stream::Stream;
 use torchtrt_plugin_api::DType;
 
-/// Rows up to this long get a warp each.
-const WARP_ROW_MAX: usize = 1024;
+/// Rows up to this long get a warp each (longer ones a block: a warp walking a long row
+/// waits on one load after another).
+const WARP_ROW_MAX: usize = 256;
 const BLOCK: u32 = 256;
 const WARPS_PER_BLOCK: u32 = 4;
 
