@@ -2,8 +2,10 @@
 //! input channel per group) run a direct kernel with bias and activation fused. The rest
 //! are GEMMs on cuBLAS, one strided-batched GEMM per group over the images: 1×1 stride-1
 //! unpadded convolutions multiply the input as it is, others gather it first (im2col,
-//! scratch from the caching allocator, at most [`COL_BYTES`] per chunk of images); a bias
-//! or an activation then runs as one in-place epilogue pass.
+//! scratch from the caching allocator, at most [`COL_BYTES`] per chunk of images; 16-bit
+//! GEMMs get their reduction padded to a multiple of 8, constant weights repacked once);
+//! a bias or an activation then runs as one in-place epilogue pass. Weights and bias are
+//! read from the inputs (the execution context keeps constants on the device).
 
 use std::sync::{Arc, Mutex};
 
@@ -61,12 +63,13 @@ struct ConvKernel {
     im2col: Function,
     finish: Function,
     direct: Function,
-    weights: Option<Weights>,
-    /// Rows of each group's weight matrix as uploaded: `Cg·KH·KW`, rounded up to a
-    /// multiple of 8 (zeros appended) for 16-bit GEMMs that go through im2col, so the
-    /// operands stay aligned for tensor cores; the im2col rows are padded to match.
+    /// Constant weights repacked at prepare time (see `packed_rows`); the others are read
+    /// from the input.
+    packed: Option<Weights>,
+    /// Rows of each group's packed weight matrix: `Cg·KH·KW` rounded up to a multiple of 8
+    /// (zeros appended) for 16-bit GEMMs that go through im2col, so the operands stay
+    /// aligned for tensor cores; the im2col rows are padded to match.
     packed_rows: Option<usize>,
-    bias: Option<Weights>,
 }
 
 pub(super) fn prepare(
@@ -93,13 +96,6 @@ pub(super) fn prepare(
                 .function(&CONV.source(), name)
                 .map_err(|e| format!("{WHAT}: loading {name}: {e}"))
         };
-        let upload = |i: usize| {
-            inputs
-                .get(i)
-                .and_then(|x| x.value)
-                .map(|v| Weights::upload(ctx.device, v, WHAT))
-                .transpose()
-        };
         Ok(Box::new(ConvKernel {
             dtype,
             ty,
@@ -116,12 +112,10 @@ pub(super) fn prepare(
             })?,
             finish: f(&format!("conv_epilogue_{suffix}"))?,
             direct: f(&format!("conv_direct_{suffix}"))?,
-            weights: match packed_rows {
-                Some(k8) => Some(upload_padded(ctx, inputs, k8)?),
-                None => upload(1)?,
-            },
+            packed: packed_rows
+                .map(|k8| upload_padded(ctx, inputs, k8))
+                .transpose()?,
             packed_rows,
-            bias: upload(2)?,
         }) as Box<dyn DeviceKernel>)
     })())
 }
@@ -416,12 +410,8 @@ impl DeviceKernel for ConvKernel {
         if s.n * s.m * s.oh * s.ow == 0 {
             return Ok(());
         }
-        let w = self.weights.as_ref().map_or(inputs[1].ptr, Weights::ptr);
-        let bias = match (&self.bias, inputs.get(2)) {
-            (Some(b), _) => b.ptr(),
-            (None, Some(b)) => b.ptr,
-            (None, None) => 0,
-        };
+        let w = self.packed.as_ref().map_or(inputs[1].ptr, Weights::ptr);
+        let bias = inputs.get(2).map_or(0, |b| b.ptr);
         let (x, y) = (inputs[0].ptr, outputs[0].ptr);
         if s.cg == 1 && self.groups > 1 {
             self.run_direct(&s, k, x, w, bias, y, stream)

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
-use super::operands::{Weights, dims, expect_arity};
+use super::operands::{dims, expect_arity};
 use super::{DeviceKernel, PrepareCtx};
 use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
 use crate::device::CudaDevice;
@@ -99,8 +99,6 @@ struct MatMulKernel {
     transpose_b: bool,
     ty: GemmType,
     blas: Arc<Mutex<Blas>>,
-    /// Constant operands uploaded at prepare time, by input position.
-    weights: [Option<Weights>; 2],
 }
 
 pub(super) fn prepare(
@@ -115,23 +113,14 @@ pub(super) fn prepare(
     if inputs.iter().any(|i| gemm_type(i.dtype) != Some(ty)) {
         return None;
     }
-    Some((|| {
-        let blas = shared_blas(ctx.device)?;
-        let upload = |i: usize| {
-            inputs
-                .get(i)
-                .and_then(|x| x.value)
-                .map(|v| Weights::upload(ctx.device, v, WHAT))
-                .transpose()
-        };
-        Ok(Box::new(MatMulKernel {
+    Some(shared_blas(ctx.device).map(|blas| {
+        Box::new(MatMulKernel {
             transpose_a: l.transpose_a,
             transpose_b: l.transpose_b,
             ty,
             blas,
-            weights: [upload(0)?, upload(1)?],
-        }) as Box<dyn DeviceKernel>)
-    })())
+        }) as Box<dyn DeviceKernel>
+    }))
 }
 
 /// One operand as a stack of row-major matrices.
@@ -261,10 +250,7 @@ impl DeviceKernel for MatMulKernel {
         stream: &Stream,
     ) -> Result<(), String> {
         expect_arity(WHAT, inputs, outputs, 2, 1)?;
-        let ptr = |i: usize| match &self.weights[i] {
-            Some(w) => w.ptr(),
-            None => inputs[i].ptr,
-        };
+        let ptr = |i: usize| inputs[i].ptr;
         let (sa, sb) = (dims(&inputs[0].desc)?, dims(&inputs[1].desc)?);
         let a = Operand::new(&sa, self.transpose_a, true)?;
         let b = Operand::new(&sb, self.transpose_b, false)?;
