@@ -426,7 +426,7 @@ fn casts_between_dtypes() {
 #[test]
 fn transposes() {
     let Some(gpu) = Gpu::new() else { return };
-    let cases: [(&[usize], &[usize]); 7] = [
+    let cases: [(&[usize], &[usize]); 10] = [
         (&[2, 3, 4, 5], &[0, 1, 3, 2]),
         (&[2, 3, 4, 5], &[0, 2, 3, 1]),
         (&[2, 3, 4, 5], &[3, 2, 1, 0]),
@@ -434,6 +434,9 @@ fn transposes() {
         (&[3, 67, 45], &[0, 2, 1]),
         (&[40, 33], &[1, 0]),
         (&[2, 9, 40, 3, 2], &[0, 2, 1, 4, 3]),
+        (&[2, 48, 64], &[0, 2, 1]),
+        (&[3, 70, 36], &[0, 2, 1]),
+        (&[2, 34, 3, 66], &[0, 3, 2, 1]),
     ];
     for dtype in [DType::F32, DType::F16, DType::I64, DType::Bool] {
         for (k, (shape, perm)) in cases.iter().enumerate() {
@@ -571,7 +574,17 @@ fn pads_in_every_mode() {
             gpu.check(Pad { mode }, &[x.clone(), ints(&[0, 2, 3, 1, 4, 2])], &[]);
             gpu.check(Pad { mode }, &[x.clone(), ints(&[0, -1, 7, 0, 2, -2])], &[]);
             gpu.check(Pad { mode }, &[x.clone(), ints(&[0, 0, 1, 0, 0, 3])], &[]);
+            let big = random(dtype, &[3, 33, 40], 2);
+            gpu.check(Pad { mode }, &[big, ints(&[0, 1, 2, 0, 3, 5])], &[]);
         }
+        let scalar = random(dtype, &[], 3);
+        gpu.check(
+            Pad {
+                mode: PadMode::Edge,
+            },
+            &[scalar, ints(&[])],
+            &[],
+        );
         let value = random(dtype, &[], 5);
         gpu.check(
             Pad {

@@ -2,8 +2,9 @@
 //! walk of merged dims, on elements of 1 to 16 bytes (dtype-agnostic; contiguous rows are
 //! widened to 16-byte elements when aligned). A walk whose innermost destination dim is
 //! strided in the source but another dim is contiguous there (a transpose that moves the
-//! innermost dim) goes through shared-memory tiles instead (32×32, 64×64 for elements of
-//! one or two bytes), every thread's loads issued before its stores.
+//! innermost dim) goes through shared-memory tiles instead: 64×64 moving two adjacent
+//! elements per access when dims, strides and addresses are even, else 32×32; every
+//! thread's loads are issued before its stores.
 
 use super::layout::{THREADS, Walk, blocks, generated};
 use super::{PrepareCtx, ProgramSource};
@@ -22,48 +23,67 @@ __device__ __forceinline__ void copy_walk(const S* src, S* dst, u64 n, int rank,
     }
 }
 
-/* One T x T tile per block of 32 x 8 threads: each thread loads its (T/8) x (T/32)
-   elements into registers (all loads in flight), parks them in shared memory, then writes
-   the transposed tile with coalesced stores. */
-template <typename S, int T>
+/* One T x T tile per block of 32 x 8 threads. Each thread loads P adjacent elements of a
+   source row per access, all its accesses in flight before they are parked in shared
+   memory, then stores P adjacent elements of a destination row per access. With P > 1 the
+   caller guarantees na, nb, sa, db and the batch offsets are multiples of P and both
+   addresses are aligned to P elements. */
+template <typename S, int T, int P>
 __device__ __forceinline__ void transpose_tiles(const S* src, S* dst, u32 na, u32 nb, i64 sa,
                                                 i64 db, u32 tiles_a, u64 batches, int rank,
                                                 const FastDiv* dv, const i64 (*st)[MAX_RANK]) {
-    const int R = T / 8, C = T / 32;
+    const int R = T / 8, C = T / (32 * P);
     __shared__ S tile[T][T + 1];
     u32 ta = blockIdx.x % tiles_a, tb = blockIdx.x / tiles_a;
     u32 tx = threadIdx.x, ty = threadIdx.y;
     for (u64 bi = blockIdx.y; bi < batches; bi += gridDim.y) {
         i64 off[2];
         walk<u64, 2>(bi, rank, dv, st, off);
-        S v[R][C];
+        Pack<S, P> v[R][C];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
 #pragma unroll
             for (int c = 0; c < C; ++c) {
-                u32 a = ta * T + ty + r * 8, b = tb * T + tx + c * 32;
-                if (a < na && b < nb) v[r][c] = src[off[0] + (i64)a * sa + b];
+                u32 a = ta * T + ty + r * 8, b = tb * T + (tx + c * 32) * P;
+                if (a < na && b < nb) v[r][c] = ld_pack<S, P>(src + off[0] + (i64)a * sa + b);
             }
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
 #pragma unroll
-            for (int c = 0; c < C; ++c) tile[ty + r * 8][tx + c * 32] = v[r][c];
+            for (int c = 0; c < C; ++c) {
+#pragma unroll
+                for (int p = 0; p < P; ++p) tile[ty + r * 8][(tx + c * 32) * P + p] = v[r][c].e[p];
+            }
         }
         __syncthreads();
 #pragma unroll
         for (int r = 0; r < R; ++r) {
 #pragma unroll
             for (int c = 0; c < C; ++c) {
-                u32 b = tb * T + ty + r * 8, a = ta * T + tx + c * 32;
-                if (a < na && b < nb) dst[off[1] + (i64)b * db + a] = tile[tx + c * 32][ty + r * 8];
+                u32 b = tb * T + ty + r * 8, a = ta * T + (tx + c * 32) * P;
+                if (a < na && b < nb) {
+                    Pack<S, P> w;
+#pragma unroll
+                    for (int p = 0; p < P; ++p) w.e[p] = tile[(tx + c * 32) * P + p][ty + r * 8];
+                    st_pack<S, P>(dst + off[1] + (i64)b * db + a, w);
+                }
             }
         }
         __syncthreads();
     }
 }
 
-#define COPY_ENTRIES(E, S, T) \
+#define TILE_ENTRY(NAME, S, T, P) \
+extern "C" __global__ void NAME(const S* src, S* dst, u32 na, u32 nb, i64 sa, i64 db, \
+                                u32 tiles_a, u64 batches, int rank, DIMS_PARAMS, \
+                                STRIDE_PARAMS(x), STRIDE_PARAMS(y)) { \
+    DIMS_INIT(dv); \
+    const i64 st[2][MAX_RANK] = {STRIDES_INIT(x), STRIDES_INIT(y)}; \
+    transpose_tiles<S, T, P>(src, dst, na, nb, sa, db, tiles_a, batches, rank, dv, st); \
+}
+
+#define COPY_ENTRIES(E, S) \
 extern "C" __global__ void copy32_##E(const S* src, S* dst, u64 n, int rank, DIMS_PARAMS, \
                                       STRIDE_PARAMS(x), STRIDE_PARAMS(y)) { \
     DIMS_INIT(dv); \
@@ -76,18 +96,16 @@ extern "C" __global__ void copy64_##E(const S* src, S* dst, u64 n, int rank, DIM
     const i64 st[2][MAX_RANK] = {STRIDES_INIT(x), STRIDES_INIT(y)}; \
     copy_walk<S, u64>(src, dst, n, rank, dv, st); \
 } \
-extern "C" __global__ void tiles_##E(const S* src, S* dst, u32 na, u32 nb, i64 sa, i64 db, \
-                                     u32 tiles_a, u64 batches, int rank, DIMS_PARAMS, \
-                                     STRIDE_PARAMS(x), STRIDE_PARAMS(y)) { \
-    DIMS_INIT(dv); \
-    const i64 st[2][MAX_RANK] = {STRIDES_INIT(x), STRIDES_INIT(y)}; \
-    transpose_tiles<S, T>(src, dst, na, nb, sa, db, tiles_a, batches, rank, dv, st); \
-}
-COPY_ENTRIES(1, u8, 64)
-COPY_ENTRIES(2, u16, 64)
-COPY_ENTRIES(4, u32, 32)
-COPY_ENTRIES(8, u64, 32)
-COPY_ENTRIES(16, uint4, 32)
+TILE_ENTRY(tiles_##E, S, 32, 1)
+COPY_ENTRIES(1, u8)
+COPY_ENTRIES(2, u16)
+COPY_ENTRIES(4, u32)
+COPY_ENTRIES(8, u64)
+COPY_ENTRIES(16, uint4)
+TILE_ENTRY(tiles2_1, u8, 64, 2)
+TILE_ENTRY(tiles2_2, u16, 64, 2)
+TILE_ENTRY(tiles2_4, u32, 64, 2)
+TILE_ENTRY(tiles2_8, u64, 64, 2)
 "#;
 
 /// The program, generated once per process.
@@ -100,6 +118,8 @@ pub(crate) struct Copier {
     what: &'static str,
     /// `copy32_E`, `copy64_E`, `tiles_E` for E = 1, 2, 4, 8, 16.
     entries: Vec<[Function; 3]>,
+    /// `tiles2_E` (64×64 tiles, two adjacent elements per access) for E = 1, 2, 4, 8.
+    pairs: Vec<Function>,
 }
 
 const SIZES: [usize; 5] = [1, 2, 4, 8, 16];
@@ -123,7 +143,15 @@ impl Copier {
                 ])
             })
             .collect::<Result<_, String>>()?;
-        Ok(Copier { what, entries })
+        let pairs = SIZES[..4]
+            .iter()
+            .map(|e| load(format!("tiles2_{e}")))
+            .collect::<Result<_, String>>()?;
+        Ok(Copier {
+            what,
+            entries,
+            pairs,
+        })
     }
 
     /// Queues `dst[walk] = src[walk]` (stride set 0: source, 1: destination, in elements of
@@ -184,9 +212,17 @@ impl Copier {
             keep.iter().map(|&k| walk.dims[k]).collect(),
             keep.iter().map(|&k| walk.strides[k]).collect(),
         );
+        let even = |v: i64| v % 2 == 0;
+        let paired = elem <= 8
+            && [na as i64, nb as i64, sa, db].into_iter().all(even)
+            && batch.strides.iter().flatten().all(|&v| even(v))
+            && [src, dst].iter().all(|p| p.is_multiple_of(2 * elem as u64));
         Some((|| {
-            let [_, _, f] = self.entry(elem)?;
-            let side = tile_side(elem);
+            let [_, _, single] = self.entry(elem)?;
+            let (f, side) = match SIZES.iter().position(|&e| e == elem) {
+                Some(i) if paired => (&self.pairs[i], 64),
+                _ => (single, 32),
+            };
             let tiles_a = na.div_ceil(side);
             let tiles = tiles_a * nb.div_ceil(side);
             let batches = batch.len();
@@ -229,12 +265,6 @@ impl Copier {
         // tensors, which outlive the queued work.
         unsafe { f.launch(stream, grid, block, 0, args) }.map_err(|e| format!("{}: {e}", self.what))
     }
-}
-
-/// The side of a transpose tile of `elem`-byte elements (as the program instantiates it):
-/// 64 for 1- and 2-byte elements, so a warp moves 64 bytes per access, else 32.
-fn tile_side(elem: usize) -> usize {
-    if elem <= 2 { 64 } else { 32 }
 }
 
 /// Elements of `elem` bytes as a byte offset, for pointer arithmetic on device addresses.
