@@ -330,3 +330,84 @@ fn contexts_refuse_engines_of_other_targets() {
         "{err}"
     );
 }
+
+#[test]
+fn contexts_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<CudaExecutionContext>();
+    send::<DeviceIo>();
+}
+
+/// x → Reshape(x, s) → GELU, with the shape `s` an engine input: its values decide the
+/// output shape, so they are read (from the device, for `enqueue`) during the run.
+fn reshape_by_input() -> NetworkDefinition {
+    torchtrt_plugins::init(registry()).expect("plugins register");
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[Dim::dynamic("n", 1, 2, 4), 6.into()])
+        .expect("x");
+    let s = net.add_input("s", DType::I64, &[2.into()]).expect("s");
+    let r = net
+        .add_layer("reshape", Reshape::new(Vec::new()), &[x, s])
+        .expect("reshape")[0];
+    let y = net
+        .add_plugin(
+            "gelu",
+            registry(),
+            &PluginKey::new("", "CustomGeluPluginDynamic", "1"),
+            &FieldCollection::new(),
+            &[r],
+        )
+        .expect("gelu")[0];
+    net.mark_output(y, "y").expect("y");
+    net
+}
+
+#[test]
+fn shape_inputs_on_the_device_are_read_for_inference() {
+    let Some(dev) = device_or_skip() else { return };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let net = reshape_by_input();
+    let config = |device| BuildConfig {
+        device,
+        ..BuildConfig::default()
+    };
+    let gpu = build(&net, &config(DeviceKind::Cuda), &[cuda, cpu.clone()]).expect("cuda");
+    let cpu = build(&net, &config(DeviceKind::Cpu), &[cpu]).expect("cpu");
+    let x = Tensor::from_vec(&[2, 6], random_f32(12, 50)).expect("x");
+    let s = Tensor::from_vec(&[2], vec![4i64, 3]).expect("s");
+    let want = cpu.create_context().execute(&[&x, &s]).expect("cpu runs");
+    assert_eq!(want[0].shape(), &[4, 3]);
+    let mut ctx = CudaExecutionContext::new(&gpu, &dev).expect("context");
+    let err = ctx
+        .output_shapes(&[(DType::F32, &[2, 6]), (DType::I64, &[2])])
+        .expect_err("the shape depends on values");
+    assert!(err.to_string().contains("depend on tensor values"), "{err}");
+    assert_close(&ctx.execute(&[&x, &s]).expect("runs"), &want, 1e-5);
+
+    let (x_dev, s_dev) = (upload(&dev, &x), upload(&dev, &s));
+    let y_dev = dev.allocator().alloc(12 * 4).expect("alloc");
+    let io = |ptr, dtype, shape: &[usize]| DeviceIo {
+        ptr,
+        dtype,
+        shape: shape.to_vec(),
+    };
+    let stream = dev.new_stream().expect("stream");
+    // SAFETY: device buffers of these shapes, alive until the stream is synchronised.
+    unsafe {
+        ctx.enqueue(
+            &[
+                io(x_dev.ptr(), DType::F32, &[2, 6]),
+                io(s_dev.ptr(), DType::I64, &[2]),
+            ],
+            &[io(y_dev.ptr(), DType::F32, &[4, 3])],
+            stream.raw(),
+        )
+    }
+    .expect("enqueue");
+    let mut bytes = vec![0u8; 48];
+    stream.download(&y_dev, &mut bytes).expect("download");
+    let got = Tensor::from_vec(&[4, 3], from_bytes(&bytes)).expect("y");
+    assert_close(&[got], &want, 1e-5);
+}
