@@ -103,6 +103,7 @@ pub(super) fn prepare(
         };
         Ok(Box::new(GatherKernel {
             axis,
+            index: idx.dtype,
             entries,
             data: upload(data)?,
             indices: upload(idx)?,
@@ -112,6 +113,8 @@ pub(super) fn prepare(
 
 struct GatherKernel {
     axis: usize,
+    /// The indices' dtype the entry points read.
+    index: DType,
     /// `[gather32, gather64]` per element size 1, 2, 4, 8, 16.
     entries: Vec<[Function; 2]>,
     data: Option<Weights>,
@@ -127,6 +130,12 @@ impl DeviceKernel for GatherKernel {
     ) -> Result<(), String> {
         expect_arity(WHAT, inputs, outputs, 2, 1)?;
         let (x, idx, o) = (&inputs[0], &inputs[1], &outputs[0]);
+        if idx.desc.dtype != self.index {
+            return Err(format!(
+                "{WHAT}: prepared for {} indices, got {}",
+                self.index, idx.desc.dtype
+            ));
+        }
         let shape = dims(&x.desc)?;
         let m: usize = dims(&idx.desc)?.iter().product();
         let Some(&d) = shape.get(self.axis) else {

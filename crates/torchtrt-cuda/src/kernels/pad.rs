@@ -293,3 +293,19 @@ fn merge_unpadded(walk: Walk<4>) -> Walk<4> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_only_untouched_neighbours() {
+        let w = Walk::new(
+            vec![2, 3, 1, 6, 9],
+            vec![[0, 2, 0, 15], [0, 3, 0, 5], [0, 1, 0, 5], [1, 4, 0, 1], [0, 9, 0, 1]],
+        );
+        let m = merge_unpadded(w);
+        assert_eq!(m.dims, vec![6, 6, 9]);
+        assert_eq!(m.strides, vec![[0, 6, 0, 5], [1, 4, 0, 1], [0, 9, 0, 1]]);
+    }
+}
