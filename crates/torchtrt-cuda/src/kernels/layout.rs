@@ -311,11 +311,23 @@ mod tests {
         programs.extend(elementwise::all_programs());
         programs.extend([copy::program(), gather::program(), pad::program()].map(Result::unwrap));
         let arch = crate::Arch::new((9, 0));
-        for p in programs {
-            if let Err(e) = crate::compile(p.name, p.source, arch, &[]) {
-                panic!("{e}");
-            }
-        }
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let chunk = programs.len().div_ceil(threads);
+        let failures: Vec<String> = std::thread::scope(|scope| {
+            let jobs: Vec<_> = programs
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter()
+                            .filter_map(|p| crate::compile(p.name, p.source, arch, &[]).err())
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            jobs.into_iter().flat_map(|j| j.join().unwrap()).collect()
+        });
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     #[test]
