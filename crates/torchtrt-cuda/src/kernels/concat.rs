@@ -1,13 +1,12 @@
 //! `Concat` layers on any dtype: each input is a block of rows copied into its columns of
 //! the output (one strided copy per input, widened to 16-byte elements when aligned).
-//! Constant inputs are uploaded at prepare time.
 
 use torchtrt_core::layers::{InferInput, LayerKind, normalize_axis};
 use torchtrt_plugin_api::DeviceTensor;
 
 use super::copy::{Copier, byte_offset};
 use super::layout::Walk;
-use super::operands::{Weights, dims};
+use super::operands::dims;
 use super::{DeviceKernel, PrepareCtx};
 use crate::stream::Stream;
 
@@ -25,26 +24,13 @@ pub(super) fn prepare(
     let rank = inputs.first()?.shape.len();
     Some((|| {
         let axis = normalize_axis(l.axis, rank).map_err(|e| format!("{WHAT}: {e}"))?;
-        let constants = inputs
-            .iter()
-            .map(|i| {
-                i.value
-                    .map(|v| Weights::upload(ctx.device, v, WHAT))
-                    .transpose()
-            })
-            .collect::<Result<_, _>>()?;
         let copier = Copier::new(WHAT, ctx)?;
-        Ok(Box::new(ConcatKernel {
-            axis,
-            constants,
-            copier,
-        }) as Box<dyn DeviceKernel>)
+        Ok(Box::new(ConcatKernel { axis, copier }) as Box<dyn DeviceKernel>)
     })())
 }
 
 struct ConcatKernel {
     axis: usize,
-    constants: Vec<Option<Weights>>,
     copier: Copier,
 }
 
@@ -86,11 +72,7 @@ impl DeviceKernel for ConcatKernel {
                 ));
             }
             let cols = shape[axis] * inner;
-            let src = self
-                .constants
-                .get(i)
-                .and_then(Option::as_ref)
-                .map_or(x.ptr, Weights::ptr);
+            let src = x.ptr;
             let dst = o.ptr.wrapping_add_signed(byte_offset(at as i64, elem));
             let walk = Walk::new(vec![outer, cols], vec![[cols as i64, row as i64], [1, 1]]);
             self.copier.copy(stream, &walk, elem, src, dst)?;

@@ -2,14 +2,14 @@
 //! CUDA C expression of `x`, `y` per element family (float arithmetic in f32 for f32, f16 and
 //! bf16; wrapping integer arithmetic; comparisons to bool; logic on bools). Same-shape and
 //! scalar operands run flat in 16-byte packs; other broadcasts walk merged dims with
-//! per-operand strides. Constant operands are uploaded at prepare time.
+//! per-operand strides.
 
 use torchtrt_core::layers::{ElementwiseOp, InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::layout::{THREADS, Walk, blocks, broadcast_strides, generated, suffix, tag};
 use super::map::{numel, pack_len};
-use super::operands::{Weights, dims, expect_arity};
+use super::operands::{dims, expect_arity};
 use super::{DeviceKernel, PrepareCtx, ProgramSource};
 use crate::launch::KernelArgs;
 use crate::module::Function;
@@ -167,7 +167,7 @@ pub(super) fn prepare(
         return None;
     };
     let (program, out) = program(l.op, l.fmod, inputs.first()?.dtype)?;
-    Some(program.and_then(|p| build(l.op, p, inputs[0].dtype, out, inputs, ctx)))
+    Some(program.and_then(|p| build(l.op, p, inputs[0].dtype, out, ctx)))
 }
 
 /// The program of `op` on `dtype` and its output dtype, if it has a CUDA kernel.
@@ -251,7 +251,6 @@ fn build(
     program: ProgramSource,
     dtype: DType,
     out: DType,
-    inputs: &[InferInput<'_>],
     ctx: &PrepareCtx<'_>,
 ) -> Result<Box<dyn DeviceKernel>, String> {
     let vec = pack_len(dtype, out);
@@ -260,12 +259,6 @@ fn build(
             .function(&program, entry)
             .map_err(|e| format!("{WHAT} {op:?}: {e}"))
     };
-    let mut constants = [None, None];
-    for (slot, input) in constants.iter_mut().zip(inputs) {
-        if let Some(v) = input.value {
-            *slot = Some(Weights::upload(ctx.device, v, WHAT)?);
-        }
-    }
     Ok(Box::new(ZipKernel {
         dtype,
         out,
@@ -276,7 +269,6 @@ fn build(
         wvec32: load("zip_wvec32")?,
         wvec64: load("zip_wvec64")?,
         pack: vec,
-        constants,
     }))
 }
 
@@ -290,7 +282,6 @@ struct ZipKernel {
     wvec32: Function,
     wvec64: Function,
     pack: usize,
-    constants: [Option<Weights>; 2],
 }
 
 impl DeviceKernel for ZipKernel {
@@ -313,9 +304,7 @@ impl DeviceKernel for ZipKernel {
         if n == 0 {
             return Ok(());
         }
-        let ptr =
-            |i: usize, t: &DeviceTensor| self.constants[i].as_ref().map_or(t.ptr, Weights::ptr);
-        let (pa, pb) = (ptr(0, a), ptr(1, b));
+        let (pa, pb) = (a.ptr, b.ptr);
         let sa = broadcast_strides(&dims(&a.desc)?, &shape).map_err(|e| format!("{WHAT}: {e}"))?;
         let sb = broadcast_strides(&dims(&b.desc)?, &shape).map_err(|e| format!("{WHAT}: {e}"))?;
         let strides = sa.iter().zip(&sb).map(|(&x, &y)| [x, y]).collect();

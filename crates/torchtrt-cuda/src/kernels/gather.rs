@@ -2,13 +2,13 @@
 //! `[outer, D, inner]`, the output as `[outer, M, inner]` with `M` the number of indices;
 //! negative indices count from the end. Rows of `inner` elements move as 16-byte elements
 //! when aligned. An index out of range yields zeros on the device (constant indices are
-//! checked at prepare time); constant data and indices are uploaded at prepare time.
+//! checked at prepare time).
 
 use torchtrt_core::layers::{InferInput, LayerKind, normalize_axis};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::layout::{THREADS, blocks, fast_div, generated};
-use super::operands::{Weights, dims, expect_arity};
+use super::operands::{dims, expect_arity};
 use super::{DeviceKernel, PrepareCtx, ProgramSource};
 use crate::launch::KernelArgs;
 use crate::module::Function;
@@ -96,17 +96,10 @@ pub(super) fn prepare(
                 Ok([load(32)?, load(64)?])
             })
             .collect::<Result<Vec<_>, String>>()?;
-        let upload = |i: &InferInput<'_>| {
-            i.value
-                .map(|v| Weights::upload(ctx.device, v, WHAT))
-                .transpose()
-        };
         Ok(Box::new(GatherKernel {
             axis,
             index: idx.dtype,
             entries,
-            data: upload(data)?,
-            indices: upload(idx)?,
         }) as Box<dyn DeviceKernel>)
     })())
 }
@@ -117,8 +110,6 @@ struct GatherKernel {
     index: DType,
     /// `[gather32, gather64]` per element size 1, 2, 4, 8, 16.
     entries: Vec<[Function; 2]>,
-    data: Option<Weights>,
-    indices: Option<Weights>,
 }
 
 impl DeviceKernel for GatherKernel {
@@ -156,8 +147,7 @@ impl DeviceKernel for GatherKernel {
         if d == 0 {
             return Err(format!("{WHAT}: gathering from an empty axis of {shape:?}"));
         }
-        let src = self.data.as_ref().map_or(x.ptr, Weights::ptr);
-        let ix = self.indices.as_ref().map_or(idx.ptr, Weights::ptr);
+        let (src, ix) = (x.ptr, idx.ptr);
         let mut elem = x.desc.dtype.size();
         let mut inner = inner;
         while elem < 16 && inner.is_multiple_of(2) && (src | o.ptr).is_multiple_of(2 * elem as u64)

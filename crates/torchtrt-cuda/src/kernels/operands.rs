@@ -1,7 +1,6 @@
 //! Helpers the compute kernels share: concrete shapes of device tensors, arity checks,
 //! constant weights uploaded once, launch geometry and f32 conversions of host tensors.
 
-use torchtrt_core::Tensor;
 use torchtrt_plugin_api::{DType, DeviceTensor, TensorDesc};
 
 use crate::device::CudaDevice;
@@ -68,15 +67,6 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    /// Uploads `tensor`'s bytes as they are.
-    pub(crate) fn upload(
-        device: &CudaDevice,
-        tensor: &Tensor,
-        what: &str,
-    ) -> Result<Weights, String> {
-        Weights::upload_bytes(device, tensor.bytes(), what)
-    }
-
     /// Uploads `bytes`.
     pub(crate) fn upload_bytes(
         device: &CudaDevice,

@@ -9,7 +9,7 @@ use torchtrt_plugin_api::DeviceTensor;
 use super::access::MAX_RANK;
 use super::layout::{THREADS, Walk, blocks, contiguous_strides, generated};
 use super::map::numel;
-use super::operands::{Weights, dims};
+use super::operands::dims;
 use super::{DeviceKernel, PrepareCtx, ProgramSource};
 use crate::launch::KernelArgs;
 use crate::module::Function;
@@ -162,10 +162,6 @@ pub(super) fn prepare(
             .transpose()?;
         let pads =
             resolve_pads(rank, &pads, axes.as_deref()).map_err(|e| format!("{WHAT}: {e}"))?;
-        let fill = match inputs.get(2).and_then(|c| c.value) {
-            Some(v) if v.numel() > 0 => Some(Weights::upload(ctx.device, v, WHAT)?),
-            _ => None,
-        };
         let program = program()?;
         let e = x.dtype.size();
         let load = |kind: &str| {
@@ -182,7 +178,6 @@ pub(super) fn prepare(
         Ok(Box::new(PadKernel {
             mode,
             pads,
-            fill,
             entries: [load("pad32")?, load("pad64")?],
             packed: [load("padv32")?, load("padv64")?],
         }) as Box<dyn DeviceKernel>)
@@ -192,7 +187,6 @@ pub(super) fn prepare(
 struct PadKernel {
     mode: i32,
     pads: Vec<(i64, i64)>,
-    fill: Option<Weights>,
     /// One output element per thread step, 32- and 64-bit indexing.
     entries: [Function; 2],
     /// 16 bytes of output per thread step.
@@ -252,9 +246,8 @@ impl DeviceKernel for PadKernel {
         } else {
             (&self.entries[wide], n)
         };
-        let fill = match (&self.fill, inputs.get(2)) {
-            (Some(w), _) => w.ptr(),
-            (None, Some(c)) if numel(&c.desc.shape) > 0 => c.ptr,
+        let fill = match inputs.get(2) {
+            Some(c) if numel(&c.desc.shape) > 0 => c.ptr,
             _ => 0,
         };
         let args = KernelArgs::new()
@@ -302,7 +295,13 @@ mod tests {
     fn merges_only_untouched_neighbours() {
         let w = Walk::new(
             vec![2, 3, 1, 6, 9],
-            vec![[0, 2, 0, 15], [0, 3, 0, 5], [0, 1, 0, 5], [1, 4, 0, 1], [0, 9, 0, 1]],
+            vec![
+                [0, 2, 0, 15],
+                [0, 3, 0, 5],
+                [0, 1, 0, 5],
+                [1, 4, 0, 1],
+                [0, 9, 0, 1],
+            ],
         );
         let m = merge_unpadded(w);
         assert_eq!(m.dims, vec![6, 6, 9]);
