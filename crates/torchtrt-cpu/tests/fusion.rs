@@ -146,3 +146,103 @@ fn per_channel_affine_and_relu_become_one_convolution() {
     let tripled: Vec<f32> = xv.iter().map(|v| v * 3.0).collect();
     assert_eq!(outs[1].as_slice::<f32>().unwrap(), tripled.as_slice());
 }
+
+/// x → conv a (3×3, pad 1, no bias) and x → conv b (1×1 with bias, the shortcut) → a + b →
+/// relu → y; the shortcut runs before or after conv a; with `tap`, both convolutions' outputs
+/// are also outputs (so nothing fuses). With `swap`, the `Add` reads the shortcut first.
+fn residual_network(shortcut_first: bool, swap: bool, tap: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2, 4, 9, 11].map(Dim::Fixed))
+        .unwrap();
+    let wa = net
+        .add_constant(
+            "wa",
+            Tensor::from_vec(&[6, 4, 3, 3], values(216, 5)).unwrap(),
+        )
+        .unwrap();
+    let wb = net
+        .add_constant(
+            "wb",
+            Tensor::from_vec(&[6, 4, 1, 1], values(24, 9)).unwrap(),
+        )
+        .unwrap();
+    let bb = net
+        .add_constant("bb", Tensor::from_vec(&[6], values(6, 13)).unwrap())
+        .unwrap();
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let shortcut = |net: &mut NetworkDefinition| {
+        net.add("shortcut", Convolution::new(2), &[x, wb, bb])
+            .unwrap()
+    };
+    let early = shortcut_first.then(|| shortcut(&mut net));
+    let a = net.add("conv_a", conv, &[x, wa]).unwrap();
+    let b = early.unwrap_or_else(|| shortcut(&mut net));
+    let operands = if swap { [b, a] } else { [a, b] };
+    let sum = net
+        .add("add", Elementwise::new(ElementwiseOp::Add), &operands)
+        .unwrap();
+    let y = net
+        .add(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[sum],
+        )
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    if tap {
+        net.mark_output(a, "a").unwrap();
+        net.mark_output(b, "b").unwrap();
+    }
+    net
+}
+
+#[test]
+fn residual_add_and_relu_fuse_into_the_convolution_and_give_the_same_result() {
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let x = Tensor::from_vec(&[2, 4, 9, 11], values(792, 17)).unwrap();
+    for (shortcut_first, swap) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut results = Vec::new();
+        for tap in [false, true] {
+            let net = residual_network(shortcut_first, swap, tap);
+            let engine = build(&net, &BuildConfig::default(), &backends).unwrap();
+            let kinds: Vec<&str> = engine
+                .plan()
+                .layers
+                .iter()
+                .filter(|l| !matches!(l.kind, LayerKind::Constant(_)))
+                .map(|l| l.kind.op().kind())
+                .collect();
+            let residual = engine
+                .plan()
+                .layers
+                .iter()
+                .filter(|l| matches!(l.kind, LayerKind::Convolution(_)) && l.inputs.len() == 4)
+                .count();
+            if tap {
+                assert_eq!(residual, 0, "{kinds:?}");
+                assert!(kinds.contains(&"Elementwise"), "{kinds:?}");
+            } else {
+                assert_eq!(
+                    kinds,
+                    ["Convolution", "Convolution"],
+                    "{shortcut_first} {swap}"
+                );
+                assert_eq!(residual, 1);
+            }
+            let outs = engine.create_context().execute(&[&x]).unwrap();
+            results.push(outs[0].as_slice::<f32>().unwrap().to_vec());
+        }
+        let (fused, separate) = (&results[0], &results[1]);
+        assert_eq!(fused.len(), 2 * 6 * 9 * 11);
+        for (f, s) in fused.iter().zip(separate) {
+            assert!((f - s).abs() <= 1e-5 * s.abs().max(1.0), "{f} vs {s}");
+        }
+        assert!(fused.iter().all(|&v| v >= 0.0) && fused.iter().any(|&v| v > 0.0));
+        assert!(fused.contains(&0.0));
+    }
+}

@@ -43,7 +43,8 @@ pub(crate) fn fold_into_conv(
             continue;
         };
         let conv = &work.layers[pos];
-        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none());
+        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none())
+            && conv.inputs.len() <= 3;
         if !plain || !sole(c) {
             continue;
         }
@@ -243,6 +244,76 @@ pub(crate) fn fuse_activation(
     work.layers[pos].outputs = layer.outputs.clone();
     work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
     true
+}
+
+/// Fuses a residual `Add` of a convolution's output and another tensor of the same shape into
+/// that convolution, as its fourth input (see [`Convolution`]), when the convolution runs on
+/// the CPU, has no activation or residual yet, and nothing else reads its output; a following
+/// activation then fuses too. The convolution moves to the `Add`'s place in the layer order,
+/// after the residual's producer. A zero bias is added when the convolution has none. Returns
+/// whether it fused (the `Add` is then not emitted).
+pub(crate) fn fuse_residual(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> Result<bool> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(false);
+    };
+    if e.op != ElementwiseOp::Add || inputs.len() != 2 || inputs[0] == inputs[1] {
+        return Ok(false);
+    }
+    for conv_side in 0..2 {
+        let (c, r) = (inputs[conv_side], inputs[1 - conv_side]);
+        if uses.get(c.index()).is_some_and(|&u| u != 1) {
+            continue;
+        }
+        let Some(pos) = work
+            .layers
+            .iter()
+            .rposition(|l| l.outputs.first() == Some(&c))
+        else {
+            continue;
+        };
+        let conv = &work.layers[pos];
+        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none())
+            && conv.inputs.len() <= 3
+            && work.devices.get(pos) == Some(&DeviceKind::Cpu);
+        if !plain || work.ty(c) != &types[0] || work.ty(r) != &types[0] {
+            continue;
+        }
+        let mut conv = work.layers.remove(pos);
+        let device = work.devices.remove(pos);
+        if conv.inputs.len() == 2 {
+            let m = work.ty(conv.inputs[1]).shape[0].as_const();
+            let Some(m) = m.and_then(|m| usize::try_from(m).ok()) else {
+                work.layers.insert(pos, conv);
+                work.devices.insert(pos, device);
+                continue;
+            };
+            let dtype = types[0].dtype;
+            let b = work.new_tensor(format!("{}/bias", conv.name));
+            work.emit(
+                Layer {
+                    name: format!("{}/bias", conv.name),
+                    kind: LayerKind::Constant(Constant::new(Tensor::zeros(dtype, &[m]))),
+                    inputs: vec![],
+                    outputs: vec![b],
+                },
+                vec![TypeShape::new(dtype, vec![(m as i64).into()])],
+                DeviceKind::Cpu,
+            );
+            conv.inputs.push(b);
+        }
+        conv.inputs.push(r);
+        conv.outputs = layer.outputs.clone();
+        work.emit(conv, types.to_vec(), device);
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// The values of a tensor that broadcasts along the channel axis (1) of a rank-`rank`

@@ -236,6 +236,9 @@ pub fn build(
         {
             continue;
         }
+        if fuse::fuse_residual(&mut work, layer, &kind, &inputs, &types, &uses)? {
+            continue;
+        }
         if fuse::fuse_activation(&mut work, layer, &kind, &inputs, &types, &uses) {
             continue;
         }

@@ -6,7 +6,9 @@ use torchtrt_plugin_api::{DimExpr, format_shape};
 use super::{ActivationKind, InferInput, LayerOp, TypeShape, require_float};
 
 /// Cross-correlation of `x [N, C, *S]` with `w [M, C/groups, *K]`, plus an optional bias
-/// `[M]` as third input (ONNX `Conv`).
+/// `[M]` as third input (ONNX `Conv`). A fourth input, a residual of the output's shape, is
+/// added to the result before the activation: `act(conv(x, w) + b + r)`. The builder makes
+/// that form on the CPU by fusing a residual `Add` (ResNet's shortcut) into the convolution.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Convolution {
     /// Stride per spatial dim.
@@ -102,11 +104,12 @@ impl LayerOp for Convolution {
         "Convolution"
     }
     fn arity(&self) -> (usize, usize) {
-        (2, 3)
+        (2, 4)
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let (x, w) = (&inputs[0], &inputs[1]);
         let spatial = check_operands("Convolution", inputs)?;
+        let residual = inputs.get(3).map(|r| r.shape);
         check_window_params(
             spatial,
             &[("strides", &self.strides), ("dilations", &self.dilations)],
@@ -162,6 +165,15 @@ impl LayerOp for Convolution {
                 return Err(format!("spatial dim {i} of the output would be {o}"));
             }
             shape.push(o);
+        }
+        if let Some(r) = residual
+            && r != shape.as_slice()
+        {
+            return Err(format!(
+                "residual must have the output's shape {}, got {}",
+                format_shape(&shape),
+                format_shape(r)
+            ));
         }
         Ok(vec![TypeShape::new(x.dtype, shape)])
     }

@@ -100,6 +100,32 @@ impl ConvGeom {
 
 impl Kernel for ConvKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        let [x, w, b, residual] = inputs else {
+            return self.convolve(inputs, outputs, self.epilogue);
+        };
+        self.convolve(&[x, w, b], outputs, Epilogue::Identity)?;
+        let out = outputs.first_mut().ok_or(WHAT)?;
+        if residual.shape() != out.shape() {
+            return Err(format!(
+                "{WHAT}: residual {residual} does not match output {out}"
+            ));
+        }
+        with_float!(self.dtype, WHAT, T => {
+            self.epilogue.add_residual::<T>(elems_mut(out)?, elems(residual)?);
+            Ok(())
+        })
+    }
+}
+
+impl ConvKernel {
+    /// The convolution of `inputs` (x, w and an optional bias) into `outputs[0]`, with
+    /// `epilogue` applied to each output tile.
+    fn convolve(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &mut [Tensor],
+        epilogue: Epilogue,
+    ) -> Result<(), String> {
         let (x, w, bias) = weighted_inputs(WHAT, inputs, outputs, self.dtype)?;
         let geom = ConvGeom::new(&self.layer, x.shape(), w.shape())?;
         check_bias(WHAT, bias, geom.out_channels)?;
@@ -108,7 +134,7 @@ impl Kernel for ConvKernel {
         if geom.groups > 1 && geom.channels == geom.groups {
             return with_float!(self.dtype, WHAT, T => {
                 let bias = bias.map(elems::<T>).transpose()?;
-                conv_direct::<T>(&geom, elems(x)?, elems(w)?, bias, self.epilogue, elems_mut(out)?);
+                conv_direct::<T>(&geom, elems(x)?, elems(w)?, bias, epilogue, elems_mut(out)?);
                 Ok(())
             });
         }
@@ -116,14 +142,14 @@ impl Kernel for ConvKernel {
             DType::F32 if self.winograd.as_ref().is_some_and(|w| w.applies(&geom)) => {
                 let winograd = self.winograd.as_ref().ok_or(WHAT)?;
                 let bias = bias.map(elems).transpose()?;
-                winograd.run(&geom, elems(x)?, bias, self.epilogue, elems_mut(out)?)
+                winograd.run(&geom, elems(x)?, bias, epilogue, elems_mut(out)?)
             }
             DType::F32 => conv::<f32>(
                 &geom,
                 elems(x)?,
                 elems(w)?,
                 bias.map(elems).transpose()?,
-                self.epilogue,
+                epilogue,
                 elems_mut(out)?,
             ),
             DType::F64 => conv::<f64>(
@@ -131,7 +157,7 @@ impl Kernel for ConvKernel {
                 elems(x)?,
                 elems(w)?,
                 bias.map(elems).transpose()?,
-                self.epilogue,
+                epilogue,
                 elems_mut(out)?,
             ),
             DType::F16 => conv::<half::f16>(
@@ -139,7 +165,7 @@ impl Kernel for ConvKernel {
                 elems(x)?,
                 elems(w)?,
                 bias.map(elems).transpose()?,
-                self.epilogue,
+                epilogue,
                 elems_mut(out)?,
             ),
             DType::BF16 => {
@@ -149,7 +175,7 @@ impl Kernel for ConvKernel {
                 };
                 let bias = (!bias.is_empty()).then_some(bias.as_slice());
                 via_f32([elems(x)?, elems(w)?], elems_mut(out)?, |[x, w], out| {
-                    conv::<f32>(&geom, x, w, bias, self.epilogue, out)
+                    conv::<f32>(&geom, x, w, bias, epilogue, out)
                 })
             }
             other => Err(format!("{WHAT} has no CPU kernel for {other}")),

@@ -3,7 +3,8 @@
 
 use torchtrt_core::layers::ActivationKind;
 
-use crate::scalar::Real;
+use crate::parallel::for_each_chunk;
+use crate::scalar::{FloatElem, Real};
 
 /// An element-wise function applied to a kernel's output as it is written.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -28,6 +29,33 @@ impl Epilogue {
             Some(ActivationKind::Clip { min, max }) => Epilogue::Clip(min.into(), max.into()),
             Some(_) => return None,
         })
+    }
+
+    /// `out = f(out + residual)` element-wise, in parallel chunks: a convolution's fused
+    /// residual `Add` (and the activation after it) in one pass over the output.
+    pub(crate) fn add_residual<T: FloatElem>(self, out: &mut [T], residual: &[T]) {
+        let native = size_of::<T>() == size_of::<T::C>();
+        for_each_chunk(out, |start, chunk| {
+            let (mut rb, mut ob) = (Vec::new(), Vec::new());
+            let r = T::view(&residual[start..start + chunk.len()], &mut rb);
+            let old: Vec<T::C> = if native {
+                Vec::new()
+            } else {
+                chunk.iter().map(|v| v.to_c()).collect()
+            };
+            T::write(chunk, &mut ob, |dst| {
+                if native {
+                    for (d, &v) in dst.iter_mut().zip(r) {
+                        *d = *d + v;
+                    }
+                } else {
+                    for ((d, &o), &v) in dst.iter_mut().zip(&old).zip(r) {
+                        *d = o + v;
+                    }
+                }
+                self.apply(dst);
+            });
+        });
     }
 
     /// Applies the function to every element of `xs`.

@@ -1,6 +1,7 @@
 //! Depthwise and channel-multiplier convolutions (the direct kernel): 1-D and 2-D planes
 //! through the zero-padded plane path, strides 1 to 3 per dim, dilations, asymmetric padding,
 //! odd sizes, small (7×7) and wide planes, a fused activation; 3-D through the line path.
+//! Also the convolution's residual input (any path).
 
 use proptest::prelude::*;
 use torchtrt_core::layers::{ActivationKind, Convolution};
@@ -96,5 +97,42 @@ proptest! {
         let b = random(dtype, &[channels], &mut rng, -1.0, 1.0);
         let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
         check(&run(layer(&p, None), &[&x, &w, &b])?, &want, Tol::of(dtype).scale(3.0))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A fourth input (the builder's fused residual `Add`) is added before the activation,
+    /// on the depthwise and the gemm paths, every float dtype; a residual of another shape
+    /// is an error.
+    #[test]
+    fn residual_input(spatial in 1usize..=2, depthwise: bool, relu: bool,
+                      dtype in float_dtype(), seed: u64) {
+        let mut rng = Rng::new(seed);
+        let (xs, mut ws, mut p) = case(&mut rng, spatial, 9);
+        if !depthwise {
+            p.groups = 1;
+            ws[1] = xs[1];
+        }
+        let x = random(dtype, &xs, &mut rng, -1.0, 1.0);
+        let w = random(dtype, &ws, &mut rng, -1.0, 1.0);
+        let b = random(dtype, &[ws[0]], &mut rng, -1.0, 1.0);
+        let mut want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
+        let r = random(dtype, &want.shape, &mut rng, -1.0, 1.0);
+        for (v, rv) in want.data.iter_mut().zip(r.to_f64_vec()) {
+            *v += rv;
+            if relu {
+                *v = v.max(0.0);
+            }
+        }
+        let activation = relu.then_some(ActivationKind::Relu);
+        let taps: usize = ws[1..].iter().product();
+        let tol = Tol::of(dtype).scale((taps as f64).sqrt() * 2.0);
+        check(&run(layer(&p, activation), &[&x, &w, &b, &r])?, &want, tol)?;
+        let mut other = want.shape.clone();
+        other[1] += 1;
+        let bad = random(dtype, &other, &mut rng, -1.0, 1.0);
+        prop_assert!(run(layer(&p, activation), &[&x, &w, &b, &bad]).is_err());
     }
 }
