@@ -58,32 +58,30 @@ impl Epilogue {
         });
     }
 
-    /// Applies the function to every element of `xs`.
+    /// Applies the function to every element of `xs`. Every element is stored, computed as
+    /// a select whose arms are not the loaded value itself (`v + 0` instead of `v`): LLVM
+    /// turns a select that may keep the loaded value into a conditional store, which
+    /// vectorises only as per-lane branches (SSE2) or masked stores (slow on AMD).
     pub(crate) fn apply<C: Real>(self, xs: &mut [C]) {
         match self {
             Epilogue::Identity => {}
             Epilogue::Relu => xs.iter_mut().for_each(|x| {
-                if *x < C::ZERO {
-                    *x = C::ZERO;
-                }
+                let v = *x + C::ZERO;
+                *x = if v < C::ZERO { C::ZERO } else { v };
             }),
             Epilogue::LeakyRelu(alpha) => {
                 let a = C::from_f64(alpha);
                 xs.iter_mut().for_each(|x| {
-                    if *x < C::ZERO {
-                        *x = *x * a;
-                    }
+                    let v = *x + C::ZERO;
+                    *x = if v < C::ZERO { v * a } else { v };
                 });
             }
             Epilogue::Clip(lo, hi) => {
                 let (lo, hi) = (C::from_f64(lo), C::from_f64(hi));
                 xs.iter_mut().for_each(|x| {
-                    if *x < lo {
-                        *x = lo;
-                    }
-                    if *x > hi {
-                        *x = hi;
-                    }
+                    let v = *x + C::ZERO;
+                    let v = if v < lo { lo } else { v };
+                    *x = if v > hi { hi } else { v };
                 });
             }
         }
