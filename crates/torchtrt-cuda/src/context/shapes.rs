@@ -9,7 +9,8 @@ use torchtrt_core::plugin_api::{DType, const_shape};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{Error, Result, Tensor};
 
-use super::{CudaExecutionContext, Placement, concrete_dims, small};
+use super::walk::{concrete_dims, small};
+use super::{CudaExecutionContext, Placement};
 use crate::layer_kernel::DeviceLayerKernel;
 
 type Known = (DType, Vec<usize>, Option<Arc<Tensor>>);
