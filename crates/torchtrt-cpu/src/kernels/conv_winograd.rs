@@ -13,6 +13,7 @@ use torchtrt_core::Tensor;
 use torchtrt_core::layers::Convolution;
 
 use super::convolution::{ConvGeom, SendPtr};
+use super::winograd_f4 as f4;
 use crate::linalg::{Epilogue, GemmElem, MatRef, gemm_into};
 use crate::scratch::with_scratch;
 
@@ -60,16 +61,19 @@ const MIN_TILES: usize = 128;
 
 /// The transformed weights of one layer.
 pub(super) struct Winograd {
-    /// `POINTS` matrices of `out_channels × channels`, row-major, point-major.
+    /// One matrix of `out_channels × channels` per transform point, row-major, point-major.
     u: Vec<f32>,
     out_channels: usize,
     channels: usize,
+    /// Output tile side: 2 for F(2×2, 3×3), 4 for F(4×4, 3×3).
+    tile: usize,
 }
 
 impl Winograd {
     /// The transformed weights of `layer` when it is a 2-D, 3×3, stride-1, undilated,
-    /// single-group f32 convolution with the constant weights `w`; `None` otherwise.
-    pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Option<Winograd> {
+    /// single-group f32 convolution with the constant weights `w`; `None` otherwise. `large`
+    /// picks F(4×4, 3×3) (for images known to be large), else F(2×2, 3×3).
+    pub(super) fn prepare(layer: &Convolution, w: &Tensor, large: bool) -> Option<Winograd> {
         let ones = |v: &[i64]| v.len() == 2 && v.iter().all(|&s| s == 1);
         if layer.groups != 1 || !ones(&layer.strides) || !ones(&layer.dilations) {
             return None;
@@ -78,10 +82,17 @@ impl Winograd {
             return None;
         };
         let g = w.as_slice::<f32>().ok()?;
-        let mut u = vec![0f32; POINTS * out_channels * channels];
+        let tile = if large { 4 } else { 2 };
+        let points = (tile + 2) * (tile + 2);
+        let mut u = vec![0f32; points * out_channels * channels];
         let plane = out_channels * channels;
         for (oc, filter) in g.chunks_exact(9).enumerate() {
-            for (xi, v) in transform_filter(filter).into_iter().enumerate() {
+            let values = if large {
+                f4::transform_filter(filter).to_vec()
+            } else {
+                transform_filter(filter).to_vec()
+            };
+            for (xi, v) in values.into_iter().enumerate() {
                 u[xi * plane + oc] = v;
             }
         }
@@ -89,7 +100,13 @@ impl Winograd {
             u,
             out_channels,
             channels,
+            tile,
         })
+    }
+
+    /// Transform points per tile.
+    fn points(&self) -> usize {
+        (self.tile + 2) * (self.tile + 2)
     }
 
     /// True when the transform pays for `geom`: the channels match the prepared weights, there
@@ -123,11 +140,11 @@ impl Winograd {
         let win = &geom.window;
         let (oh, ow) = (win.output[1], win.output[2]);
         let tiles = Tiles {
-            rows: oh.div_ceil(2),
-            cols: ow.div_ceil(2),
+            rows: oh.div_ceil(self.tile),
+            cols: ow.div_ceil(self.tile),
         };
         let (c, m) = (self.channels, self.out_channels);
-        let per_row = POINTS * (c + m) * tiles.cols * size_of::<f32>();
+        let per_row = self.points() * (c + m) * tiles.cols * size_of::<f32>();
         let threads = rayon::current_num_threads();
         let least = MIN_TILES.div_ceil(tiles.cols);
         let mut block = (BLOCK_BYTES / per_row).max(least).min(tiles.rows);
@@ -164,7 +181,7 @@ impl Winograd {
     }
 }
 
-/// Tiles per output plane: `rows × cols` tiles of 2×2 outputs.
+/// Tiles per output plane: `rows × cols` tiles of outputs.
 struct Tiles {
     rows: usize,
     cols: usize,
@@ -196,26 +213,43 @@ impl Block<'_> {
             => output_transform_body
     }
 
+    widest! {
+        /// [`Block::input_transform`] for F(4×4, 3×3).
+        fn input_transform4(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>, padded: usize)
+            => input_transform4_body
+    }
+
+    widest! {
+        /// [`Block::output_transform`] for F(4×4, 3×3).
+        fn output_transform4(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize)
+            => output_transform4_body
+    }
+
     fn run(&self, wino: &Winograd, parallel: bool) -> Result<(), String> {
         let win = &self.geom.window;
         let (c, m) = (wino.channels, wino.out_channels);
         let n = self.rows.len() * self.tiles.cols;
         let (ih, iw) = (win.input[1], win.input[2]);
         let (oh, ow) = (win.output[1], win.output[2]);
-        let padded = 2 * self.tiles.cols + 2;
-        with_scratch(POINTS * n * (c + m), |buf: &mut [f32]| {
-            let (v, prod) = buf.split_at_mut(POINTS * n * c);
+        let (tile, points) = (wino.tile, wino.points());
+        let padded = tile * self.tiles.cols + tile.max(2);
+        with_scratch(points * n * (c + m), |buf: &mut [f32]| {
+            let (v, prod) = buf.split_at_mut(points * n * c);
             let transform_in = |(ch, vc): (usize, &mut [f32]), lines: &mut Vec<f32>| {
                 let plane = &self.x[ch * ih * iw..(ch + 1) * ih * iw];
-                self.input_transform(plane, vc, lines, padded);
+                if tile == 4 {
+                    self.input_transform4(plane, vc, lines, padded);
+                } else {
+                    self.input_transform(plane, vc, lines, padded);
+                }
             };
             if parallel {
-                v.par_chunks_mut(POINTS * n)
+                v.par_chunks_mut(points * n)
                     .enumerate()
                     .for_each_init(Vec::new, |lines, item| transform_in(item, lines));
             } else {
                 let mut lines = Vec::new();
-                v.chunks_mut(POINTS * n)
+                v.chunks_mut(points * n)
                     .enumerate()
                     .for_each(|item| transform_in(item, &mut lines));
             }
@@ -227,15 +261,15 @@ impl Block<'_> {
                     data: &v[xi * n..],
                     rows: c,
                     cols: n,
-                    row_stride: POINTS * n,
+                    row_stride: points * n,
                     col_stride: 1,
                 };
-                // SAFETY: the `m × n` block at column `xi · n` of the `m × POINTS·n` products
+                // SAFETY: the `m × n` block at column `xi · n` of the `m × points·n` products
                 // lies inside `prod`, and each `xi` is written by one call only.
                 unsafe {
                     gemm_into(
                         products.get().add(xi * n),
-                        POINTS * n,
+                        points * n,
                         lhs,
                         rhs,
                         false,
@@ -244,12 +278,12 @@ impl Block<'_> {
                 }
             };
             if parallel {
-                (0..POINTS).into_par_iter().try_for_each(multiply)?;
+                (0..points).into_par_iter().try_for_each(multiply)?;
             } else {
-                (0..POINTS).try_for_each(multiply)?;
+                (0..points).try_for_each(multiply)?;
             }
-            let first = 2 * self.rows.start;
-            let end = (2 * self.rows.end).min(oh);
+            let first = tile * self.rows.start;
+            let end = (tile * self.rows.end).min(oh);
             let out = self.out;
             let transform_out = |(oc, mc): (usize, &[f32])| {
                 // SAFETY: output rows `first..end` of plane `oc` belong to this block alone.
@@ -260,15 +294,19 @@ impl Block<'_> {
                     )
                 };
                 let b = self.bias.map_or(0.0, |b| b[oc]);
-                self.output_transform(mc, dst, b, ow);
+                if tile == 4 {
+                    self.output_transform4(mc, dst, b, ow);
+                } else {
+                    self.output_transform(mc, dst, b, ow);
+                }
                 f32::activate(self.epilogue, dst);
             };
             if parallel {
-                prod.par_chunks(POINTS * n)
+                prod.par_chunks(points * n)
                     .enumerate()
                     .for_each(transform_out);
             } else {
-                prod.chunks(POINTS * n).enumerate().for_each(transform_out);
+                prod.chunks(points * n).enumerate().for_each(transform_out);
             }
             Ok(())
         })
@@ -393,6 +431,83 @@ impl Block<'_> {
             }
             if ow % 2 == 1 {
                 top[ow - 1] = tile(whole)[0];
+            }
+        }
+    }
+}
+
+impl Block<'_> {
+    /// Transforms the 6×6 patches of one input plane under this block's tiles into `vc`
+    /// (36 rows of this block's tiles); `lines` is scratch for six padded input lines and
+    /// their row combinations.
+    #[inline(always)]
+    fn input_transform4_body(
+        &self,
+        plane: &[f32],
+        vc: &mut [f32],
+        lines: &mut Vec<f32>,
+        padded: usize,
+    ) {
+        let win = &self.geom.window;
+        let (ih, iw) = (win.input[1], win.input[2]);
+        let (pt, pl) = (win.pad_begin[1] as isize, win.pad_begin[2]);
+        let cols = self.tiles.cols;
+        let n = self.rows.len() * cols;
+        lines.resize(12 * padded, 0.0);
+        let (d, e) = lines.split_at_mut(6 * padded);
+        let inside = pl.min(padded)..(pl + iw).min(padded);
+        for (r, ty) in self.rows.clone().enumerate() {
+            for (k, line) in d.chunks_exact_mut(padded).enumerate() {
+                let y = 4 * ty as isize - pt + k as isize;
+                if y < 0 || y >= ih as isize {
+                    line.fill(0.0);
+                    continue;
+                }
+                let src = &plane[y as usize * iw..(y as usize + 1) * iw];
+                line[..inside.start].fill(0.0);
+                line[inside.clone()].copy_from_slice(&src[..inside.len()]);
+                line[inside.end..].fill(0.0);
+            }
+            let mut rows = vc.chunks_exact_mut(n);
+            let mut v: [&mut [f32]; f4::POINTS] = std::array::from_fn(|_| {
+                let row = rows.next().unwrap_or_default();
+                &mut row[r * cols..]
+            });
+            f4::input_row(d, e, &mut v, cols);
+        }
+    }
+
+    /// Transforms one output channel's products `mc` (36 rows of this block's tiles) into its
+    /// output rows `dst` (`ow` wide), adding `bias`.
+    #[inline(always)]
+    fn output_transform4_body(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize) {
+        let cols = self.tiles.cols;
+        let n = self.rows.len() * cols;
+        let whole = ow / 4;
+        for (r, line) in dst.chunks_mut(4 * ow).enumerate() {
+            let m: [&[f32]; f4::POINTS] =
+                std::array::from_fn(|xi| &mc[xi * n + r * cols..][..cols]);
+            let height = line.len() / ow;
+            let vectors = if height == 4 { whole / f4::LANES } else { 0 };
+            for v in 0..vectors {
+                let t0 = v * f4::LANES;
+                let lanes: [&[f32; f4::LANES]; f4::POINTS] = std::array::from_fn(|xi| {
+                    m[xi][t0..t0 + f4::LANES]
+                        .try_into()
+                        .expect("LANES elements")
+                });
+                let y = f4::output_lanes(&lanes, bias);
+                for (row, yr) in line.chunks_exact_mut(ow).zip(&y) {
+                    row[4 * t0..4 * (t0 + f4::LANES)].copy_from_slice(yr);
+                }
+            }
+            for t in vectors * f4::LANES..cols {
+                let y = f4::output_tile(&m, t, bias);
+                for (row, yr) in line.chunks_exact_mut(ow).zip(&y) {
+                    let x0 = 4 * t;
+                    let take = 4.min(ow - x0);
+                    row[x0..x0 + take].copy_from_slice(&yr[..take]);
+                }
             }
         }
     }

@@ -30,7 +30,10 @@ pub(super) fn prepare(
     let epilogue = Epilogue::of(layer.activation)
         .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))?;
     let winograd = match (inputs[0].dtype, inputs.get(1).and_then(|w| w.value)) {
-        (DType::F32, Some(w)) => Winograd::prepare(layer, w),
+        (DType::F32, Some(w)) => {
+            let channels = w.shape().get(1).copied().unwrap_or(0);
+            Winograd::prepare(layer, w, large_image(layer, &inputs[0], channels))
+        }
         _ => None,
     };
     Ok(Box::new(ConvKernel {
@@ -39,6 +42,33 @@ pub(super) fn prepare(
         epilogue,
         winograd,
     }))
+}
+
+/// Outputs per side from which a 3×3 layer takes Winograd F(4×4, 3×3) instead of F(2×2):
+/// its transforms cost more per channel and its weights are four times the layer's, which
+/// pays on images of at least this size with [`WIDE_CHANNELS`] input channels, or on images
+/// twice as large (measured on vgg19 and resnet50 shapes).
+const LARGE_OUTPUT: i64 = 56;
+
+/// Input channels from which F(4×4, 3×3) pays on images of [`LARGE_OUTPUT`].
+const WIDE_CHANNELS: usize = 128;
+
+/// True when the 2-D input `x` has known spatial dims large enough for F(4×4, 3×3) with
+/// `channels` input channels under `layer`'s padding (stride 1, 3×3).
+fn large_image(layer: &Convolution, x: &InferInput<'_>, channels: usize) -> bool {
+    let [_, _, h, w] = x.shape else {
+        return false;
+    };
+    let least = if channels >= WIDE_CHANNELS {
+        LARGE_OUTPUT
+    } else {
+        2 * LARGE_OUTPUT
+    };
+    let pads = layer.pads_begin.iter().zip(&layer.pads_end);
+    [h, w]
+        .iter()
+        .zip(pads)
+        .all(|(d, (b, e))| d.as_const().is_some_and(|d| d + b + e - 2 >= least))
 }
 
 /// Sizes of one convolution call.

@@ -43,6 +43,7 @@ mod top_k;
 mod transpose;
 mod trilu;
 mod unary;
+mod winograd_f4;
 
 use torchtrt_core::{InferInput, Kernel, LayerKind};
 

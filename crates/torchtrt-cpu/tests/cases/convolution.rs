@@ -225,3 +225,40 @@ proptest! {
         check(&got[0], &want, tol)?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3))]
+
+    /// Images of at least 56×56 outputs with 128 channels take Winograd F(4×4, 3×3): partial
+    /// last tiles, asymmetric padding, a fused activation, one and several threads.
+    #[test]
+    fn winograd_large(c in 128usize..136, m in 16usize..20, h in 58usize..64, w in 58usize..64,
+                      pads in proptest::array::uniform4(0usize..3), relu: bool, seed: u64) {
+        use torchtrt_core::layers::ActivationKind;
+        let mut rng = Rng::new(seed);
+        let case = Case {
+            x: vec![1, c, h, w],
+            w: vec![m, c, 3, 3],
+            strides: vec![1; 2],
+            dilations: vec![1; 2],
+            pads_begin: pads[..2].to_vec(),
+            pads_end: pads[2..].to_vec(),
+            groups: 1,
+            bias: true,
+        };
+        let dtype = torchtrt_core::plugin_api::DType::F32;
+        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+        let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+        let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
+        let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
+        let mut fused = layer(&case);
+        if relu {
+            fused.activation = Some(ActivationKind::Relu);
+            want.data.iter_mut().for_each(|v| *v = v.max(0.0));
+        }
+        let tol = Tol::of(dtype).scale(((c * 9) as f64).sqrt() * 8.0);
+        check(&run(fused.clone(), &[&x, &wt, &b])?, &want, tol)?;
+        let got = run_on(pooled(), fused, &[&x, &wt, &b]).map_err(TestCaseError::fail)?;
+        check(&got[0], &want, tol)?;
+    }
+}
