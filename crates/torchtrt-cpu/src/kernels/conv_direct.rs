@@ -87,7 +87,8 @@ fn plane_conv<C: Real>(win: &Window, src: &[C], weights: &[C], bias: C, dst: &mu
     }
 }
 
-/// A task's scratch for [`padded_plane`]: the zero-padded input plane and the stride-1
+/// A task's scratch for [`padded_plane`]: the zero-padded input plane (its padding is
+/// written once per task: every plane of a layer has the same geometry) and the stride-1
 /// accumulator rows.
 type Scratch<C> = (Vec<C>, Vec<C>);
 
@@ -160,15 +161,13 @@ fn padded_body<C: Real, const SW: usize>(
     let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
     let width = (ow * sw + (kw - 1) * dw).max(pl + iw);
     let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
-    padded.truncate(height * width);
-    padded.resize(height * width, C::ZERO);
-    padded[..pt * width].fill(C::ZERO);
-    for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
-        line[..pl].fill(C::ZERO);
-        line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
-        line[pl + iw..].fill(C::ZERO);
+    if padded.len() != height * width {
+        padded.clear();
+        padded.resize(height * width, C::ZERO);
     }
-    padded[(pt + ih) * width..].fill(C::ZERO);
+    for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
+        line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
+    }
     let padded = &padded[..];
     if SW == 1 {
         let n = (oh - 1) * width + ow;
@@ -201,9 +200,18 @@ fn multiply_add<C: Real, I: Iterator<Item = C>>(
     weights: &[C],
     source: impl Fn(usize) -> I,
 ) {
-    acc.fill(bias);
     let n = weights.len();
     let mut t = 0;
+    if n >= 3 {
+        let (w0, w1, w2) = (weights[0], weights[1], weights[2]);
+        let sources = source(0).zip(source(1)).zip(source(2));
+        for (a, ((x, y), z)) in acc.iter_mut().zip(sources) {
+            *a = bias + w0 * x + w1 * y + w2 * z;
+        }
+        t = 3;
+    } else {
+        acc.fill(bias);
+    }
     while t + 3 <= n {
         let (w0, w1, w2) = (weights[t], weights[t + 1], weights[t + 2]);
         let sources = source(t).zip(source(t + 1)).zip(source(t + 2));

@@ -197,7 +197,13 @@ impl Pool {
                     }
                 }
             };
-        let init = || (Vec::new(), Vec::new(), (Vec::new(), Vec::new(), Vec::new()));
+        let init = || {
+            (
+                Vec::new(),
+                Vec::new(),
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+            )
+        };
         if size_of::<T>() == size_of::<T::C>() && !planar {
             let work = o2 * w.kernel_len();
             for_each_row(out, o2, work, init, |(in_buf, out_buf, scratch), l, dst| {
@@ -320,7 +326,7 @@ impl Pool {
         src: &[C],
         l: usize,
         dst: &mut [C],
-        (row, _, rows): &mut Scratch<C>,
+        (row, _, rows, _): &mut Scratch<C>,
     ) {
         let w = &self.window;
         let [_, i1, i2] = w.input;
@@ -358,7 +364,8 @@ impl Pool {
     }
 
     /// A whole 1-D or 2-D plane for reductions that combine with `step` (max, sum): the
-    /// input is copied into a padded plane (padding holds the reduction's start), its rows
+    /// input is copied into a padded plane (padding holds the reduction's start and is
+    /// written once per task: every plane of a layer has the same geometry), its rows
     /// are reduced into the window rows of every output row, then the window columns into
     /// the outputs. With stride 1 each step is one pass over the whole plane, so small planes
     /// (7×7, 14×14) cost little more than their elements.
@@ -369,7 +376,7 @@ impl Pool {
         geo: &LineGeometry<'_, C>,
         src: &[C],
         dst: &mut [C],
-        (padded, rows, _): &mut Scratch<C>,
+        (padded, rows, _, taps): &mut Scratch<C>,
     ) {
         let w = &self.window;
         let [_, ih, iw] = w.input;
@@ -382,17 +389,13 @@ impl Pool {
         let width = (ow * sw + (kw - 1) * dw).max(pl + iw);
         let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
         let start = op.start();
-        padded.truncate(height * width);
-        padded.resize(height * width, start);
+        if padded.len() != height * width {
+            padded.clear();
+            padded.resize(height * width, start);
+        }
         for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
-            line[..pl].fill(start);
             line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
-            line[pl + iw..].fill(start);
         }
-        for line in padded[..pt * width].chunks_exact_mut(width) {
-            line.fill(start);
-        }
-        padded[(pt + ih) * width..].fill(start);
         rows.truncate(oh * width);
         rows.resize(oh * width, start);
         if sh == 1 {
@@ -411,11 +414,12 @@ impl Pool {
         }
         if sw == 1 {
             let n = (oh - 1) * width + ow;
-            let taps = &mut padded[..n];
+            taps.truncate(n);
+            taps.resize(n, start);
             let rows = &rows[..];
             reduce_sources(op, taps, kw, |k| rows[k * dw..][..n].iter().copied());
             for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
-                out.copy_from_slice(&padded[r * width..r * width + ow]);
+                out.copy_from_slice(&taps[r * width..r * width + ow]);
             }
         } else {
             for (acc, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(ow)) {
@@ -477,9 +481,10 @@ fn reduce_sources<C: Real, R: Reduction<C>, I: Iterator<Item = C>>(
     }
 }
 
-/// A pooling task's scratch for [`vectorised`]: a padded input line or plane, the offsets of
-/// the input rows a window reads or the reduced rows of a plane, and the latter's offsets.
-type Scratch<C> = (Vec<C>, Vec<C>, Vec<usize>);
+/// A pooling task's scratch for [`vectorised`]: a padded input line or plane, a plane's
+/// reduced window rows, the offsets of the input rows a line's windows read, and a plane's
+/// reduced window columns (stride 1).
+type Scratch<C> = (Vec<C>, Vec<C>, Vec<usize>, Vec<C>);
 
 /// [`Pool::rows_then_taps_body`] or [`Pool::plane_body`] with the innermost stride
 /// specialised (1, 2, or read at run time) and compiled for the widest vector instructions
