@@ -27,6 +27,10 @@ pub(crate) fn im2col<T: Copy>(
         return;
     }
     let spans: Vec<_> = (0..k2).map(|t| window.inner_span(t)).collect();
+    let s = window.stride[2];
+    if s > 1 && window.input[0] == 1 && window.kernel[0] == 1 && window.output[0] == 1 {
+        return phased(x, channels, window, zero, cols, col, &spans);
+    }
     let mut rows = col.chunks_exact_mut(width);
     for c in 0..channels {
         let src = &x[c * plane..(c + 1) * plane];
@@ -54,6 +58,87 @@ pub(crate) fn im2col<T: Copy>(
             }
         }
     }
+}
+
+/// [`im2col`] of 1-D and 2-D windows with an innermost stride `s` above 1: each input line
+/// the column tile reads is split once into its `s` phases (elements `p, p + s, …`), so every
+/// tap's segment is a contiguous copy instead of a strided gather.
+fn phased<T: Copy>(
+    x: &[T],
+    channels: usize,
+    window: &Window,
+    zero: T,
+    cols: Range<usize>,
+    col: &mut [T],
+    spans: &[(Range<usize>, usize)],
+) {
+    let [_, k1, _] = window.kernel;
+    let [_, _, o2] = window.output;
+    let [_, i1, i2] = window.input;
+    let s = window.stride[2];
+    let (plane, width, pw) = (window.input_len(), cols.len(), i2.div_ceil(s));
+    let (first_line, last_line) = (cols.start / o2, (cols.end - 1) / o2);
+    let reach = |line: usize, t: usize| window.coord(1, line, t).clamp(0, i1 as isize) as usize;
+    let (y0, y1) = (
+        reach(first_line, 0),
+        reach(last_line, k1 - 1).max(reach(first_line, 0)),
+    );
+    let y1 = (y1 + 1).min(i1);
+    let mut split = vec![zero; (y1 - y0) * s * pw];
+    let mut rows = col.chunks_exact_mut(width);
+    for c in 0..channels {
+        let src = &x[c * plane..(c + 1) * plane];
+        for (y, phases) in (y0..y1).zip(split.chunks_exact_mut(s * pw)) {
+            for (i, &v) in src[y * i2..(y + 1) * i2].iter().enumerate() {
+                phases[(i % s) * pw + i / s] = v;
+            }
+        }
+        for t1 in 0..k1 {
+            for span in spans {
+                let Some(row) = rows.next() else { return };
+                let mut j = cols.start;
+                while j < cols.end {
+                    let (line, xo) = (j / o2, j % o2);
+                    let len = (o2 - xo).min(cols.end - j);
+                    let dst = &mut row[j - cols.start..j - cols.start + len];
+                    match window.tap(1, line, t1) {
+                        Some(q) if (y0..y1).contains(&q) => {
+                            let phases = &split[(q - y0) * s * pw..(q - y0 + 1) * s * pw];
+                            fill_phased(dst, phases, pw, span, xo, s, zero);
+                        }
+                        _ => dst.fill(zero),
+                    }
+                    j += len;
+                }
+            }
+        }
+    }
+}
+
+/// [`fill_segment`] from one input line split into `s` phases of `pw` elements.
+fn fill_phased<T: Copy>(
+    dst: &mut [T],
+    phases: &[T],
+    pw: usize,
+    span: &(Range<usize>, usize),
+    xo: usize,
+    s: usize,
+    zero: T,
+) {
+    let (inside, first) = (&span.0, span.1);
+    let end = xo + dst.len();
+    let lo = inside.start.clamp(xo, end);
+    let hi = inside.end.clamp(lo, end);
+    let (head, rest) = dst.split_at_mut(lo - xo);
+    let (body, tail) = rest.split_at_mut(hi - lo);
+    head.fill(zero);
+    tail.fill(zero);
+    if body.is_empty() {
+        return;
+    }
+    let from = first + (lo - inside.start) * s;
+    let start = (from % s) * pw + from / s;
+    body.copy_from_slice(&phases[start..start + body.len()]);
 }
 
 /// Fills outputs `xo..xo + dst.len()` of one output line from one input line `src`; `span`
