@@ -50,7 +50,7 @@ impl Kernel for PoolKernel {
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &shape)?;
         let pool = Pool {
-            window,
+            window: merge_pointwise_inner(window),
             kind: l.kind,
             count_include_pad: l.count_include_pad,
         };
@@ -58,6 +58,27 @@ impl Kernel for PoolKernel {
             pool.run::<T>(elems(x)?, elems_mut(out)?);
             Ok(())
         })
+    }
+}
+
+/// When the window covers one element of the inner two dims (kernel 1, stride 1, no
+/// padding there; LRN's channel window `[size, 1, 1]`), those dims pooled as one long line:
+/// each output line then spans a whole plane instead of one row.
+fn merge_pointwise_inner(w: Window) -> Window {
+    let flat = (1..3)
+        .all(|d| w.kernel[d] == 1 && w.stride[d] == 1 && w.pad_begin[d] == 0 && w.pad_end[d] == 0);
+    if !flat || w.input[1] == 1 {
+        return w;
+    }
+    let inner = w.input[1] * w.input[2];
+    Window {
+        input: [w.input[0], 1, inner],
+        output: [w.output[0], 1, inner],
+        kernel: [w.kernel[0], 1, 1],
+        stride: [w.stride[0], 1, 1],
+        dilation: [w.dilation[0], 1, 1],
+        pad_begin: [w.pad_begin[0], 0, 0],
+        pad_end: [w.pad_end[0], 0, 0],
     }
 }
 
