@@ -438,8 +438,8 @@ impl Block<'_> {
 
 impl Block<'_> {
     /// Transforms the 6×6 patches of one input plane under this block's tiles into `vc`
-    /// (36 rows of this block's tiles); `lines` is scratch for six padded input lines and
-    /// their row combinations.
+    /// (36 rows of this block's tiles); `lines` is scratch for six padded input lines (split
+    /// into phases, see [`f4::input_row`]) and their row combinations.
     #[inline(always)]
     fn input_transform4_body(
         &self,
@@ -455,18 +455,19 @@ impl Block<'_> {
         let n = self.rows.len() * cols;
         lines.resize(12 * padded, 0.0);
         let (d, e) = lines.split_at_mut(6 * padded);
-        let inside = pl.min(padded)..(pl + iw).min(padded);
+        let (q, width) = (cols + 1, iw.min(padded.saturating_sub(pl)));
         for (r, ty) in self.rows.clone().enumerate() {
             for (k, line) in d.chunks_exact_mut(padded).enumerate() {
+                line.fill(0.0);
                 let y = 4 * ty as isize - pt + k as isize;
                 if y < 0 || y >= ih as isize {
-                    line.fill(0.0);
                     continue;
                 }
-                let src = &plane[y as usize * iw..(y as usize + 1) * iw];
-                line[..inside.start].fill(0.0);
-                line[inside.clone()].copy_from_slice(&src[..inside.len()]);
-                line[inside.end..].fill(0.0);
+                let src = &plane[y as usize * iw..y as usize * iw + width];
+                for (i, &v) in src.iter().enumerate() {
+                    let x = pl + i;
+                    line[(x % 4) * q + x / 4] = v;
+                }
             }
             let mut rows = vc.chunks_exact_mut(n);
             let mut v: [&mut [f32]; f4::POINTS] = std::array::from_fn(|_| {

@@ -52,9 +52,10 @@ fn output_points(m: [f32; 6]) -> [f32; 4] {
     [m0 + a + c, b + 2.0 * d, a + 4.0 * c, b + 8.0 * d + m5]
 }
 
-/// Transforms the 6×6 patches of one tile row: `lines` holds the six input lines under it
-/// (zero-padded, `4 · cols + 4` wide), `e` is scratch of the same size, and `v[ξ]` receives
-/// the row's `cols` tiles of point `ξ`.
+/// Transforms the 6×6 patches of one tile row: `lines` holds the six input lines under it,
+/// zero-padded to `4 · cols + 4` and split into 4 phases of `cols + 1` (phase `p` holds
+/// columns `p, p + 4, …`), `e` is scratch of the same size, and `v[ξ]` receives the row's
+/// `cols` tiles of point `ξ`.
 #[inline(always)]
 pub(super) fn input_row(lines: &[f32], e: &mut [f32], v: &mut [&mut [f32]; POINTS], cols: usize) {
     let padded = 4 * cols + 4;
@@ -69,17 +70,24 @@ pub(super) fn input_row(lines: &[f32], e: &mut [f32], v: &mut [&mut [f32]; POINT
             }
         }
     }
+    let q = cols + 1;
     for (i, ei) in e.chunks_exact(padded).enumerate() {
-        let (quads, _) = ei.as_chunks::<4>();
-        let (lo, hi) = (&quads[..cols], &quads[1..=cols]);
+        let (e0, e1, e2, e3) = (&ei[..q], &ei[q..2 * q], &ei[2 * q..3 * q], &ei[3 * q..]);
         let Some([v0, v1, v2, v3, v4, v5]) = v[6 * i..6 * i + 6].first_chunk_mut::<6>() else {
             return;
         };
         let (v0, v1, v2) = (&mut v0[..cols], &mut v1[..cols], &mut v2[..cols]);
         let (v3, v4, v5) = (&mut v3[..cols], &mut v4[..cols], &mut v5[..cols]);
+        let (e0, e1, e2, e3, f0, f1) = (
+            &e0[..cols],
+            &e1[..cols],
+            &e2[..cols],
+            &e3[..cols],
+            &e0[1..=cols],
+            &e1[1..=cols],
+        );
         for tx in 0..cols {
-            let ([a0, a1, a2, a3], [a4, a5, _, _]) = (lo[tx], hi[tx]);
-            let p = input_points([a0, a1, a2, a3, a4, a5]);
+            let p = input_points([e0[tx], e1[tx], e2[tx], e3[tx], f0[tx], f1[tx]]);
             v0[tx] = p[0];
             v1[tx] = p[1];
             v2[tx] = p[2];
