@@ -118,6 +118,9 @@ fn padded_plane<C: Real>(
             ) {
                 match (win.stride[1], win.stride[2]) {
                     (1, 1) => padded_body::<C, 1>(win, src, weights, bias, dst, scratch),
+                    (_, 2) if win.dilation[2] == 1 => {
+                        deinterleaved_body(win, src, weights, bias, dst, scratch)
+                    }
                     (_, 2) => padded_body::<C, 2>(win, src, weights, bias, dst, scratch),
                     _ => padded_body::<C, 0>(win, src, weights, bias, dst, scratch),
                 }
@@ -188,6 +191,66 @@ fn padded_body<C: Real, const SW: usize>(
                 padded[at..at + ow * sw].chunks_exact(sw).map(|c| c[0])
             });
         }
+    }
+}
+
+/// [`padded_plane`]'s body for an innermost stride of 2 without dilation: each padded row
+/// is stored as its even columns followed by its odd columns, so every tap of an output
+/// line reads consecutive elements (tap `kx` of output `j` is column `2j + kx`: even half
+/// at `j + kx/2` for even `kx`, odd half at `j + kx/2` for odd `kx`).
+#[inline(always)]
+fn deinterleaved_body<C: Real>(
+    win: &Window,
+    src: &[C],
+    weights: &[C],
+    bias: C,
+    dst: &mut [C],
+    (padded, _): &mut Scratch<C>,
+) {
+    let [_, ih, iw] = win.input;
+    let [_, kh, kw] = win.kernel;
+    let [_, oh, ow] = win.output;
+    let (sh, dh) = (win.stride[1], win.dilation[1]);
+    let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
+    let half = (2 * ow + kw - 1).max(pl + iw).div_ceil(2);
+    let row_len = 2 * half;
+    let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
+    if padded.len() != height * row_len {
+        padded.clear();
+        padded.resize(height * row_len, C::ZERO);
+    }
+    for (y, line) in padded
+        .chunks_exact_mut(row_len)
+        .enumerate()
+        .skip(pt)
+        .take(ih)
+    {
+        let row = &src[(y - pt) * iw..(y - pt + 1) * iw];
+        let (even, odd) = line.split_at_mut(half);
+        let (first, second) = if pl % 2 == 0 {
+            (&mut even[pl / 2..], &mut odd[pl / 2..])
+        } else {
+            (&mut odd[pl / 2..], &mut even[pl / 2 + 1..])
+        };
+        for ((a, b), pair) in first
+            .iter_mut()
+            .zip(second.iter_mut())
+            .zip(row.chunks_exact(2))
+        {
+            *a = pair[0];
+            *b = pair[1];
+        }
+        if iw % 2 == 1 {
+            first[iw / 2] = row[iw - 1];
+        }
+    }
+    let padded = &padded[..];
+    for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
+        multiply_add(out, bias, weights, |t| {
+            let (ky, kx) = (t / kw, t % kw);
+            let at = (r * sh + ky * dh) * row_len + (kx % 2) * half + kx / 2;
+            padded[at..at + ow].iter().copied()
+        });
     }
 }
 
