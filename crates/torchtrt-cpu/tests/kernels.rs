@@ -2,4 +2,5 @@
 
 mod cases;
 mod reference;
+#[allow(dead_code)]
 mod support;
