@@ -225,24 +225,7 @@ fn deinterleaved_body<C: Real>(
         .skip(pt)
         .take(ih)
     {
-        let row = &src[(y - pt) * iw..(y - pt + 1) * iw];
-        let (even, odd) = line.split_at_mut(half);
-        let (first, second) = if pl % 2 == 0 {
-            (&mut even[pl / 2..], &mut odd[pl / 2..])
-        } else {
-            (&mut odd[pl / 2..], &mut even[pl / 2 + 1..])
-        };
-        for ((a, b), pair) in first
-            .iter_mut()
-            .zip(second.iter_mut())
-            .zip(row.chunks_exact(2))
-        {
-            *a = pair[0];
-            *b = pair[1];
-        }
-        if iw % 2 == 1 {
-            first[iw / 2] = row[iw - 1];
-        }
+        deinterleave_row(line, half, pl, &src[(y - pt) * iw..(y - pt + 1) * iw]);
     }
     let padded = &padded[..];
     for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
@@ -251,6 +234,29 @@ fn deinterleaved_body<C: Real>(
             let at = (r * sh + ky * dh) * row_len + (kx % 2) * half + kx / 2;
             padded[at..at + ow].iter().copied()
         });
+    }
+}
+
+/// Writes `row` into columns `pl..` of a padded row stored as its `half` even columns
+/// followed by its odd columns.
+#[inline(always)]
+pub(super) fn deinterleave_row<C: Copy>(line: &mut [C], half: usize, pl: usize, row: &[C]) {
+    let (even, odd) = line.split_at_mut(half);
+    let (first, second) = if pl.is_multiple_of(2) {
+        (&mut even[pl / 2..], &mut odd[pl / 2..])
+    } else {
+        (&mut odd[pl / 2..], &mut even[pl / 2 + 1..])
+    };
+    for ((a, b), pair) in first
+        .iter_mut()
+        .zip(second.iter_mut())
+        .zip(row.chunks_exact(2))
+    {
+        *a = pair[0];
+        *b = pair[1];
+    }
+    if row.len() % 2 == 1 {
+        first[row.len() / 2] = row[row.len() - 1];
     }
 }
 

@@ -4,6 +4,7 @@ use torchtrt_core::layers::{PoolKind, Pooling};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
+use super::conv_direct::deinterleave_row;
 use crate::dispatch::with_float;
 use crate::linalg::{Window, WindowParams};
 use crate::parallel::for_each_row;
@@ -389,7 +390,9 @@ impl Pool {
     /// written once per task: every plane of a layer has the same geometry), its rows
     /// are reduced into the window rows of every output row, then the window columns into
     /// the outputs. With stride 1 each step is one pass over the whole plane, so small planes
-    /// (7×7, 14×14) cost little more than their elements.
+    /// (7×7, 14×14) cost little more than their elements; with a column stride of 2 (no
+    /// dilation) the padded rows hold their even columns then their odd ones, so every tap
+    /// reads consecutive elements.
     #[inline(always)]
     fn plane_body<C: Real, R: Reduction<C>, const SW: usize>(
         &self,
@@ -410,12 +413,20 @@ impl Pool {
         let width = (ow * sw + (kw - 1) * dw).max(pl + iw);
         let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
         let start = op.start();
+        let split = sw == 2 && dw == 1;
+        let half = width.div_ceil(2);
+        let width = if split { 2 * half } else { width };
         if padded.len() != height * width {
             padded.clear();
             padded.resize(height * width, start);
         }
         for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
-            line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
+            let row = &src[(y - pt) * iw..(y - pt + 1) * iw];
+            if split {
+                deinterleave_row(line, half, pl, row);
+            } else {
+                line[pl..pl + iw].copy_from_slice(row);
+            }
         }
         rows.truncate(oh * width);
         rows.resize(oh * width, start);
@@ -441,6 +452,12 @@ impl Pool {
             reduce_sources(op, taps, kw, |k| rows[k * dw..][..n].iter().copied());
             for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
                 out.copy_from_slice(&taps[r * width..r * width + ow]);
+            }
+        } else if split {
+            for (acc, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(ow)) {
+                reduce_sources(op, out, kw, |k| {
+                    acc[(k % 2) * half + k / 2..][..ow].iter().copied()
+                });
             }
         } else {
             for (acc, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(ow)) {
