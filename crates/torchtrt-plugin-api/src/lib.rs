@@ -14,6 +14,7 @@
 
 pub mod abi;
 mod converter;
+pub mod cuda_c;
 mod custom_op;
 mod dims;
 mod dtype;

@@ -10,7 +10,7 @@ use torchtrt_plugin_api::DType;
 
 use super::ProgramSource;
 use super::access::{ACCESS, MAX_RANK};
-use super::prelude::PRELUDE;
+use super::prelude::with_prelude;
 use crate::launch::KernelArgs;
 
 /// `(m, s)` such that `n / d == (umulhi(n, m) + n) >> s` for every `n < 2³¹` (`d ≥ 1`).
@@ -218,7 +218,7 @@ pub(crate) fn blocks(items: usize) -> u32 {
     items.div_ceil(THREADS as usize).clamp(1, 1 << 16) as u32
 }
 
-/// The program `name` with source `PRELUDE + ACCESS + body()`, generated once per process
+/// The program `name` with source `ELEMENTS + PRELUDE + ACCESS + body()`, generated once per process
 /// (programs of one operation or dtype pair, compiled only when a layer uses them).
 pub(crate) fn generated(
     name: String,
@@ -232,7 +232,8 @@ pub(crate) fn generated(
     if let Some(p) = map.get(&name) {
         return Ok(*p);
     }
-    let source: &'static str = Box::leak(format!("{PRELUDE}{ACCESS}{}", body()).into_boxed_str());
+    let source: &'static str =
+        Box::leak(with_prelude(&format!("{ACCESS}{}", body())).into_boxed_str());
     let key: &'static str = Box::leak(name.clone().into_boxed_str());
     let program = ProgramSource { name: key, source };
     map.insert(name, program);

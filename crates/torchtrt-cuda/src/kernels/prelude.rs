@@ -5,50 +5,12 @@
 use std::sync::LazyLock;
 
 use torchtrt_plugin_api::DType;
+use torchtrt_plugin_api::cuda_c::ELEMENTS;
 
 use super::ProgramSource;
 
-/// Prepended to every core program by [`Program`].
+/// Prepended (after plugin-api's `ELEMENTS`) to every core program by [`Program`].
 pub(crate) const PRELUDE: &str = r#"
-typedef unsigned short u16;
-typedef long long i64;
-
-struct F32 { typedef float T; };
-struct F16 { typedef u16 T; };
-struct BF16 { typedef u16 T; };
-
-__device__ __forceinline__ float h2f(u16 h) {
-    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-__device__ __forceinline__ u16 f2h(float f) {
-    u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
-__device__ __forceinline__ float b2f(u16 b) { return __uint_as_float(((unsigned)b) << 16); }
-__device__ __forceinline__ u16 f2b(float f) {
-#if __CUDA_ARCH__ >= 800
-    u16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-#else
-    unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (u16)(u >> 16);
-#endif
-}
-
-template <typename D> struct Elem;
-template <> struct Elem<F32> {
-    static __device__ __forceinline__ float load(const float* p, i64 i) { return p[i]; }
-    static __device__ __forceinline__ void store(float* p, i64 i, float v) { p[i] = v; }
-};
-template <> struct Elem<F16> {
-    static __device__ __forceinline__ float load(const u16* p, i64 i) { return h2f(p[i]); }
-    static __device__ __forceinline__ void store(u16* p, i64 i, float v) { p[i] = f2h(v); }
-};
-template <> struct Elem<BF16> {
-    static __device__ __forceinline__ float load(const u16* p, i64 i) { return b2f(p[i]); }
-    static __device__ __forceinline__ void store(u16* p, i64 i, float v) { p[i] = f2b(v); }
-};
-
 #define LOAD(D, p, i) Elem<D>::load((const typename D::T*)(p), (i))
 #define STORE(D, p, i, v) Elem<D>::store((typename D::T*)(p), (i), (v))
 
@@ -104,7 +66,7 @@ pub(crate) struct Program {
 }
 
 impl Program {
-    /// A program named `name` whose source is `PRELUDE` + `body()`.
+    /// A program named `name` whose source is `body()` (built with [`with_prelude`]).
     pub(crate) const fn new(name: &'static str, body: fn() -> String) -> Program {
         Program {
             name,
@@ -121,9 +83,9 @@ impl Program {
     }
 }
 
-/// `PRELUDE` followed by `body`.
+/// `ELEMENTS` and `PRELUDE` followed by `body`.
 pub(crate) fn with_prelude(body: &str) -> String {
-    format!("{PRELUDE}{body}")
+    format!("{ELEMENTS}{PRELUDE}{body}")
 }
 
 /// The entry-point suffix of a float dtype the core kernels support (`f32`, `f16`,

@@ -10,6 +10,7 @@ use cudarc::nvrtc::{result as rtc, sys as rtcsys};
 use torchtrt_plugin_api::{CudaLaunch, PluginError, PluginResult};
 
 use super::COMMON;
+use torchtrt_plugin_api::cuda_c::ELEMENTS;
 
 /// One plugin's CUDA C program: a name (unique among the built-in plugins) and its source,
 /// compiled after [`COMMON`].
@@ -196,7 +197,7 @@ fn compile(program: &Program, arch: (u32, u32)) -> PluginResult<Vec<u8>> {
             program.name, arch.0, arch.1
         ))
     };
-    let src = CString::new(format!("{COMMON}\n{}", program.source))
+    let src = CString::new(format!("{ELEMENTS}{COMMON}\n{}", program.source))
         .map_err(|_| fail("NUL in source".into()))?;
     let name = CString::new(program.name).map_err(|_| fail("NUL in name".into()))?;
     let prog = rtc::create_program(&src, Some(&name)).map_err(|e| fail(format!("{e:?}")))?;
