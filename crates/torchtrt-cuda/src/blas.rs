@@ -138,51 +138,8 @@ impl Blas {
     /// `a`, `b` and `c` must be device pointers of this device holding `m·k`, `k·n` and
     /// `m·n` elements of `g.ty`, valid until the stream has run the product.
     pub unsafe fn gemm(&self, stream: &Stream, g: &Gemm, a: u64, b: u64, c: u64) -> CudaResult<()> {
-        let dim = |v: usize| {
-            i32::try_from(v)
-                .map_err(|_| CudaError::Invalid(format!("GEMM dimension {v} exceeds i32")))
-        };
-        let (m, n, k) = (dim(g.m)?, dim(g.n)?, dim(g.k)?);
-        if m == 0 || n == 0 {
-            return Ok(());
-        }
-        self.device.bind()?;
-        let op = |t: bool| match t {
-            true => sys::cublasOperation_t::CUBLAS_OP_T,
-            false => sys::cublasOperation_t::CUBLAS_OP_N,
-        };
-        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: swap the operands.
-        let lda = if g.trans_a { m } else { k };
-        let ldb = if g.trans_b { k } else { n };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        // SAFETY: per the function's contract; alpha and beta live through the call.
-        unsafe {
-            result::set_stream(self.handle, stream.raw().cast())
-                .map_err(blas_error("cublasSetStream"))?;
-            self.apply_workspace()?;
-            result::gemm_ex(
-                self.handle,
-                op(g.trans_b),
-                op(g.trans_a),
-                n,
-                m,
-                k,
-                (&alpha as *const f32).cast::<c_void>(),
-                b as *const c_void,
-                g.ty.data(),
-                ldb,
-                a as *const c_void,
-                g.ty.data(),
-                lda,
-                (&beta as *const f32).cast::<c_void>(),
-                c as *mut c_void,
-                g.ty.data(),
-                n,
-                g.ty.compute(),
-                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT_TENSOR_OP,
-            )
-        }
-        .map_err(blas_error("cublasGemmEx"))
+        // SAFETY: one product of the operands this function's contract describes.
+        unsafe { self.gemm_strided_batched(stream, g, 1, BatchStrides::default(), [a, b, c]) }
     }
 }
 
@@ -231,6 +188,7 @@ impl Blas {
             true => sys::cublasOperation_t::CUBLAS_OP_T,
             false => sys::cublasOperation_t::CUBLAS_OP_N,
         };
+        // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: swap the operands.
         let lda = if g.trans_a { m } else { k };
         let ldb = if g.trans_b { k } else { n };
         let (alpha, beta) = (1.0f32, 0.0f32);
