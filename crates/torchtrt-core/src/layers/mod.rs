@@ -196,6 +196,18 @@ macro_rules! layer_kinds {
                     $(LayerKind::$variant(l) => l,)*
                 }
             }
+
+            /// Whether the output is the first input's data under another shape (Reshape,
+            /// Flatten, Squeeze, Unsqueeze), so a runtime may alias it.
+            pub fn is_view(&self) -> bool {
+                matches!(
+                    self,
+                    LayerKind::Reshape(_)
+                        | LayerKind::Flatten(_)
+                        | LayerKind::Squeeze(_)
+                        | LayerKind::Unsqueeze(_)
+                )
+            }
         }
 
         $(impl From<$ty> for LayerKind {

@@ -4,12 +4,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use torchtrt_plugin_api::{DType, ShapeDisplay, const_shape, shape_values};
+use torchtrt_plugin_api::{DType, ShapeDisplay};
 
 use super::pool::BufferPool;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::layers::{InferInput, LayerKind};
+use crate::layers::LayerKind;
 use crate::network::Dim;
 use crate::tensor::{Tensor, shape_i64};
 
@@ -172,7 +172,7 @@ impl ExecutionContext {
                     .collect::<Result<_>>()?;
                 let started = self.profile.is_some().then(Instant::now);
                 let dims = self.output_dims(layer, &ins)?;
-                let steal = is_view(&layer.kind)
+                let steal = layer.kind.is_view()
                     && plan.memory.release_after[li].contains(&layer.inputs[0])
                     && matches!(slots[layer.inputs[0].index()], Slot::Owned(_))
                     && dims.len() == 1
@@ -272,59 +272,12 @@ impl ExecutionContext {
         layer: &crate::network::Layer,
         ins: &[&Tensor],
     ) -> Result<Vec<(DType, Vec<usize>)>> {
-        let shapes: Vec<_> = ins
+        let inputs: Vec<(DType, &[usize], Option<&Tensor>)> = ins
             .iter()
-            .map(|t| const_shape(&shape_i64(t.shape())))
+            .map(|t| (t.dtype(), t.shape(), Some(*t)))
             .collect();
-        let infer: Vec<InferInput<'_>> = ins
-            .iter()
-            .zip(&shapes)
-            .map(|(t, s)| InferInput {
-                dtype: t.dtype(),
-                shape: s,
-                value: Some(t),
-            })
-            .collect();
-        let op = layer.kind.op();
-        let types = op.infer(&infer).map_err(|message| Error::Layer {
-            layer: layer.name.clone(),
-            kind: op.kind(),
-            message,
-        })?;
-        types
-            .iter()
-            .map(|ty| {
-                let dims = shape_values(&ty.shape)
-                    .filter(|d| d.iter().all(|&x| x >= 0))
-                    .ok_or_else(|| Error::Execution {
-                        layer: layer.name.clone(),
-                        message: format!(
-                            "output shape {} is not concrete",
-                            torchtrt_plugin_api::format_shape(&ty.shape)
-                        ),
-                    })?;
-                let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-                dims.iter()
-                    .try_fold(ty.dtype.size(), |a, &d| a.checked_mul(d))
-                    .ok_or_else(|| Error::Execution {
-                        layer: layer.name.clone(),
-                        message: "output size overflows".into(),
-                    })?;
-                Ok((ty.dtype, dims))
-            })
-            .collect()
+        super::concrete_dims(layer, &inputs)
     }
-}
-
-/// Layers whose output is their first input's data under another shape.
-fn is_view(kind: &LayerKind) -> bool {
-    matches!(
-        kind,
-        LayerKind::Reshape(_)
-            | LayerKind::Flatten(_)
-            | LayerKind::Squeeze(_)
-            | LayerKind::Unsqueeze(_)
-    )
 }
 
 /// For each layer of `plan`, whether it is foldable and every input comes from a constant

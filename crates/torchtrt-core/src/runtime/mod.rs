@@ -1,11 +1,13 @@
 //! The runtime: deserializes engines and executes them.
 
 mod context;
+mod dims;
 mod plugin_kernel;
 mod pool;
 
 pub(crate) use context::check_input_shapes;
 pub use context::{ExecutionContext, LayerTiming};
+pub use dims::concrete_dims;
 pub(crate) use plugin_kernel::PluginKernel;
 
 use std::path::Path;

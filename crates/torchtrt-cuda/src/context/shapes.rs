@@ -9,9 +9,10 @@ use torchtrt_core::plugin_api::{DType, const_shape};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{Error, Result, Tensor};
 
-use super::walk::{concrete_dims, small};
+use super::walk::small;
 use super::{CudaExecutionContext, Placement};
 use crate::layer_kernel::DeviceLayerKernel;
+use torchtrt_core::runtime::concrete_dims;
 
 type Known = (DType, Vec<usize>, Option<Arc<Tensor>>);
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
-use torchtrt_core::plugin_api::{DType, DeviceTensor, const_shape, format_shape, shape_values};
+use torchtrt_core::plugin_api::{DType, DeviceTensor, const_shape};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{Engine, Error, Kernel, Result, Tensor};
 
@@ -174,7 +174,7 @@ impl CudaExecutionContext {
                 .as_ref()
                 .unwrap_or_else(|| unreachable!("checked above"))
         }
-        if is_view(&layer.kind) && dims.len() == 1 {
+        if layer.kind.is_view() && dims.len() == 1 {
             let x = input(slots, layer, 0);
             let numel: usize = dims[0].1.iter().product();
             if x.dev.is_some() && x.dtype == dims[0].0 && x.shape.iter().product::<usize>() == numel
@@ -525,61 +525,11 @@ fn infer_dims(
             (v.dtype, v.shape.as_slice(), v.host.as_ref().map(Host::get))
         })
         .collect();
-    concrete_dims(layer, &inputs)
-}
-
-/// A layer's output dtypes and concrete shapes for inputs of these dtypes, shapes and
-/// (where known) values.
-pub(super) fn concrete_dims(
-    layer: &torchtrt_core::Layer,
-    inputs: &[(DType, &[usize], Option<&Tensor>)],
-) -> Result<Vec<(DType, Vec<usize>)>> {
-    let shapes: Vec<_> = inputs
-        .iter()
-        .map(|(_, s, _)| const_shape(&shape_i64(s)))
-        .collect();
-    let infer: Vec<InferInput<'_>> = inputs
-        .iter()
-        .zip(&shapes)
-        .map(|((dtype, _, value), shape)| InferInput {
-            dtype: *dtype,
-            shape,
-            value: *value,
-        })
-        .collect();
-    let op = layer.kind.op();
-    let types = op.infer(&infer).map_err(|message| Error::Layer {
-        layer: layer.name.clone(),
-        kind: op.kind(),
-        message,
-    })?;
-    types
-        .iter()
-        .map(|ty| {
-            let dims = shape_values(&ty.shape)
-                .filter(|d| d.iter().all(|&x| x >= 0))
-                .ok_or_else(|| Error::Execution {
-                    layer: layer.name.clone(),
-                    message: format!("output shape {} is not concrete", format_shape(&ty.shape)),
-                })?;
-            Ok((ty.dtype, dims.iter().map(|&d| d as usize).collect()))
-        })
-        .collect()
+    torchtrt_core::runtime::concrete_dims(layer, &inputs)
 }
 
 /// Whether outputs are small enough to compute on the host next to host inputs.
 pub(super) fn small(dims: &[(DType, Vec<usize>)]) -> bool {
     dims.iter()
         .all(|(_, s)| s.iter().product::<usize>() <= SHAPE_TENSOR_ELEMENTS)
-}
-
-/// Layers whose output is their first input's data under another shape.
-fn is_view(kind: &LayerKind) -> bool {
-    matches!(
-        kind,
-        LayerKind::Reshape(_)
-            | LayerKind::Flatten(_)
-            | LayerKind::Squeeze(_)
-            | LayerKind::Unsqueeze(_)
-    )
 }
