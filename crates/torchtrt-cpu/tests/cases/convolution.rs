@@ -188,6 +188,49 @@ proptest! {
     }
 }
 
+/// A 3×3 stride-1 f32 layer of `batch` images, `c` → `m` channels on an `h`×`w` input
+/// padded by `pads` (begin h, w, end h, w), optionally with a fused Relu, on one and several
+/// threads against the reference; the tolerance grows with √(9c) times `spread`.
+#[allow(clippy::too_many_arguments)]
+fn check_3x3(
+    batch: usize,
+    c: usize,
+    m: usize,
+    h: usize,
+    w: usize,
+    pads: [usize; 4],
+    relu: bool,
+    seed: u64,
+    spread: f64,
+) -> Result<(), TestCaseError> {
+    use torchtrt_core::layers::ActivationKind;
+    let mut rng = Rng::new(seed);
+    let case = Case {
+        x: vec![batch, c, h, w],
+        w: vec![m, c, 3, 3],
+        strides: vec![1; 2],
+        dilations: vec![1; 2],
+        pads_begin: pads[..2].to_vec(),
+        pads_end: pads[2..].to_vec(),
+        groups: 1,
+        bias: true,
+    };
+    let dtype = torchtrt_core::plugin_api::DType::F32;
+    let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+    let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+    let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
+    let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
+    let mut fused = layer(&case);
+    if relu {
+        fused.activation = Some(ActivationKind::Relu);
+        want.data.iter_mut().for_each(|v| *v = v.max(0.0));
+    }
+    let tol = Tol::of(dtype).scale(((c * 9) as f64).sqrt() * spread);
+    check(&run(fused.clone(), &[&x, &wt, &b])?, &want, tol)?;
+    let got = run_on(pooled(), fused, &[&x, &wt, &b]).map_err(TestCaseError::fail)?;
+    check(&got[0], &want, tol)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]
 
@@ -197,32 +240,7 @@ proptest! {
     #[test]
     fn winograd(c in 32usize..48, m in 16usize..40, h in 7usize..30, w in 7usize..30,
                 pads in proptest::array::uniform4(0usize..3), relu: bool, seed: u64) {
-        use torchtrt_core::layers::ActivationKind;
-        let mut rng = Rng::new(seed);
-        let case = Case {
-            x: vec![2, c, h, w],
-            w: vec![m, c, 3, 3],
-            strides: vec![1; 2],
-            dilations: vec![1; 2],
-            pads_begin: pads[..2].to_vec(),
-            pads_end: pads[2..].to_vec(),
-            groups: 1,
-            bias: true,
-        };
-        let dtype = torchtrt_core::plugin_api::DType::F32;
-        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
-        let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
-        let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
-        let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
-        let mut fused = layer(&case);
-        if relu {
-            fused.activation = Some(ActivationKind::Relu);
-            want.data.iter_mut().for_each(|v| *v = v.max(0.0));
-        }
-        let tol = Tol::of(dtype).scale(((c * 9) as f64).sqrt() * 4.0);
-        check(&run(fused.clone(), &[&x, &wt, &b])?, &want, tol)?;
-        let got = run_on(pooled(), fused, &[&x, &wt, &b]).map_err(TestCaseError::fail)?;
-        check(&got[0], &want, tol)?;
+        check_3x3(2, c, m, h, w, pads, relu, seed, 4.0)?;
     }
 }
 
@@ -234,31 +252,6 @@ proptest! {
     #[test]
     fn winograd_large(c in 128usize..136, m in 16usize..20, h in 58usize..64, w in 58usize..64,
                       pads in proptest::array::uniform4(0usize..3), relu: bool, seed: u64) {
-        use torchtrt_core::layers::ActivationKind;
-        let mut rng = Rng::new(seed);
-        let case = Case {
-            x: vec![1, c, h, w],
-            w: vec![m, c, 3, 3],
-            strides: vec![1; 2],
-            dilations: vec![1; 2],
-            pads_begin: pads[..2].to_vec(),
-            pads_end: pads[2..].to_vec(),
-            groups: 1,
-            bias: true,
-        };
-        let dtype = torchtrt_core::plugin_api::DType::F32;
-        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
-        let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
-        let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
-        let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
-        let mut fused = layer(&case);
-        if relu {
-            fused.activation = Some(ActivationKind::Relu);
-            want.data.iter_mut().for_each(|v| *v = v.max(0.0));
-        }
-        let tol = Tol::of(dtype).scale(((c * 9) as f64).sqrt() * 8.0);
-        check(&run(fused.clone(), &[&x, &wt, &b])?, &want, tol)?;
-        let got = run_on(pooled(), fused, &[&x, &wt, &b]).map_err(TestCaseError::fail)?;
-        check(&got[0], &want, tol)?;
+        check_3x3(1, c, m, h, w, pads, relu, seed, 8.0)?;
     }
 }
