@@ -5,7 +5,7 @@ use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, bf16, f16};
 use torchtrt_core::{Backend, Tensor};
 use torchtrt_cpu::CpuBackend;
-use torchtrt_cuda::kernels::{self, PrepareCtx, Programs};
+use torchtrt_cuda::kernels::{self, DeviceKernel, PrepareCtx, Programs};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer};
 
 use crate::common::random_f32;
@@ -85,8 +85,13 @@ pub fn cpu(layer: &LayerKind, inputs: &[Input]) -> Vec<Tensor> {
     outs
 }
 
-/// Whether the GPU has a kernel for the layer on these inputs.
-pub fn supported(dev: &CudaDevice, layer: &LayerKind, inputs: &[Input]) -> bool {
+/// The GPU kernel for the layer on these inputs (constants marked), as the backend
+/// prepares it; `None` when there is none.
+fn prepare(
+    dev: &CudaDevice,
+    layer: &LayerKind,
+    inputs: &[Input],
+) -> Option<Result<Box<dyn DeviceKernel>, String>> {
     let shapes = infer_shapes(inputs);
     let infer: Vec<InferInput<'_>> = inputs
         .iter()
@@ -102,7 +107,12 @@ pub fn supported(dev: &CudaDevice, layer: &LayerKind, inputs: &[Input]) -> bool 
         device: dev,
         programs: &programs,
     };
-    kernels::prepare(layer, &infer, &ctx).is_some()
+    kernels::prepare(layer, &infer, &ctx)
+}
+
+/// Whether the GPU has a kernel for the layer on these inputs.
+pub fn supported(dev: &CudaDevice, layer: &LayerKind, inputs: &[Input]) -> bool {
+    prepare(dev, layer, inputs).is_some()
 }
 
 fn upload(
@@ -132,22 +142,7 @@ pub fn gpu(
     inputs: &[Input],
     like: &[Tensor],
 ) -> Result<Vec<Tensor>, String> {
-    let shapes = infer_shapes(inputs);
-    let infer: Vec<InferInput<'_>> = inputs
-        .iter()
-        .zip(&shapes)
-        .map(|((t, c), s)| InferInput {
-            dtype: t.dtype(),
-            shape: s,
-            value: c.then_some(t),
-        })
-        .collect();
-    let programs = Programs::new(dev);
-    let ctx = PrepareCtx {
-        device: dev,
-        programs: &programs,
-    };
-    let kernel = kernels::prepare(layer, &infer, &ctx).ok_or("no CUDA kernel")??;
+    let kernel = prepare(dev, layer, inputs).ok_or("no CUDA kernel")??;
     let stream = dev.new_stream().map_err(|e| e.to_string())?;
     let ins: Vec<_> = inputs
         .iter()
