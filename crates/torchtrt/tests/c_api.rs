@@ -9,7 +9,7 @@ use std::ffi::{CStr, CString, c_void};
 use std::ptr::{null, null_mut};
 
 use capi_support::onnx_model::{CHANNELS, SIZE, seed_plugin_model};
-use capi_support::{assert_close, random_f32, scratch_dir};
+use capi_support::{assert_close, host_tensor, random_f32, scratch_dir};
 use torchtrt::Tensor;
 use torchtrt::capi::*;
 use torchtrt::plugin_api::abi::{
@@ -105,23 +105,6 @@ fn compiled(rt: *mut TtrtRuntime) -> *mut TtrtEngine {
     engine
 }
 
-fn tensor(name: Option<&CStr>, index: i32, dims: &[i64], data: &mut [f32]) -> TtrtTensor {
-    let mut t = TtrtTensor {
-        name: name.map_or(null(), CStr::as_ptr),
-        index,
-        dtype: TTRT_DTYPE_F32,
-        device: 0,
-        device_ordinal: 0,
-        nb_dims: dims.len() as i32,
-        reserved: 0,
-        dims: [0; TTRT_MAX_DIMS],
-        data: data.as_mut_ptr().cast::<c_void>(),
-        size: std::mem::size_of_val(data),
-    };
-    t.dims[..dims.len()].copy_from_slice(dims);
-    t
-}
-
 fn serialized(engine: *const TtrtEngine) -> Vec<u8> {
     let (mut data, mut size) = (null_mut(), 0usize);
     // SAFETY: valid out-pointers; the buffer is freed below with its size.
@@ -142,8 +125,8 @@ fn run_c(engine: *const TtrtEngine, batch: usize, x: &mut [f32], by_index: bool)
     } else {
         (Some(c"image"), Some(c"y"))
     };
-    let inputs = [tensor(iname, 0, &dims, x)];
-    let mut outputs = [tensor(oname, 0, &[], &mut y)];
+    let inputs = [host_tensor(iname, 0, &dims, x)];
+    let mut outputs = [host_tensor(oname, 0, &[], &mut y)];
     let mut ctx = null_mut();
     // SAFETY: valid handles, buffers sized as declared.
     unsafe {
@@ -294,8 +277,8 @@ fn engines_round_trip_through_memory_and_files_and_outlive_nothing() {
     assert_eq!(run_c(from_memory, 1, &mut x.clone(), false), want);
     let mut y = vec![0f32; want.len()];
     let mut xs = x;
-    let inputs = [tensor(Some(c"image"), 0, &[1, 3, 5, 5], &mut xs)];
-    let mut outputs = [tensor(Some(c"y"), 0, &[], &mut y)];
+    let inputs = [host_tensor(Some(c"image"), 0, &[1, 3, 5, 5], &mut xs)];
+    let mut outputs = [host_tensor(Some(c"y"), 0, &[], &mut y)];
     // SAFETY: the context keeps its destroyed engine's data alive.
     unsafe {
         ok(ttrt_context_execute(
@@ -510,8 +493,8 @@ fn wrong_buffers_names_shapes_and_devices_are_refused() {
         }
     };
     let bad = TTRT_ERROR_INVALID_ARGUMENT;
-    let good_in = tensor(Some(c"image"), 0, &dims, &mut x);
-    let good_out = tensor(Some(c"y"), 0, &[], &mut y);
+    let good_in = host_tensor(Some(c"image"), 0, &dims, &mut x);
+    let good_out = host_tensor(Some(c"y"), 0, &[], &mut y);
 
     let mut short = good_in;
     short.size -= 4;

@@ -11,11 +11,10 @@ use std::ffi::{CStr, CString};
 use std::ptr::{null, null_mut};
 
 use capi_support::onnx_model::{custom_node, float_attr, model_bytes, value};
-use capi_support::{assert_close, random_f32};
+use capi_support::{assert_close, host_tensor, random_f32};
 use examples::build_example;
 use torchtrt::capi::*;
-use torchtrt::plugin_api::DType;
-use torchtrt::plugin_api::abi::{TTRT_MAX_DIMS, TTRT_OK};
+use torchtrt::plugin_api::abi::TTRT_OK;
 
 fn last_error() -> String {
     // SAFETY: a NUL-terminated string owned by the library.
@@ -45,24 +44,8 @@ fn converter_library_loaded_through_the_c_api_compiles_its_op() {
     let mut x = random_f32(24, 8);
     let want: Vec<f32> = x.iter().map(|&v| v * 1.5 - 0.25).collect();
     let mut y = vec![0f32; 24];
-    let tensor = |name: &CStr, data: &mut [f32], dims: &[i64]| {
-        let mut t = TtrtTensor {
-            name: name.as_ptr(),
-            index: 0,
-            dtype: DType::F32 as i32,
-            device: 0,
-            device_ordinal: 0,
-            nb_dims: dims.len() as i32,
-            reserved: 0,
-            dims: [0; TTRT_MAX_DIMS],
-            data: data.as_mut_ptr().cast(),
-            size: size_of_val(data),
-        };
-        t.dims[..dims.len()].copy_from_slice(dims);
-        t
-    };
-    let input = tensor(c"x", &mut x, &[3, 8]);
-    let mut output = tensor(c"y", &mut y, &[]);
+    let input = host_tensor(Some(c"x"), 0, &[3, 8], &mut x);
+    let mut output = host_tensor(Some(c"y"), 0, &[], &mut y);
     // SAFETY: valid handles, strings and buffers of the sizes given; handles destroyed once.
     unsafe {
         assert_eq!(ttrt_runtime_create(&mut rt), TTRT_OK);

@@ -11,9 +11,9 @@ use std::ptr::{null, null_mut};
 use std::sync::OnceLock;
 
 use capi_support::onnx_model::{custom_node, floats_attr, model_bytes, value};
-use capi_support::{assert_close, random_f32, run_ok, scratch_dir, workspace_root};
+use capi_support::{assert_close, host_tensor, random_f32, run_ok, scratch_dir, workspace_root};
 use torchtrt::capi::*;
-use torchtrt::plugin_api::abi::{TTRT_MAX_DIMS, TTRT_OK};
+use torchtrt::plugin_api::abi::TTRT_OK;
 use torchtrt::plugin_api::{DType, FieldCollection, PluginKey};
 use torchtrt::{BuildConfig, Dim, NetworkDefinition, Runtime, Tensor, registry};
 
@@ -165,24 +165,8 @@ fn onnx_node_imports_as_the_c_plugin_and_runs_through_the_c_api() {
     let mut x = random_f32(24, 6);
     let want = reference(&x, &[2, 3, 4], 1, &scale, &bias);
     let mut y = vec![0f32; 24];
-    let tensor = |name: &CStr, data: &mut [f32], dims: &[i64]| {
-        let mut t = TtrtTensor {
-            name: name.as_ptr(),
-            index: 0,
-            dtype: DType::F32 as i32,
-            device: 0,
-            device_ordinal: 0,
-            nb_dims: dims.len() as i32,
-            reserved: 0,
-            dims: [0; TTRT_MAX_DIMS],
-            data: data.as_mut_ptr().cast(),
-            size: size_of_val(data),
-        };
-        t.dims[..dims.len()].copy_from_slice(dims);
-        t
-    };
-    let input = tensor(c"image", &mut x, &[2, 3, 4]);
-    let mut output = tensor(c"y", &mut y, &[]);
+    let input = host_tensor(Some(c"image"), 0, &[2, 3, 4], &mut x);
+    let mut output = host_tensor(Some(c"y"), 0, &[], &mut y);
     let path = std::ffi::CString::new(library().to_str().unwrap()).unwrap();
     // SAFETY: valid handles, strings and buffers of the sizes given.
     let statuses = unsafe {

@@ -9,6 +9,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+/// A host f32 `TtrtTensor` over `data`, bound by `name` (or by `index` when `name` is None);
+/// empty `dims` leaves the shape for the runtime to fill in (outputs).
+pub fn host_tensor(
+    name: Option<&std::ffi::CStr>,
+    index: i32,
+    dims: &[i64],
+    data: &mut [f32],
+) -> torchtrt::capi::TtrtTensor {
+    use torchtrt::plugin_api::abi::TTRT_MAX_DIMS;
+    let mut t = torchtrt::capi::TtrtTensor {
+        name: name.map_or(std::ptr::null(), std::ffi::CStr::as_ptr),
+        index,
+        dtype: torchtrt::plugin_api::DType::F32 as i32,
+        device: 0,
+        device_ordinal: 0,
+        nb_dims: dims.len() as i32,
+        reserved: 0,
+        dims: [0; TTRT_MAX_DIMS],
+        data: data.as_mut_ptr().cast(),
+        size: std::mem::size_of_val(data),
+    };
+    t.dims[..dims.len()].copy_from_slice(dims);
+    t
+}
+
 /// The flags every C file must compile cleanly with.
 pub const STRICT_C: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
 
