@@ -24,6 +24,16 @@ pub trait Kernel: Send + Sync {
     }
 }
 
+/// Engine-wide build options a backend honours when it prepares kernels (TensorRT's builder
+/// flags). Stored in the engine, so a deserialized engine prepares its kernels alike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrepareOptions {
+    /// f32 matrix products (MatMul, convolution GEMMs) may use TF32 tensor cores: a 10-bit
+    /// mantissa for the products, f32 accumulation (`BuilderFlag::kTF32`). Backends without
+    /// TF32 ignore it.
+    pub tf32: bool,
+}
+
 /// A device's kernel factory.
 pub trait Backend: Send + Sync {
     /// The device kind this backend runs on.
@@ -46,6 +56,16 @@ pub trait Backend: Send + Sync {
         layer: &LayerKind,
         inputs: &[InferInput<'_>],
     ) -> Result<Box<dyn Kernel>, String>;
+
+    /// [`Backend::prepare`] under the engine's build `options`; the default ignores them.
+    fn prepare_with(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+        _options: &PrepareOptions,
+    ) -> Result<Box<dyn Kernel>, String> {
+        self.prepare(layer, inputs)
+    }
 
     /// A kernel that runs `plugin` on this backend's device, for plugin layers the builder
     /// placed there. `None` (the default) runs the plugin's CPU kernel through the runtime.

@@ -13,7 +13,7 @@ pub mod registry;
 pub mod runtime;
 pub mod tensor;
 
-pub use backend::{Backend, Kernel};
+pub use backend::{Backend, Kernel, PrepareOptions};
 pub use builder::{BuildConfig, MemoryPlan, build};
 pub use engine::{Engine, EngineBlob, EnginePlan, EngineSummary, IoTensor, Target};
 pub use error::{Error, Result};

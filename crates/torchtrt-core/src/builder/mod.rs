@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use torchtrt_plugin_api::{DType, DeviceKind, TensorDesc};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, PrepareOptions};
 use crate::engine::{Engine, EnginePlan, Target};
 use crate::error::{Error, Result};
 use crate::layers::{Cast, Constant, ConstantOfShape, InferInput, LayerKind, TypeShape};
@@ -33,6 +33,9 @@ pub struct BuildConfig {
     pub fold_constants: bool,
     /// Largest output (elements) a folded layer may produce.
     pub max_fold_elements: usize,
+    /// Let f32 matrix products use TF32 tensor cores (TensorRT's `kTF32`); off by default,
+    /// so f32 engines compute in full f32. Stored in the engine; the CPU ignores it.
+    pub tf32: bool,
 }
 
 impl Default for BuildConfig {
@@ -42,6 +45,7 @@ impl Default for BuildConfig {
             precision: DType::F32,
             fold_constants: true,
             max_fold_elements: 1 << 24,
+            tf32: false,
         }
     }
 }
@@ -366,6 +370,7 @@ fn compact(
         layers,
         devices,
         memory: MemoryPlan::default(),
+        options: PrepareOptions { tf32: config.tf32 },
     };
     plan.memory = memory::plan(&plan, &crate::engine::infer_plan(&plan)?)?;
     Ok(plan)

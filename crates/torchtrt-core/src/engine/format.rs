@@ -4,7 +4,7 @@
 //! ```text
 //! 0   magic "TTRTENG\0"      8   format version (u32 LE)   12  target kind (u32: 0 cpu, 1 cuda)
 //! 16  cc major (u32)         20  cc minor (u32)            24  body length (u64)
-//! 32  body checksum (u64)    40  reserved, zero up to 64
+//! 32  body checksum (u64)    40  flags (u32: bit 0 TF32)   44  reserved, zero up to 64
 //! 64  body: meta length (u64), meta (postcard: plan, weight records, blobs), zero
 //!     padding, weights
 //! ```
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::DType;
 
 use super::{EngineBlob, EnginePlan, Target};
+use crate::backend::PrepareOptions;
 use crate::error::{Error, Result};
 use crate::layers::{Constant, LayerKind};
 use crate::registry::PluginRegistry;
@@ -28,6 +29,8 @@ pub const MAGIC: [u8; 8] = *b"TTRTENG\0";
 /// The format version this build reads and writes.
 pub const FORMAT_VERSION: u32 = 3;
 const HEADER: usize = 64;
+/// Header flag: f32 matrix products may use TF32 ([`PrepareOptions::tf32`]).
+const FLAG_TF32: u32 = 1;
 
 #[derive(Serialize, Deserialize)]
 struct WeightRecord {
@@ -114,9 +117,15 @@ pub(crate) fn serialize(plan: &EnginePlan, blobs: &[EngineBlob]) -> Vec<u8> {
     out.extend_from_slice(&minor.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     out.extend_from_slice(&checksum(&body).to_le_bytes());
+    out.extend_from_slice(&flags(&plan.options).to_le_bytes());
     out.resize(HEADER, 0);
     out.extend_from_slice(&body);
     out
+}
+
+/// The header flags of `options`.
+fn flags(options: &PrepareOptions) -> u32 {
+    if options.tf32 { FLAG_TF32 } else { 0 }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -191,7 +200,13 @@ pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
             body.len()
         )));
     }
-    if bytes[40..HEADER].iter().any(|&b| b != 0) {
+    let flags = u32_at(bytes, 40);
+    if flags & !FLAG_TF32 != 0 {
+        return Err(err(format!(
+            "unknown header flags {flags:#x} (this build knows {FLAG_TF32:#x}: TF32)"
+        )));
+    }
+    if bytes[44..HEADER].iter().any(|&b| b != 0) {
         return Err(err("reserved header bytes are not zero".into()));
     }
     if checksum(body) != u64_at(bytes, 32) {
@@ -207,6 +222,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
         .ok_or_else(|| err(format!("plan length {meta_len} exceeds the body")))?;
     let (mut plan, weights, blobs): (EnginePlan, Vec<WeightRecord>, Vec<EngineBlob>) =
         postcard::from_bytes(meta).map_err(|e| err(format!("cannot decode the plan: {e}")))?;
+    plan.options.tf32 = flags & FLAG_TF32 != 0;
     if plan.target != target {
         return Err(err(format!(
             "the header says {target}, the plan says {}",

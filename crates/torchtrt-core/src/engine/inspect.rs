@@ -164,7 +164,12 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
         })
         .collect();
     EngineSummary {
-        target: format!("{} ({})", plan.target, plan.precision),
+        target: format!(
+            "{} ({}{})",
+            plan.target,
+            plan.precision,
+            if plan.options.tf32 { ", tf32" } else { "" }
+        ),
         inputs,
         outputs,
         layers,

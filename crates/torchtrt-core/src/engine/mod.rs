@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DType, DeviceKind, ShapeExpr, TensorDesc};
 
-use crate::backend::{Backend, Kernel};
+use crate::backend::{Backend, Kernel, PrepareOptions};
 use crate::builder::{MemoryPlan, build_desc};
 use crate::error::{Error, Result};
 use crate::layers::{InferInput, LayerKind, TypeShape};
@@ -93,6 +93,9 @@ pub struct EnginePlan {
     pub devices: Vec<DeviceKind>,
     /// Activation lifetimes and arena layout.
     pub memory: MemoryPlan,
+    /// Build options the kernels are prepared under (stored as the header's flags).
+    #[serde(skip)]
+    pub options: PrepareOptions,
 }
 
 /// Re-runs shape and dtype inference over a plan, checking that it is well-formed: every
@@ -269,51 +272,50 @@ impl Engine {
         let mut kernels = Vec::with_capacity(plan.layers.len());
         let mut values = vec![None; types.len()];
         for (li, layer) in plan.layers.iter().enumerate() {
-            let kernel: Option<Box<dyn Kernel>> = match &layer.kind {
-                LayerKind::Constant(c) => {
-                    values[layer.outputs[0].index()] = Some(c.value.clone());
-                    None
-                }
-                LayerKind::Plugin(p) => {
-                    let error = |message: String| Error::Layer {
-                        layer: layer.name.clone(),
-                        kind: "Plugin",
-                        message,
-                    };
-                    let on_device = plan.devices.get(li) == Some(&backend.device())
-                        && backend.device() != DeviceKind::Cpu;
-                    let device_kernel = if on_device {
-                        let plugin = p.plugin().map_err(error)?.clone();
-                        backend.plugin_kernel(&plugin)
-                    } else {
+            let kernel: Option<Box<dyn Kernel>> =
+                match &layer.kind {
+                    LayerKind::Constant(c) => {
+                        values[layer.outputs[0].index()] = Some(c.value.clone());
                         None
-                    };
-                    match device_kernel {
-                        Some(kernel) => Some(kernel.map_err(error)?),
-                        None => Some(Box::new(PluginKernel::new(p).map_err(error)?)),
                     }
-                }
-                kind => {
-                    let ins: Vec<InferInput<'_>> = layer
-                        .inputs
-                        .iter()
-                        .map(|t| InferInput {
-                            dtype: types[t.index()].dtype,
-                            shape: &types[t.index()].shape,
-                            value: values[t.index()].as_deref(),
-                        })
-                        .collect();
-                    Some(
-                        backend
-                            .prepare(kind, &ins)
-                            .map_err(|message| Error::Layer {
+                    LayerKind::Plugin(p) => {
+                        let error = |message: String| Error::Layer {
+                            layer: layer.name.clone(),
+                            kind: "Plugin",
+                            message,
+                        };
+                        let on_device = plan.devices.get(li) == Some(&backend.device())
+                            && backend.device() != DeviceKind::Cpu;
+                        let device_kernel = if on_device {
+                            let plugin = p.plugin().map_err(error)?.clone();
+                            backend.plugin_kernel(&plugin)
+                        } else {
+                            None
+                        };
+                        match device_kernel {
+                            Some(kernel) => Some(kernel.map_err(error)?),
+                            None => Some(Box::new(PluginKernel::new(p).map_err(error)?)),
+                        }
+                    }
+                    kind => {
+                        let ins: Vec<InferInput<'_>> = layer
+                            .inputs
+                            .iter()
+                            .map(|t| InferInput {
+                                dtype: types[t.index()].dtype,
+                                shape: &types[t.index()].shape,
+                                value: values[t.index()].as_deref(),
+                            })
+                            .collect();
+                        Some(backend.prepare_with(kind, &ins, &plan.options).map_err(
+                            |message| Error::Layer {
                                 layer: layer.name.clone(),
                                 kind: kind.op().kind(),
                                 message: format!("{} backend: {message}", backend.name()),
-                            })?,
-                    )
-                }
-            };
+                            },
+                        )?)
+                    }
+                };
             kernels.push(kernel);
         }
         Ok(Engine {
