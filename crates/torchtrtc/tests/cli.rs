@@ -2,71 +2,22 @@
 //! inspect → run → bench, and bad input of every kind, each of which must be one line on
 //! stderr starting with `error:` and exit code 1 (2 for usage), never a panic.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use prost::Message;
+use support::{demo, fails, scratch_in, succeeds, text, torchtrtc};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn demo(file: &str) -> PathBuf {
-    root().join("models/demo").join(file)
-}
-
-/// A folder of this test run's own under cargo's test scratch space.
+/// A file in this test run's own folder under cargo's test scratch space.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn torchtrtc<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    Command::new(env!("CARGO_BIN_EXE_torchtrtc"))
-        .args(args)
-        .output()
-        .expect("torchtrtc runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn succeeds(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// Asserts exit `code` and exactly one stderr line, `error: …` containing every `needle`.
-fn fails(out: &Output, code: i32, needles: &[&str]) -> String {
-    let err = text(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout:\n{}\nstderr:\n{err}",
-        text(&out.stdout)
-    );
-    assert!(!err.contains("panicked"), "{err}");
-    if code == 1 {
-        assert_eq!(err.trim_end().lines().count(), 1, "one line wanted:\n{err}");
-        assert!(err.starts_with("error: "), "{err}");
-    }
-    for n in needles {
-        assert!(err.contains(n), "`{n}` missing from:\n{err}");
-    }
-    err
+    scratch_in("cli", name)
 }
 
 /// The demo model compiled once per test process.

@@ -3,55 +3,14 @@
 //! `inspect` shows where each layer runs and the stored kernel images, `run --check` agrees
 //! with the reference and `bench` times the device-resident context.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn demo(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../models/demo")
-        .join(file)
-}
+use std::path::PathBuf;
+
+use support::{demo, fails, scratch_in, succeeds, torchtrtc};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cuda-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn torchtrtc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_torchtrtc"))
-        .args(args)
-        .output()
-        .expect("torchtrtc runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn succeeds(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-fn fails(out: &Output, code: i32, needles: &[&str]) {
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "stderr:\n{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    if code == 1 {
-        assert_eq!(err.trim_end().lines().count(), 1, "one line wanted:\n{err}");
-        assert!(err.starts_with("error: "), "{err}");
-    }
-    for n in needles {
-        assert!(err.contains(n), "`{n}` missing from:\n{err}");
-    }
+    scratch_in("cuda-cli", name)
 }
 
 fn gpu() -> bool {
@@ -90,7 +49,7 @@ fn device_values_are_checked_as_usage() {
     let model = demo("demo.onnx");
     for bad in ["gpu", "cuda:", "cuda:x", "cuda0"] {
         fails(
-            &torchtrtc(&["bench", model.to_str().unwrap(), "--device", bad]),
+            &torchtrtc(["bench", model.to_str().unwrap(), "--device", bad]),
             2,
             &["expected cpu, cuda or cuda:N"],
         );
@@ -106,7 +65,7 @@ fn demo_compiles_runs_and_benches_on_the_gpu() {
     let engine = scratch("demo_cuda.engine");
     let engine = engine.to_str().unwrap();
     let model = demo("demo.onnx");
-    succeeds(&torchtrtc(&[
+    succeeds(&torchtrtc([
         "compile",
         model.to_str().unwrap(),
         "-o",
@@ -114,7 +73,7 @@ fn demo_compiles_runs_and_benches_on_the_gpu() {
         "--device",
         "cuda",
     ]));
-    let shown = succeeds(&torchtrtc(&["inspect", engine]));
+    let shown = succeeds(&torchtrtc(["inspect", engine]));
     for want in [
         "target: cuda sm_",
         "[cuda]",
@@ -125,11 +84,11 @@ fn demo_compiles_runs_and_benches_on_the_gpu() {
     }
     let input = format!("x={}", demo("x.npy").display());
     let check = format!("y={}", demo("y.npy").display());
-    let out = succeeds(&torchtrtc(&[
+    let out = succeeds(&torchtrtc([
         "run", engine, "--input", &input, "--check", &check, "--atol", "1e-4", "--rtol", "1e-3",
     ]));
     assert!(out.contains("check y: ok"), "{out}");
-    let out = succeeds(&torchtrtc(&[
+    let out = succeeds(&torchtrtc([
         "run",
         model.to_str().unwrap(),
         "--device",
@@ -144,7 +103,7 @@ fn demo_compiles_runs_and_benches_on_the_gpu() {
         "1e-3",
     ]));
     assert!(out.contains("check y: ok"), "{out}");
-    let out = succeeds(&torchtrtc(&[
+    let out = succeeds(&torchtrtc([
         "bench",
         engine,
         "--iterations",

@@ -3,13 +3,15 @@
 //! flags alone, checked against a plain reference; a missing library fails with exit 1.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 #[path = "../../torchtrt/tests/common/examples.rs"]
 mod examples;
+mod support;
 
 use examples::build_example;
 use prost::Message;
+use support::{scratch_in, torchtrtc};
 use torchtrt::onnx::proto::attribute_proto::AttributeType;
 use torchtrt::onnx::proto::tensor_shape_proto::Dimension;
 use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
@@ -22,17 +24,7 @@ use torchtrt::onnx::proto::{
 const SHAPE: [usize; 2] = [3, 8];
 
 fn scratch(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ext-flags-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn torchtrtc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_torchtrtc"))
-        .args(args)
-        .output()
-        .expect("torchtrtc runs")
+    scratch_in("ext-flags", name)
 }
 
 fn check(out: &Output, code: i32, needles: &[&str]) {
@@ -150,7 +142,7 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
     let onnx = model("hard_swish", "HardSwishCustom", &[("alpha", 0.5)]);
     let engine = scratch("hard_swish.engine");
     check(
-        &torchtrtc(&[
+        &torchtrtc([
             "compile",
             s(&onnx),
             "-o",
@@ -164,7 +156,7 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
     let (x, y) = data("hard_swish", |v| 0.5 * v * (v + 3.0).clamp(0.0, 6.0) / 6.0);
     let input = format!("x={}", s(&x));
     let reference = format!("y={}", s(&y));
-    let run = torchtrtc(&[
+    let run = torchtrtc([
         "run",
         s(&engine),
         "--input",
@@ -177,11 +169,11 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
     check(&run, 0, &[]);
     assert!(String::from_utf8_lossy(&run.stdout).contains("check y: ok"));
     check(
-        &torchtrtc(&["run", s(&engine), "--input", &input, "--plugins", s(&lib)]),
+        &torchtrtc(["run", s(&engine), "--input", &input, "--plugins", s(&lib)]),
         0,
         &[],
     );
-    let inspect = torchtrtc(&["inspect", s(&engine), "--plugins", s(&lib)]);
+    let inspect = torchtrtc(["inspect", s(&engine), "--plugins", s(&lib)]);
     check(&inspect, 0, &[]);
     let shown = String::from_utf8_lossy(&inspect.stdout);
     assert!(
@@ -191,7 +183,7 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
         "{shown}"
     );
     check(
-        &torchtrtc(&["run", s(&engine), "--input", &input]),
+        &torchtrtc(["run", s(&engine), "--input", &input]),
         1,
         &[
             "com.example::HardSwishCustom",
@@ -199,7 +191,7 @@ fn custom_torch_ops_compile_and_run_through_the_flag_alone() {
         ],
     );
     check(
-        &torchtrtc(&["compile", s(&onnx), "-o", s(&engine)]),
+        &torchtrtc(["compile", s(&onnx), "-o", s(&engine)]),
         1,
         &["HardSwishCustom_0", "no converter"],
     );
@@ -211,7 +203,7 @@ fn custom_converters_compile_and_run_through_the_flag() {
     let onnx = model("fsb", "FusedScaleBias", &[("scale", -2.0), ("bias", 0.5)]);
     let engine = scratch("fsb.engine");
     check(
-        &torchtrtc(&[
+        &torchtrtc([
             "compile",
             s(&onnx),
             "-o",
@@ -224,7 +216,7 @@ fn custom_converters_compile_and_run_through_the_flag() {
         &[],
     );
     let (x, y) = data("fsb", |v| v * -2.0 + 0.5);
-    let run = torchtrtc(&[
+    let run = torchtrtc([
         "run",
         s(&engine),
         "--input",
@@ -240,7 +232,7 @@ fn custom_converters_compile_and_run_through_the_flag() {
 fn a_library_that_fails_to_load_is_exit_1_with_the_reason() {
     let onnx = model("never_read", "FusedScaleBias", &[("scale", 1.0)]);
     for flag in ["--custom-converters", "--custom-torch-ops"] {
-        let out = torchtrtc(&[
+        let out = torchtrtc([
             "compile",
             s(&onnx),
             "-o",
