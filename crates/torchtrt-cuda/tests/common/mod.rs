@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../torchtrt-core/tests/common/scale.rs"]
 pub mod scale;
 
 use torchtrt_cuda::{CudaDevice, CudaError};

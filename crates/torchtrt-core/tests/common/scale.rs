@@ -1,5 +1,6 @@
-//! `test::Scale@1`: `y = x · scale + bias` on f32, a user plugin with a CPU kernel only, so a
-//! CUDA engine runs it on the host with copies.
+//! `test::Scale@1`: `y = x · scale + bias` on f32, the smallest useful plugin; it has a CPU
+//! kernel only, so a CUDA engine runs it on the host with copies. Shared by the core and
+//! CUDA tests.
 
 use torchtrt_core::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, FieldType, Launch, Plugin, PluginCreator,
@@ -9,8 +10,10 @@ use torchtrt_core::plugin_api::{
 /// The plugin.
 #[derive(Clone)]
 pub struct ScalePlugin {
-    scale: f32,
-    bias: f32,
+    /// Multiplier.
+    pub scale: f32,
+    /// Offset.
+    pub bias: f32,
 }
 
 impl Plugin for ScalePlugin {
