@@ -233,6 +233,7 @@ fn main() -> Result<(), AnyError> {
             let ctx = PrepareCtx {
                 device: &dev,
                 programs: &programs,
+                tf32: false,
             };
             let kernel = kernels::prepare(&case.layer, &infer, &ctx).ok_or("no CUDA kernel")??;
             let size = if dtype == DType::F32 { 4 } else { 2 };

@@ -166,6 +166,7 @@ fn run(device: &CudaDevice, iters: usize) -> Result<(), AnyError> {
     let ctx = PrepareCtx {
         device,
         programs: &programs,
+        tf32: false,
     };
     let stream = device.new_stream()?;
     let timer = Timer {

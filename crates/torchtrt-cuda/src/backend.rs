@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use torchtrt_core::EngineBlob;
-use torchtrt_core::backend::{Backend, Kernel};
+use torchtrt_core::backend::{Backend, Kernel, PrepareOptions};
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
@@ -120,9 +120,19 @@ impl Backend for CudaBackend {
         layer: &LayerKind,
         inputs: &[InferInput<'_>],
     ) -> Result<Box<dyn Kernel>, String> {
+        self.prepare_with(layer, inputs, &PrepareOptions::default())
+    }
+
+    fn prepare_with(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+        options: &PrepareOptions,
+    ) -> Result<Box<dyn Kernel>, String> {
         let ctx = PrepareCtx {
             device: &self.device,
             programs: &self.programs,
+            tf32: options.tf32,
         };
         match kernels::prepare(layer, inputs, &ctx) {
             None => self.host.prepare(layer, inputs),

@@ -78,6 +78,7 @@ impl Gpu {
         PrepareCtx {
             device: &self.device,
             programs: &self.programs,
+            tf32: false,
         }
     }
 

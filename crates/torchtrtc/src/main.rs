@@ -62,6 +62,10 @@ struct BuildOptions {
     /// Floating-point precision of the engine.
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
+    /// Let f32 matrix products (MatMul, convolution) use TF32 tensor cores on a GPU
+    /// (TensorRT's kTF32): faster, with a 10-bit mantissa for the products. The CPU ignores it.
+    #[arg(long)]
+    tf32: bool,
     /// Input shape: NAME=SHAPE (1x3x224x224) or NAME=MIN;OPT;MAX for dynamic dims.
     #[arg(long = "input-shape", value_name = "NAME=SHAPE")]
     input_shapes: Vec<String>,

@@ -109,8 +109,8 @@ pub(super) fn prepare(
     let LayerKind::MatMul(l) = layer else {
         return None;
     };
-    let ty = gemm_type(inputs.first()?.dtype)?;
-    if inputs.iter().any(|i| gemm_type(i.dtype) != Some(ty)) {
+    let ty = ctx.gemm_type(inputs.first()?.dtype)?;
+    if inputs.iter().any(|i| ctx.gemm_type(i.dtype) != Some(ty)) {
         return None;
     }
     Some(shared_blas(ctx.device).map(|blas| {

@@ -35,7 +35,9 @@ mod transpose;
 mod unary;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
-use torchtrt_plugin_api::DeviceTensor;
+use torchtrt_plugin_api::{DType, DeviceTensor};
+
+use crate::blas::GemmType;
 
 use crate::device::CudaDevice;
 use crate::stream::Stream;
@@ -62,6 +64,18 @@ pub struct PrepareCtx<'a> {
     pub device: &'a CudaDevice,
     /// Compiled programs of this device (NVRTC on first use, or images from an engine).
     pub programs: &'a Programs,
+    /// f32 matrix products may use TF32 tensor cores (the engine's `BuildConfig::tf32`).
+    pub tf32: bool,
+}
+
+impl PrepareCtx<'_> {
+    /// The GEMM type of a float dtype: plain f32 arithmetic for f32 unless TF32 is allowed.
+    pub(crate) fn gemm_type(&self, dtype: DType) -> Option<GemmType> {
+        match matmul::gemm_type(dtype)? {
+            GemmType::F32 if self.tf32 => Some(GemmType::Tf32),
+            ty => Some(ty),
+        }
+    }
 }
 
 /// Prepares a layer of one kind: `None` when these dtypes or parameters have no CUDA

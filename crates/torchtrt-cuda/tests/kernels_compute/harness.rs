@@ -106,6 +106,7 @@ fn prepare(
     let ctx = PrepareCtx {
         device: dev,
         programs: &programs,
+        tf32: false,
     };
     kernels::prepare(layer, &infer, &ctx)
 }

@@ -52,6 +52,7 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
             Precision::F16 => DType::F16,
             Precision::Bf16 => DType::BF16,
         },
+        tf32: opts.tf32,
         ..BuildConfig::default()
     }
 }

@@ -1,0 +1,111 @@
+//! `BuildConfig::tf32`: an f32 MatMul built with it runs on TF32 tensor cores (results
+//! differ from f32 by TF32's rounding, within its bound), the flag survives
+//! serialize/deserialize, and the CPU backend ignores it.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{device_or_skip, random_f32};
+use torchtrt_core::layers::MatMul;
+use torchtrt_core::plugin_api::{DType, DeviceKind};
+use torchtrt_core::{Backend, BuildConfig, Dim, Engine, NetworkDefinition, Runtime, Tensor, build};
+use torchtrt_cpu::CpuBackend;
+use torchtrt_cuda::{CudaBackend, CudaExecutionContext};
+
+const M: usize = 64;
+const K: usize = 512;
+const N: usize = 96;
+
+fn network() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let a = net
+        .add_input(
+            "a",
+            DType::F32,
+            &[Dim::Fixed(M as i64), Dim::Fixed(K as i64)],
+        )
+        .expect("input");
+    let w = Tensor::from_vec(&[K, N], random_f32(K * N, 2)).expect("weights");
+    let b = net.add_constant("w", w).expect("constant");
+    let kind = MatMul {
+        transpose_a: false,
+        transpose_b: false,
+    };
+    let y = net.add("mm", kind, &[a, b]).expect("matmul");
+    net.mark_output(y, "y").expect("output");
+    net
+}
+
+/// Largest error of `got` against the f64 product, in units of `Σ|a·b|` per element.
+fn relative_error(got: &[f32], a: &[f32], w: &[f32]) -> f64 {
+    let mut worst = 0.0f64;
+    for i in 0..M {
+        for j in 0..N {
+            let (mut exact, mut scale) = (0.0f64, 0.0f64);
+            for k in 0..K {
+                let p = f64::from(a[i * K + k]) * f64::from(w[k * N + j]);
+                exact += p;
+                scale += p.abs();
+            }
+            worst = worst.max((f64::from(got[i * N + j]) - exact).abs() / scale);
+        }
+    }
+    worst
+}
+
+fn run_cuda(engine: &Engine, device: &torchtrt_cuda::CudaDevice, x: &Tensor) -> Vec<f32> {
+    let mut ctx = CudaExecutionContext::new(engine, device).expect("context");
+    let out = ctx.execute(&[x]).expect("runs");
+    out[0].as_slice::<f32>().expect("f32").to_vec()
+}
+
+#[test]
+fn tf32_matmul_rounds_like_tf32_and_round_trips() {
+    let Some(dev) = device_or_skip() else { return };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let config = |device, tf32| BuildConfig {
+        device,
+        tf32,
+        ..BuildConfig::default()
+    };
+    let a = random_f32(M * K, 1);
+    let w = random_f32(K * N, 2);
+    let x = Tensor::from_vec(&[M, K], a.clone()).expect("input");
+    let backends = [cuda.clone(), cpu.clone()];
+
+    let exact = build(&network(), &config(DeviceKind::Cuda, false), &backends).expect("f32");
+    let fast = build(&network(), &config(DeviceKind::Cuda, true), &backends).expect("tf32");
+    let e_exact = relative_error(&run_cuda(&exact, &dev, &x), &a, &w);
+    let e_fast = relative_error(&run_cuda(&fast, &dev, &x), &a, &w);
+    assert!(e_exact < 4e-6, "f32 error {e_exact}");
+    assert!(
+        e_fast > 1e-5,
+        "TF32 gave f32 accuracy ({e_fast}): TF32 was not used"
+    );
+    assert!(
+        e_fast < 2f64.powi(-9),
+        "TF32 error {e_fast} beyond its rounding"
+    );
+
+    let reloaded = Runtime::new(vec![cuda.clone()])
+        .deserialize(&fast.serialize())
+        .expect("deserializes");
+    assert!(reloaded.plan().options.tf32);
+    let e_reloaded = relative_error(&run_cuda(&reloaded, &dev, &x), &a, &w);
+    assert!(
+        e_reloaded > 1e-5 && e_reloaded < 2f64.powi(-9),
+        "reloaded TF32 error {e_reloaded}"
+    );
+
+    let on_cpu = build(
+        &network(),
+        &config(DeviceKind::Cpu, true),
+        std::slice::from_ref(&cpu),
+    )
+    .expect("cpu");
+    let got = on_cpu.create_context().execute(&[&x]).expect("cpu runs");
+    let e_cpu = relative_error(got[0].as_slice::<f32>().expect("f32"), &a, &w);
+    assert!(e_cpu < 4e-6, "the CPU must ignore TF32: error {e_cpu}");
+}
