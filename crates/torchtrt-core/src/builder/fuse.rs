@@ -202,9 +202,9 @@ pub(crate) fn affine_as_conv(
 }
 
 /// Fuses the activation `layer` into the convolution producing its input, when that
-/// convolution runs on the CPU, has no activation yet, and nothing else reads its output;
-/// returns whether it did (the layer is then not emitted). Only the kinds the CPU
-/// convolution applies as an epilogue are fused: `Relu`, `LeakyRelu`, `Clip`.
+/// convolution runs on the CPU or a CUDA device, has no activation yet, and nothing else
+/// reads its output; returns whether it did (the layer is then not emitted). Only the kinds
+/// both convolutions apply as an epilogue are fused: `Relu`, `LeakyRelu`, `Clip`.
 pub(crate) fn fuse_activation(
     work: &mut Work,
     layer: &Layer,
@@ -231,7 +231,7 @@ pub(crate) fn fuse_activation(
     else {
         return false;
     };
-    if work.devices.get(pos) != Some(&DeviceKind::Cpu) {
+    if !work.devices.get(pos).is_some_and(fuses_epilogue) {
         return false;
     }
     let LayerKind::Convolution(conv) = &mut work.layers[pos].kind else {
@@ -248,7 +248,7 @@ pub(crate) fn fuse_activation(
 
 /// Fuses a residual `Add` of a convolution's output and another tensor of the same shape into
 /// that convolution, as its fourth input (see [`Convolution`]), when the convolution runs on
-/// the CPU, has no activation or residual yet, and nothing else reads its output; a following
+/// the CPU or a CUDA device, has no activation or residual yet, and nothing else reads its output; a following
 /// activation then fuses too. The convolution moves to the `Add`'s place in the layer order,
 /// after the residual's producer. A zero bias is added when the convolution has none. Returns
 /// whether it fused (the `Add` is then not emitted).
@@ -281,7 +281,7 @@ pub(crate) fn fuse_residual(
         let conv = &work.layers[pos];
         let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none())
             && conv.inputs.len() <= 3
-            && work.devices.get(pos) == Some(&DeviceKind::Cpu);
+            && work.devices.get(pos).is_some_and(fuses_epilogue);
         if !plain || work.ty(c) != &types[0] || work.ty(r) != &types[0] {
             continue;
         }
@@ -314,6 +314,13 @@ pub(crate) fn fuse_residual(
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Whether convolutions on `device` apply activations and residuals as they write (both the
+/// CPU and the CUDA convolution do; a CUDA engine's convolution the GPU kernel declines
+/// runs on the CPU, which does too).
+fn fuses_epilogue(device: &DeviceKind) -> bool {
+    matches!(device, DeviceKind::Cpu | DeviceKind::Cuda)
 }
 
 /// The values of a tensor that broadcasts along the channel axis (1) of a rank-`rank`

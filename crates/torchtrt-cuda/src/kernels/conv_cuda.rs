@@ -65,11 +65,11 @@ extern "C" __global__ void im2col_4(const float* x, float* col, IM2COL_ARGS) {
     im2col_impl<float>(x, col, IM2COL_PASS);
 }
 
-/* y[plane][p] = act(y[plane][p] + bias[plane % M]) in place, planes along y; bias may be
-   null. */
+/* y[plane][p] = act(y[plane][p] + bias[plane % M] + res[plane][p]) in place, planes along
+   y; bias and res may be null. */
 template <typename D>
-__device__ __forceinline__ void epilogue_impl(void* y, const void* bias, int M, int HW,
-    i64 planes, int code, float p0, float p1) {
+__device__ __forceinline__ void epilogue_impl(void* y, const void* bias, const void* res,
+    int M, int HW, i64 planes, int code, float p0, float p1) {
     for (i64 plane = blockIdx.y; plane < planes; plane += gridDim.y) {
         float b = bias ? LOAD(D, bias, plane % M) : 0.0f;
         i64 base = plane * HW;
@@ -78,6 +78,10 @@ __device__ __forceinline__ void epilogue_impl(void* y, const void* bias, int M, 
             float v[VEC];
 #pragma unroll
             for (int j = 0; j < VEC; ++j) v[j] = q + j < HW ? LOAD(D, y, base + q + j) : 0.0f;
+            if (res) {
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) if (q + j < HW) v[j] += LOAD(D, res, base + q + j);
+            }
 #pragma unroll
             for (int j = 0; j < VEC; ++j)
                 if (q + j < HW) STORE(D, y, base + q + j, act(v[j] + b, code, p0, p1));
@@ -85,8 +89,8 @@ __device__ __forceinline__ void epilogue_impl(void* y, const void* bias, int M, 
     }
 }
 #define EPILOGUE(S, D) extern "C" __global__ void conv_epilogue_##S(void* y, const void* bias, \
-    int M, int HW, i64 planes, int code, float p0, float p1) { \
-    epilogue_impl<D>(y, bias, M, HW, planes, code, p0, p1); }
+    const void* res, int M, int HW, i64 planes, int code, float p0, float p1) { \
+    epilogue_impl<D>(y, bias, res, M, HW, planes, code, p0, p1); }
 FOR_EACH_DTYPE(EPILOGUE)
 
 /* Depthwise K×K (one input channel per group): the plane's taps in registers, every tap's

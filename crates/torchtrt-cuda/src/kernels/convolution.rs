@@ -4,8 +4,10 @@
 //! unpadded convolutions multiply the input as it is, others gather it first (im2col,
 //! scratch from the caching allocator, at most [`COL_BYTES`] per chunk of images; 16-bit
 //! GEMMs get their reduction padded to a multiple of 8, constant weights repacked once);
-//! a bias or an activation then runs as one in-place epilogue pass. Weights and bias are
-//! read from the inputs (the execution context keeps constants on the device).
+//! a bias, a residual (the optional fourth input, added before the activation) or an
+//! activation then runs as one in-place epilogue pass; a depthwise convolution with a
+//! residual applies its activation in that pass too. Weights and bias are read from the
+//! inputs (the execution context keeps constants on the device).
 
 use std::sync::{Arc, Mutex};
 
@@ -249,9 +251,15 @@ impl ConvKernel {
         x: u64,
         w: u64,
         bias: u64,
+        res: u64,
         y: u64,
         stream: &Stream,
     ) -> Result<(), String> {
+        let epilogue = if res == 0 {
+            self.epilogue
+        } else {
+            Epilogue::default()
+        };
         let g = &self.geo;
         let planes = s.n * s.m;
         let i = |v: usize| arg_i32(v, WHAT);
@@ -266,12 +274,48 @@ impl ConvKernel {
             .i32(i(s.oh)?)
             .i32(i(s.ow)?)
             .i64(planes as i64)
-            .i32(self.epilogue.code)
-            .f32(self.epilogue.p0)
-            .f32(self.epilogue.p1);
+            .i32(epilogue.code)
+            .f32(epilogue.p0)
+            .f32(epilogue.p1);
         let (grid, block) = plane_grid(s.oh * s.ow, planes);
         // SAFETY: the arguments match `conv_direct_*`; the tensors hold the checked shapes.
         unsafe { self.direct.launch(stream, grid, block, 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))?;
+        if res == 0 {
+            return Ok(());
+        }
+        self.finish(s, 0, res, y, stream)
+    }
+
+    /// The in-place pass `y = act(y + bias + res)` (`bias`, `res` may be 0: absent).
+    fn finish(
+        &self,
+        s: &Shape,
+        bias: u64,
+        res: u64,
+        y: u64,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        if bias == 0 && res == 0 && self.epilogue.code == 0 {
+            return Ok(());
+        }
+        let i = |v: usize| arg_i32(v, WHAT);
+        let ohw = s.oh * s.ow;
+        let planes = s.n * s.m;
+        let mut args = KernelArgs::new()
+            .ptr(y)
+            .ptr(bias)
+            .ptr(res)
+            .i32(i(s.m)?)
+            .i32(i(ohw)?)
+            .i64(planes as i64)
+            .i32(self.epilogue.code)
+            .f32(self.epilogue.p0)
+            .f32(self.epilogue.p1);
+        let (grid, block) = plane_grid(ohw, planes);
+        // SAFETY: the arguments match `conv_epilogue_*`; `y` (and `res`) hold `planes · ohw`
+        // elements.
+        unsafe { self.finish.launch(stream, grid, block, 0, &mut args) }
             .map_err(|e| format!("{WHAT}: {e}"))
     }
 
@@ -283,6 +327,7 @@ impl ConvKernel {
         x: u64,
         w: u64,
         bias: u64,
+        res: u64,
         y: u64,
         stream: &Stream,
     ) -> Result<(), String> {
@@ -366,23 +411,9 @@ impl ConvKernel {
             }
             n0 += nb;
         }
-        if bias == 0 && self.epilogue.code == 0 {
-            return Ok(());
-        }
-        let planes = s.n * s.m;
-        let mut args = KernelArgs::new()
-            .ptr(y)
-            .ptr(bias)
-            .i32(i(s.m)?)
-            .i32(i(ohw)?)
-            .i64(planes as i64)
-            .i32(self.epilogue.code)
-            .f32(self.epilogue.p0)
-            .f32(self.epilogue.p1);
-        let (grid, block) = plane_grid(ohw, planes);
-        // SAFETY: the arguments match `conv_epilogue_*`; `y` holds `planes · ohw` elements.
-        unsafe { self.finish.launch(stream, grid, block, 0, &mut args) }
-            .map_err(|e| format!("{WHAT}: {e}"))
+        drop(blas);
+        drop(scratch);
+        self.finish(s, bias, res, y, stream)
     }
 }
 
@@ -393,7 +424,7 @@ impl DeviceKernel for ConvKernel {
         outputs: &[DeviceTensor],
         stream: &Stream,
     ) -> Result<(), String> {
-        expect_inputs(WHAT, inputs, outputs, 2..=3, 1)?;
+        expect_inputs(WHAT, inputs, outputs, 2..=4, 1)?;
         expect_dtype(WHAT, inputs, self.dtype)?;
         expect_dtype(WHAT, outputs, self.dtype)?;
         let (xd, wd, yd) = (
@@ -407,16 +438,25 @@ impl DeviceKernel for ConvKernel {
         {
             return Err(format!("{WHAT}: bias {:?} must be [{}]", b.desc.shape, s.m));
         }
+        if let Some(r) = inputs.get(3)
+            && dims(&r.desc)? != yd
+        {
+            return Err(format!(
+                "{WHAT}: residual {:?} must be shaped like the output {yd:?}",
+                r.desc.shape
+            ));
+        }
         if s.n * s.m * s.oh * s.ow == 0 {
             return Ok(());
         }
         let w = self.packed.as_ref().map_or(inputs[1].ptr, Weights::ptr);
         let bias = inputs.get(2).map_or(0, |b| b.ptr);
+        let res = inputs.get(3).map_or(0, |r| r.ptr);
         let (x, y) = (inputs[0].ptr, outputs[0].ptr);
         if s.cg == 1 && self.groups > 1 {
-            self.run_direct(&s, k, x, w, bias, y, stream)
+            self.run_direct(&s, k, x, w, bias, res, y, stream)
         } else {
-            self.run_gemm(&s, k, x, w, bias, y, stream)
+            self.run_gemm(&s, k, x, w, bias, res, y, stream)
         }
     }
 }

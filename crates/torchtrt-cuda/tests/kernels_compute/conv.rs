@@ -239,3 +239,33 @@ fn convolution_declines_3d_and_rejects_bad_outputs() {
     let err = gpu(&dev, &layer(c), &inputs, &wrong).unwrap_err();
     assert!(err.contains("do not fit"), "{err}");
 }
+
+#[test]
+fn convolution_adds_a_residual_before_the_activation() {
+    let Some(dev) = device_or_skip() else { return };
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for i in [0, 1, 2, 4, 7] {
+            let c = &CASES[i];
+            let seed = 1000 + 10 * i as u64;
+            let out = crate::harness::cpu(
+                &layer(c),
+                &[
+                    (rand(dtype, c.x, seed), false),
+                    (rand(dtype, c.w, seed + 1), true),
+                ],
+            );
+            let inputs = vec![
+                (rand(dtype, c.x, seed), false),
+                (rand(dtype, c.w, seed + 1), true),
+                (rand(dtype, &[c.w[0]], seed + 2), true),
+                (rand(dtype, out[0].shape(), seed + 3), false),
+            ];
+            check(
+                &dev,
+                &format!("Convolution case {i} with a residual, {dtype}"),
+                &layer(c),
+                &inputs,
+            );
+        }
+    }
+}
