@@ -34,12 +34,12 @@ mod stream;
 
 pub use backend::CudaBackend;
 pub use blas::{BatchStrides, Blas, Gemm, GemmType};
-pub use context::{CudaExecutionContext, DeviceIo, Placement};
+pub use context::{CudaExecutionContext, DeviceIo, GRAPHS_ENV, Placement};
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};
 pub use images::KernelImageSource;
 pub use launch::{Dim3, KernelArgs};
-pub use memory::{CachingAllocator, DeviceBuffer};
+pub use memory::{CachingAllocator, DeviceBuffer, ScratchGuard, ScratchPool};
 pub use module::{Function, Module};
 pub use nvrtc::{Arch, KernelImage, compile};
 pub use stream::{Event, Stream};

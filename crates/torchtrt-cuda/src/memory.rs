@@ -2,9 +2,13 @@
 //! that steady-state runs make no `cuMemAlloc` calls.
 //!
 //! A block released while kernels queued on a stream still use it may be handed out again at
-//! once; that is safe when all users of the allocator queue their work on one stream (the
-//! execution context's), since the stream orders the old work before the new.
+//! once; that is safe when all users of the allocator queue their work on one stream, since
+//! the stream orders the old work before the new. Work on several streams takes its memory
+//! through a [`ScratchPool`]: while one is entered on a thread, that thread's allocations
+//! reuse and return the pool's blocks, which go back to the shared cache only when the pool
+//! is dropped (after its owner has waited for its work).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +34,7 @@ pub struct DeviceBuffer {
 
 enum Owner {
     Cache(Arc<Cache>),
+    Scratch(Arc<ScratchPool>),
     Device(Arc<CudaContext>),
 }
 
@@ -77,6 +82,7 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         match &self.owner {
             Owner::Cache(cache) => cache.release(self.ptr, self.capacity),
+            Owner::Scratch(pool) => pool.keep(self.ptr, self.capacity),
             Owner::Device(ctx) => raw_free(ctx, self.ptr),
         }
     }
@@ -148,8 +154,43 @@ impl CachingAllocator {
     /// A buffer of `len` bytes (contents undefined): a cached block of the same rounded size
     /// when there is one, else a new one from the driver. When the driver is out of memory
     /// the cache is emptied and the allocation retried once.
+    ///
+    /// While a [`ScratchPool`] of this allocator is entered on the calling thread, the
+    /// buffer comes from that pool (or the cache when the pool has none of its size) and
+    /// goes back to the pool on drop.
     pub fn alloc(&self, len: usize) -> CudaResult<DeviceBuffer> {
         let capacity = round_up(len);
+        if let Some(pool) = ScratchPool::current(&self.cache) {
+            let ptr = match pool.take(capacity) {
+                Some(p) => p,
+                None => self.alloc_block(capacity)?,
+            };
+            return Ok(DeviceBuffer {
+                ptr,
+                len,
+                capacity,
+                owner: Owner::Scratch(pool),
+            });
+        }
+        Ok(DeviceBuffer {
+            ptr: self.alloc_block(capacity)?,
+            len,
+            capacity,
+            owner: Owner::Cache(self.cache.clone()),
+        })
+    }
+
+    /// A new pool of blocks private to one user of this allocator (see [`ScratchPool`]).
+    pub fn scratch_pool(&self) -> Arc<ScratchPool> {
+        Arc::new(ScratchPool {
+            cache: self.cache.clone(),
+            free: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// A block of `capacity` bytes (a size class) from the cache or the driver, counted in
+    /// use.
+    fn alloc_block(&self, capacity: usize) -> CudaResult<u64> {
         let reused = {
             let mut s = self.lock();
             let ptr = s.free.get_mut(&capacity).and_then(Vec::pop);
@@ -175,12 +216,7 @@ impl CachingAllocator {
                 p
             }
         };
-        Ok(DeviceBuffer {
-            ptr,
-            len,
-            capacity,
-            owner: Owner::Cache(self.cache.clone()),
-        })
+        Ok(ptr)
     }
 
     /// Bytes held by free blocks, ready for reuse.
@@ -233,6 +269,88 @@ impl Drop for Cache {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         for ptr in std::mem::take(&mut state.free).into_values().flatten() {
             raw_free(&self.ctx, ptr);
+        }
+    }
+}
+
+thread_local! {
+    static ENTERED: RefCell<Vec<Arc<ScratchPool>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Device blocks owned by one user of a [`CachingAllocator`] (an execution context), so that
+/// memory it releases while its queued work may still read it is never handed to work on
+/// another stream. [`ScratchPool::enter`] routes the calling thread's allocations from the
+/// allocator through the pool until the guard drops; a buffer allocated so returns to the
+/// pool, whichever thread drops it. Dropping the pool gives its blocks to the shared cache:
+/// its owner must have waited for the work using them first.
+pub struct ScratchPool {
+    cache: Arc<Cache>,
+    free: Mutex<BTreeMap<usize, Vec<u64>>>,
+}
+
+impl std::fmt::Debug for ScratchPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScratchPool({} bytes free)", self.free_bytes())
+    }
+}
+
+/// Leaves a [`ScratchPool`] entered by [`ScratchPool::enter`] on drop.
+#[must_use = "the pool is left when the guard drops"]
+pub struct ScratchGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl ScratchPool {
+    /// Routes this thread's allocations from the pool's allocator through the pool until the
+    /// guard drops (entered pools nest; the innermost one serves).
+    pub fn enter(self: &Arc<Self>) -> ScratchGuard {
+        ENTERED.with(|e| e.borrow_mut().push(self.clone()));
+        ScratchGuard {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// Bytes of free blocks the pool keeps.
+    pub fn free_bytes(&self) -> usize {
+        self.lock().iter().map(|(cap, v)| cap * v.len()).sum()
+    }
+
+    fn current(cache: &Arc<Cache>) -> Option<Arc<ScratchPool>> {
+        ENTERED.with(|e| {
+            e.borrow()
+                .iter()
+                .rev()
+                .find(|p| Arc::ptr_eq(&p.cache, cache))
+                .cloned()
+        })
+    }
+
+    fn take(&self, capacity: usize) -> Option<u64> {
+        self.lock().get_mut(&capacity).and_then(Vec::pop)
+    }
+
+    fn keep(&self, ptr: u64, capacity: usize) {
+        self.lock().entry(capacity).or_default().push(ptr);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Vec<u64>>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for ScratchGuard {
+    fn drop(&mut self) {
+        ENTERED.with(|e| e.borrow_mut().pop());
+    }
+}
+
+impl Drop for ScratchPool {
+    fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (capacity, ptrs) in free {
+            for ptr in ptrs {
+                self.cache.release(ptr, capacity);
+            }
         }
     }
 }

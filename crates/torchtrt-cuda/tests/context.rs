@@ -411,3 +411,279 @@ fn shape_inputs_on_the_device_are_read_for_inference() {
     let got = Tensor::from_vec(&[4, 3], from_bytes(&bytes)).expect("y");
     assert_close(&[got], &want, 1e-5);
 }
+
+#[test]
+fn graph_replay_matches_the_walk_on_random_inputs_and_shape_changes() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let mut graphed = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    graphed.set_graphs(true);
+    let mut plain = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    plain.set_graphs(false);
+    let mut cpu = e.cpu.create_context();
+    let runs = [
+        (2, 60),
+        (2, 61),
+        (2, 62),
+        (3, 63),
+        (3, 64),
+        (2, 65),
+        (3, 66),
+    ];
+    for (batch, seed) in runs {
+        let x = input(batch, seed);
+        let got = graphed.execute(&[&x]).expect("graphed run");
+        let walked = plain.execute(&[&x]).expect("plain run");
+        assert_close(&got, &walked, 1e-6);
+        assert_close(&got, &cpu.execute(&[&x]).expect("cpu runs"), 1e-4);
+    }
+    assert_eq!(graphed.graph_counts(), (2, 5), "one graph per batch size");
+    assert_eq!(plain.graph_counts(), (0, 0));
+    graphed.set_graphs(false);
+    let x = input(2, 67);
+    assert_close(
+        &graphed.execute(&[&x]).expect("walk again"),
+        &plain.execute(&[&x]).expect("plain"),
+        1e-6,
+    );
+    assert_eq!(graphed.graph_counts(), (0, 0));
+}
+
+#[test]
+fn graph_replay_reads_and_writes_changing_caller_buffers() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    ctx.set_graphs(true);
+    let mut cpu = e.cpu.create_context();
+    let shapes = ctx
+        .output_shapes(&[(DType::F32, &[2, 4, 12, 12])])
+        .expect("output shapes");
+    let stream = dev.new_stream().expect("caller stream");
+    for seed in 70..75 {
+        let x = input(2, seed);
+        let x_dev = upload(&dev, &x);
+        let out_bufs: Vec<_> = shapes
+            .iter()
+            .map(|s| {
+                dev.allocator()
+                    .alloc(s.iter().product::<usize>() * 4)
+                    .expect("alloc")
+            })
+            .collect();
+        let inputs = [DeviceIo {
+            ptr: x_dev.ptr(),
+            dtype: DType::F32,
+            shape: x.shape().to_vec(),
+        }];
+        let outputs: Vec<DeviceIo> = shapes
+            .iter()
+            .zip(&out_bufs)
+            .map(|(s, b)| DeviceIo {
+                ptr: b.ptr(),
+                dtype: DType::F32,
+                shape: s.clone(),
+            })
+            .collect();
+        // SAFETY: the buffers hold the tensors and outlive the synchronised stream.
+        unsafe { ctx.enqueue(&inputs, &outputs, stream.raw()) }.expect("enqueue");
+        stream.synchronize().expect("sync");
+        let got: Vec<Tensor> = shapes
+            .iter()
+            .zip(&out_bufs)
+            .map(|(s, b)| {
+                let mut bytes = vec![0u8; b.len()];
+                stream.download(b, &mut bytes).expect("download");
+                Tensor::from_vec(s, from_bytes(&bytes)).expect("tensor")
+            })
+            .collect();
+        assert_close(&got, &cpu.execute(&[&x]).expect("cpu runs"), 1e-4);
+        if seed == 74 {
+            let mut wrong = outputs.clone();
+            wrong[1].shape = vec![2, 8, 12, 11];
+            // SAFETY: as above; the call is refused before anything is queued.
+            let err = unsafe { ctx.enqueue(&inputs, &wrong, stream.raw()) }.expect_err("bad");
+            assert!(err.to_string().contains("output `features`"), "{err}");
+        }
+    }
+    assert_eq!(ctx.graph_counts(), (1, 3));
+}
+
+#[test]
+fn runs_that_cannot_be_captured_keep_the_walk() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(true, DType::F32);
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    ctx.set_graphs(true);
+    let mut cpu = e.cpu.create_context();
+    for seed in 80..84 {
+        let x = input(2, seed);
+        let want = cpu.execute(&[&x]).expect("cpu runs");
+        assert_close(&ctx.execute(&[&x]).expect("runs"), &want, 1e-4);
+    }
+    assert_eq!(
+        ctx.graph_counts(),
+        (0, 0),
+        "a host plugin reads device data"
+    );
+
+    let backend = CudaBackend::new(0, Arc::new(CpuBackend::new())).expect("backend");
+    let cuda: Arc<dyn Backend> = Arc::new(backend);
+    let host: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let config = BuildConfig {
+        device: DeviceKind::Cuda,
+        ..BuildConfig::default()
+    };
+    let gpu = build(&reshape_by_input(), &config, &[cuda, host]).expect("cuda");
+    let mut ctx = CudaExecutionContext::new(&gpu, &dev).expect("context");
+    ctx.set_graphs(true);
+    let x = Tensor::from_vec(&[2, 6], random_f32(12, 85)).expect("x");
+    for dims in [[4i64, 3], [3, 4], [4, 3], [2, 6], [12, 1]] {
+        let s = Tensor::from_vec(&[2], dims.to_vec()).expect("s");
+        let got = ctx.execute(&[&x, &s]).expect("runs");
+        let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        assert_eq!(got[0].shape(), want.as_slice(), "the shape input's values");
+    }
+    assert_eq!(ctx.graph_counts().0, 0, "shape values are read on the host");
+}
+
+#[test]
+fn kernel_scratch_stays_with_its_context_until_dropped() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let x = input(4, 90);
+    let held = dev.allocator().held_bytes();
+    let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
+    ctx.set_graphs(false);
+    ctx.execute(&[&x]).expect("runs");
+    ctx.execute(&[&x]).expect("runs");
+    assert_eq!(
+        dev.allocator().held_bytes(),
+        held,
+        "scratch freed during a run goes back to the context, not the shared cache"
+    );
+    drop(ctx);
+    assert!(
+        dev.allocator().held_bytes() > held,
+        "dropping gives it back"
+    );
+}
+
+#[test]
+fn contexts_on_two_streams_run_concurrently() {
+    let Some(dev) = device_or_skip() else { return };
+    let e = engines(false, DType::F32);
+    let inputs: Vec<Tensor> = (0..6).map(|k| input(4, 100 + k)).collect();
+    let mut cpu = e.cpu.create_context();
+    let want: Vec<Vec<Tensor>> = inputs
+        .iter()
+        .map(|x| cpu.execute(&[x]).expect("cpu runs"))
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (gpu, dev, inputs, want) = (&e.gpu, &dev, &inputs, &want);
+            s.spawn(move || {
+                let mut ctx = CudaExecutionContext::new(gpu, dev).expect("context");
+                ctx.set_graphs(t == 0);
+                for round in 0..8 {
+                    let k = (round + 3 * t) % inputs.len();
+                    let got = ctx.execute(&[&inputs[k]]).expect("runs");
+                    assert_close(&got, &want[k], 1e-4);
+                }
+            });
+        }
+    });
+}
+
+/// x → conv(3×3, pad 1) → Add(x) → Relu, optionally with the convolution's output marked as
+/// an engine output too (read twice, so nothing fuses).
+fn residual_block(unfused: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("n", 1, 2, 4), 8.into(), 9.into(), 7.into()],
+        )
+        .expect("x");
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[8, 8, 3, 3], random_f32(576, 3)).expect("w"),
+        )
+        .expect("w");
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let c = net.add_layer("conv", conv, &[x, w]).expect("conv")[0];
+    let sum = net
+        .add_layer(
+            "add",
+            torchtrt_core::layers::Elementwise::new(torchtrt_core::layers::ElementwiseOp::Add),
+            &[c, x],
+        )
+        .expect("add")[0];
+    let y = net
+        .add_layer(
+            "relu",
+            Activation {
+                kind: ActivationKind::Relu,
+            },
+            &[sum],
+        )
+        .expect("relu")[0];
+    net.mark_output(y, "y").expect("y");
+    if unfused {
+        net.mark_output(c, "conv").expect("conv");
+    }
+    net
+}
+
+#[test]
+fn residual_add_and_relu_fuse_into_the_gpu_convolution() {
+    let Some(dev) = device_or_skip() else { return };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    for precision in [DType::F32, DType::F16] {
+        let config = |device| BuildConfig {
+            device,
+            precision,
+            ..BuildConfig::default()
+        };
+        let gpu = |unfused| {
+            build(
+                &residual_block(unfused),
+                &config(DeviceKind::Cuda),
+                &[cuda.clone(), cpu.clone()],
+            )
+            .expect("cuda")
+        };
+        let (fused, unfused) = (gpu(false), gpu(true));
+        let kinds = |e: &Engine| -> Vec<&'static str> {
+            e.plan().layers.iter().map(|l| l.kind.op().kind()).collect()
+        };
+        assert!(
+            !kinds(&fused).contains(&"Elementwise") && !kinds(&fused).contains(&"Activation"),
+            "{:?}",
+            kinds(&fused)
+        );
+        assert!(kinds(&unfused).contains(&"Elementwise"));
+        let reference = build(
+            &residual_block(false),
+            &config(DeviceKind::Cpu),
+            std::slice::from_ref(&cpu),
+        )
+        .expect("cpu");
+        let mut a = CudaExecutionContext::new(&fused, &dev).expect("context");
+        let mut b = CudaExecutionContext::new(&unfused, &dev).expect("context");
+        let tol = if precision == DType::F16 { 2e-2 } else { 1e-4 };
+        for (n, seed) in [(2, 110), (3, 111), (2, 112)] {
+            let x = Tensor::from_vec(&[n, 8, 9, 7], random_f32(n * 504, seed)).expect("x");
+            let got = a.execute(&[&x]).expect("fused");
+            let plain = b.execute(&[&x]).expect("unfused");
+            assert_close(&got, &plain[..1], tol);
+            let want = reference.create_context().execute(&[&x]).expect("cpu");
+            assert_close(&got, &want, tol);
+        }
+    }
+}

@@ -9,8 +9,14 @@
 //! waits for the stream) and their outputs uploaded when a device layer needs them.
 //! Shape-only layers (`Shape`, `Size`) and small integer layers whose inputs are on the
 //! host stay on the host, so shape arithmetic never waits for the device.
+//!
+//! A repeated input shape replays a CUDA graph of the whole run (`graph.rs`). The context's
+//! allocations (activations, kernels' scratch, cuBLAS workspaces) come from a
+//! [`ScratchPool`] of its own, so memory it frees while its queued work may still use it is
+//! never handed to another context's stream.
 
 mod copy;
+mod graph;
 mod value;
 
 use std::ffi::c_void;
@@ -24,8 +30,10 @@ use torchtrt_core::{Engine, Error, LayerTiming, Result, Tensor};
 use crate::device::CudaDevice;
 use crate::error::CudaError;
 use crate::layer_kernel::DeviceLayerKernel;
+use crate::memory::ScratchPool;
 use crate::plugin_kernel::DevicePluginKernel;
 use crate::stream::Stream;
+use graph::{Graphs, Key};
 use value::{Dev, DevicePool, Host, Value};
 
 /// A tensor on the device given to or by [`CudaExecutionContext::enqueue`]: its address,
@@ -60,10 +68,17 @@ type Meta = (DType, Vec<usize>);
 /// values, and kept on the host by small integer layers.
 const SHAPE_TENSOR_ELEMENTS: usize = 1 << 16;
 
+/// Environment variable that turns CUDA graph replay off when set to `0`.
+pub const GRAPHS_ENV: &str = "TORCHTRT_CUDA_GRAPHS";
+
 /// Runs an engine built for a CUDA device with its activations in device memory (TensorRT's
 /// `IExecutionContext` with `enqueueV3`). Holds its own stream, device buffers reused from
 /// run to run, and the device copies of constants; create one per thread. Runs queued on a
 /// context must be ordered: one stream, or the caller synchronizes between streams.
+///
+/// From the second run of an input shape on, a run replays a CUDA graph captured from the
+/// walk over all layers (see [`Self::set_graphs`]); runs that cannot be captured keep the
+/// per-layer walk.
 pub struct CudaExecutionContext {
     engine: Engine,
     device: CudaDevice,
@@ -79,6 +94,12 @@ pub struct CudaExecutionContext {
     is_kept: Vec<bool>,
     pool: DevicePool,
     profile: Option<Profile>,
+    /// The context's own device memory (see [`ScratchPool`]).
+    scratch: Arc<ScratchPool>,
+    graphs: Graphs,
+    use_graphs: bool,
+    /// A run is being captured: steps that wait for the stream or copy host memory fail.
+    capturing: bool,
 }
 
 struct Profile {
@@ -133,6 +154,10 @@ impl CudaExecutionContext {
             is_kept,
             pool: DevicePool::default(),
             profile: None,
+            scratch: device.allocator().scratch_pool(),
+            graphs: Graphs::default(),
+            use_graphs: std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"),
+            capturing: false,
         })
     }
 
@@ -176,6 +201,21 @@ impl CudaExecutionContext {
         });
     }
 
+    /// Turns CUDA graph replay on (the default, unless the `TORCHTRT_CUDA_GRAPHS`
+    /// environment variable is `0`) or off; off drops the graphs captured so far.
+    pub fn set_graphs(&mut self, on: bool) {
+        self.use_graphs = on;
+        if !on {
+            self.graphs = Graphs::default();
+        }
+    }
+
+    /// How many graphs were captured and how many runs replayed one, since the context was
+    /// created.
+    pub fn graph_counts(&self) -> (u64, u64) {
+        (self.graphs.captures, self.graphs.replays)
+    }
+
     /// Per-layer timings in execution order, when profiling is on.
     pub fn profile(&self) -> Option<&[LayerTiming]> {
         self.profile.as_ref().map(|p| p.timings.as_slice())
@@ -187,6 +227,28 @@ impl CudaExecutionContext {
         let described: Vec<(DType, &[usize])> =
             inputs.iter().map(|t| (t.dtype(), t.shape())).collect();
         self.engine.check_inputs(&described)?;
+        let key: Key = inputs
+            .iter()
+            .map(|t| (t.dtype(), t.shape().to_vec()))
+            .collect();
+        let stream = self.stream.clone();
+        if let Some(g) = self.graph_for(&key) {
+            graph::replay(g, &stream, |i, ptr| {
+                // SAFETY: the graph's input buffer holds input `i`'s bytes (same shape).
+                unsafe { copy::upload(&stream, inputs[i].bytes(), ptr) }
+                    .map_err(cuda_error("execute"))
+            })?;
+            let mut result = Vec::with_capacity(g.outputs.len());
+            for o in &g.outputs {
+                let mut t = Tensor::zeros(o.dtype, &o.shape);
+                // SAFETY: the graph leaves the output's bytes at `o.ptr`.
+                unsafe { copy::download(&stream, o.ptr, t.bytes_mut()) }
+                    .map_err(cuda_error("execute"))?;
+                result.push(t);
+            }
+            self.graphs.replays += 1;
+            return Ok(result);
+        }
         let values: Vec<Value<'_>> = inputs
             .iter()
             .map(|t| Value {
@@ -196,7 +258,6 @@ impl CudaExecutionContext {
                 dev: None,
             })
             .collect();
-        let stream = self.stream.clone();
         let stream = stream.as_ref();
         let outs = self.run(values, None, stream)?;
         let mut result = Vec::with_capacity(outs.len());
@@ -265,6 +326,29 @@ impl CudaExecutionContext {
                 outputs.len()
             )));
         }
+        // SAFETY: per this function's contract.
+        let stream = unsafe { Stream::from_raw(&self.device, stream) };
+        let key: Key = inputs.iter().map(|t| (t.dtype, t.shape.clone())).collect();
+        if let Some(g) = self.graph_for(&key) {
+            for (k, (o, want)) in g.outputs.iter().zip(outputs).enumerate() {
+                check_meta(&plan.outputs[k].0, o.dtype, &o.shape, want)?;
+            }
+            graph::replay(g, &stream, |i, ptr| {
+                let bytes = inputs[i].shape.iter().product::<usize>() * inputs[i].dtype.size();
+                // SAFETY: the caller's input holds `bytes` bytes (checked shape), as does
+                // the graph's input buffer.
+                unsafe { copy::device_copy(&stream, inputs[i].ptr, ptr, bytes) }
+                    .map_err(cuda_error("enqueue"))
+            })?;
+            for (k, (o, want)) in g.outputs.iter().zip(outputs).enumerate() {
+                let bytes = o.shape.iter().product::<usize>() * o.dtype.size();
+                // SAFETY: both hold the output's bytes (checked shape and dtype).
+                unsafe { copy::device_copy(&stream, o.ptr, want.ptr, bytes) }
+                    .map_err(cuda_error(&plan.outputs[k].0))?;
+            }
+            self.graphs.replays += 1;
+            return Ok(());
+        }
         let values: Vec<Value<'_>> = inputs
             .iter()
             .map(|t| Value {
@@ -274,8 +358,6 @@ impl CudaExecutionContext {
                 dev: Some(Dev::External(t.ptr)),
             })
             .collect();
-        // SAFETY: per this function's contract.
-        let stream = unsafe { Stream::from_raw(&self.device, stream) };
         let outs = self.run(values, Some(outputs), &stream)?;
         let copied = self.copy_outputs(&engine, &outs, outputs, &stream);
         self.recycle(outs);
@@ -329,11 +411,21 @@ impl CudaExecutionContext {
 mod shapes;
 mod walk;
 
+impl Drop for CudaExecutionContext {
+    fn drop(&mut self) {
+        let _ = self.device.synchronize();
+    }
+}
+
 fn check_output(name: &str, v: &Value<'_>, io: &DeviceIo) -> Result<()> {
-    if v.dtype != io.dtype || v.shape != io.shape {
+    check_meta(name, v.dtype, &v.shape, io)
+}
+
+fn check_meta(name: &str, dtype: DType, shape: &[usize], io: &DeviceIo) -> Result<()> {
+    if dtype != io.dtype || shape != io.shape.as_slice() {
         return Err(Error::Input(format!(
-            "output `{name}` is {}{:?}, its buffer is described as {}{:?}",
-            v.dtype, v.shape, io.dtype, io.shape
+            "output `{name}` is {dtype}{shape:?}, its buffer is described as {}{:?}",
+            io.dtype, io.shape
         )));
     }
     Ok(())

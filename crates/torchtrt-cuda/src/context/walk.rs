@@ -28,6 +28,8 @@ impl CudaExecutionContext {
         stream: &Stream,
     ) -> Result<Vec<Value<'a>>> {
         self.device.bind().map_err(cuda_error("execute"))?;
+        let scratch = self.scratch.clone();
+        let _scratch = scratch.enter();
         let engine = self.engine.clone();
         let plan = engine.plan();
         let mut slots: Vec<Option<Value<'a>>> =
@@ -333,6 +335,7 @@ impl CudaExecutionContext {
             return Ok(());
         }
         let name = &engine.plan().tensor_names[index];
+        self.refuse_in_capture("a download", name)?;
         let dev = v.dev.as_ref().ok_or_else(|| Error::Execution {
             layer: name.clone(),
             message: "tensor has neither a host nor a device copy".into(),
@@ -357,6 +360,7 @@ impl CudaExecutionContext {
             return Ok(());
         }
         let name = &engine.plan().tensor_names[index];
+        self.refuse_in_capture("an upload", name)?;
         let host = v.host.as_ref().ok_or_else(|| Error::Execution {
             layer: name.clone(),
             message: "tensor has neither a host nor a device copy".into(),
