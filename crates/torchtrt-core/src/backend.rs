@@ -67,6 +67,13 @@ pub trait Backend: Send + Sync {
         self.prepare(layer, inputs)
     }
 
+    /// Whether the builder should group element-wise layers placed on this backend into
+    /// `Fused` layers (`LayerKind::Fused`), which the backend then prepares as one kernel.
+    /// The default is `false`.
+    fn fuses_elementwise(&self) -> bool {
+        false
+    }
+
     /// A kernel that runs `plugin` on this backend's device, for plugin layers the builder
     /// placed there. `None` (the default) runs the plugin's CPU kernel through the runtime.
     fn plugin_kernel(&self, _plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {

@@ -151,6 +151,10 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn fuses_elementwise(&self) -> bool {
+        true
+    }
+
     fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
         Some(Ok(Box::new(DevicePluginKernel::new(
             plugin.clone(),

@@ -4,6 +4,7 @@
 
 mod fold;
 mod fuse;
+mod fuse_elementwise;
 mod memory;
 mod negotiate;
 
@@ -36,6 +37,9 @@ pub struct BuildConfig {
     /// Let f32 matrix products use TF32 tensor cores (TensorRT's `kTF32`); off by default,
     /// so f32 engines compute in full f32. Stored in the engine; the CPU ignores it.
     pub tf32: bool,
+    /// Group element-wise layers into `Fused` layers on backends that generate one kernel
+    /// per group ([`Backend::fuses_elementwise`]); on by default.
+    pub fuse_elementwise: bool,
 }
 
 impl Default for BuildConfig {
@@ -46,6 +50,7 @@ impl Default for BuildConfig {
             fold_constants: true,
             max_fold_elements: 1 << 24,
             tf32: false,
+            fuse_elementwise: true,
         }
     }
 }
@@ -265,6 +270,9 @@ pub fn build(
             t = work.emit_cast(t, DType::F32, config.device)?;
         }
         outputs.push((name.clone(), t));
+    }
+    if config.fuse_elementwise {
+        fuse_elementwise::run(&mut work, &outputs, backend.as_ref());
     }
     let inputs: Vec<NetworkInput> = network.inputs().to_vec();
     let plan = compact(work, inputs, outputs, config, &backend)?;

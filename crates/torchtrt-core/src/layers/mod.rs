@@ -16,6 +16,7 @@ mod einsum;
 mod elementwise;
 mod expand;
 mod flatten;
+mod fused;
 mod gather;
 mod gather_elements;
 mod matmul;
@@ -58,6 +59,7 @@ pub use einsum::{Einsum, EinsumPlan};
 pub use elementwise::{Elementwise, ElementwiseOp};
 pub use expand::Expand;
 pub use flatten::Flatten;
+pub use fused::{Fused, FusedOperand, FusedStep, fusible_kind};
 pub use gather::Gather;
 pub use gather_elements::GatherElements;
 pub use matmul::MatMul;
@@ -257,6 +259,7 @@ layer_kinds! {
     Select(Select),
     GatherElements(GatherElements),
     ScatterElements(ScatterElements),
+    Fused(Fused),
 }
 
 fn require_float(what: &str, dtype: DType) -> Result<(), String> {

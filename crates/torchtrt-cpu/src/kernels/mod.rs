@@ -105,6 +105,7 @@ pub(crate) fn prepare(
         LayerKind::Select(l) => select::prepare(l, inputs),
         LayerKind::GatherElements(l) => gather_elements::prepare(l, inputs),
         LayerKind::ScatterElements(l) => scatter_elements::prepare(l, inputs),
+        LayerKind::Fused(l) => l.chain_kernel(inputs, prepare),
         LayerKind::Constant(_) | LayerKind::Plugin(_) => Err(format!(
             "{} layers are executed by the runtime itself",
             op.kind()

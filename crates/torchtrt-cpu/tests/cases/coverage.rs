@@ -49,7 +49,8 @@ fn needs_kernel(kind: &LayerKind) -> bool {
         | LayerKind::Range(_)
         | LayerKind::Select(_)
         | LayerKind::GatherElements(_)
-        | LayerKind::ScatterElements(_) => true,
+        | LayerKind::ScatterElements(_)
+        | LayerKind::Fused(_) => true,
     }
 }
 
@@ -197,6 +198,26 @@ fn samples() -> Vec<Sample> {
         (
             ScatterElements::default().into(),
             vec![f(&[2, 3]), i(&[2, 3]), f(&[2, 3])],
+        ),
+        (
+            Fused {
+                inputs: 2,
+                steps: vec![
+                    FusedStep {
+                        kind: Elementwise::new(ElementwiseOp::Add).into(),
+                        operands: vec![FusedOperand::Input(0), FusedOperand::Input(1)],
+                    },
+                    FusedStep {
+                        kind: Activation {
+                            kind: ActivationKind::Relu,
+                        }
+                        .into(),
+                        operands: vec![FusedOperand::Step(0)],
+                    },
+                ],
+            }
+            .into(),
+            vec![f(&[2, 3]), f(&[3])],
         ),
         (
             PluginLayer {

@@ -18,7 +18,7 @@ use crate::stream::Stream;
 const WHAT: &str = "Elementwise";
 
 /// Device functions the expressions use.
-const HELPERS: &str = r#"
+pub(super) const HELPERS: &str = r#"
 __device__ __forceinline__ float py_mod(float x, float y) {
     float r = fmodf(x, y);
     return (r != 0.0f && ((r < 0.0f) != (y < 0.0f))) ? r + y : r;
@@ -64,6 +64,15 @@ fn expr(op: ElementwiseOp, fmod: bool, family: Family) -> Option<&'static str> {
         (E::Xor, Bool) => "(x != 0) != (y != 0)",
         _ => return None,
     })
+}
+
+/// The f32 expression of `op` on `x`, `y` (float arithmetic only, no comparisons or logic),
+/// for generated kernels that compute several layers at once; helpers in [`HELPERS`].
+pub(super) fn float_expr(op: ElementwiseOp, fmod: bool) -> Option<&'static str> {
+    if op.is_comparison() {
+        return None;
+    }
+    expr(op, fmod, Family::Float)
 }
 
 const BODY: &str = r#"

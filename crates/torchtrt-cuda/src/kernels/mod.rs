@@ -16,6 +16,7 @@ mod copy;
 mod elementwise;
 mod epilogue;
 mod expand;
+mod fused;
 mod gather;
 mod layout;
 mod map;
@@ -108,6 +109,7 @@ const PREPARERS: &[(&str, Preparer)] = &[
     ("Flatten", reshape::prepare),
     ("Squeeze", reshape::prepare),
     ("Unsqueeze", reshape::prepare),
+    ("Fused", fused::prepare),
 ];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.

@@ -1,0 +1,211 @@
+//! Element-wise fusion on the GPU: an engine whose element-wise chains the builder fused
+//! (`Fused` layers, one generated kernel each) gives the unfused engine's outputs on random
+//! data, in f32 and f16, at several sizes of a dynamic dim, for rows that are whole 16-byte
+//! packs and rows that are not. Without a GPU, the same grouping runs on a CPU backend
+//! that opts in (its steps chained by `Fused::chain_kernel`).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{device_or_skip, random_f32};
+use torchtrt_core::layers::{
+    Activation, ActivationKind, Elementwise, ElementwiseOp, Unary, UnaryOp,
+};
+use torchtrt_core::plugin_api::{DType, DeviceKind};
+use torchtrt_core::{
+    Backend, BuildConfig, Dim, Engine, InferInput, Kernel, LayerKind, NetworkDefinition, Tensor,
+    build,
+};
+use torchtrt_cpu::CpuBackend;
+use torchtrt_cuda::{CudaBackend, CudaDevice, CudaExecutionContext};
+
+/// `h = sigmoid(gelu(x + b)·… + y)` with Gelu as ONNX exports it, and `r = relu(x + b)`,
+/// which keeps `x + b` outside the fused group.
+fn network(width: usize) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let dims = [
+        Dim::dynamic("n", 1, 2, 4),
+        Dim::Fixed(5),
+        Dim::Fixed(width as i64),
+    ];
+    let x = net.add_input("x", DType::F32, &dims).expect("x");
+    let y = net
+        .add_input(
+            "y",
+            DType::F32,
+            &[
+                Dim::dynamic("n", 1, 2, 4),
+                Dim::Fixed(1),
+                Dim::Fixed(width as i64),
+            ],
+        )
+        .expect("y");
+    let mut constant = |name: &str, shape: &[usize], v: Vec<f32>| {
+        net.add_constant(name, Tensor::from_vec(shape, v).expect("tensor"))
+            .expect("constant")
+    };
+    let bias = constant("bias", &[width], random_f32(width, 7));
+    let sqrt2 = constant("sqrt2", &[], vec![std::f32::consts::SQRT_2]);
+    let one = constant("one", &[], vec![1.0]);
+    let half = constant("half", &[], vec![0.5]);
+    let bin = |net: &mut NetworkDefinition, name: &str, op, a, b| {
+        net.add(name, Elementwise::new(op), &[a, b]).expect(name)
+    };
+    let a = bin(&mut net, "add_bias", ElementwiseOp::Add, x, bias);
+    let b = bin(&mut net, "div", ElementwiseOp::Div, a, sqrt2);
+    let c = net
+        .add("erf", Unary { op: UnaryOp::Erf }, &[b])
+        .expect("erf");
+    let d = bin(&mut net, "add_one", ElementwiseOp::Add, c, one);
+    let e = bin(&mut net, "mul", ElementwiseOp::Mul, a, d);
+    let f = bin(&mut net, "mul_half", ElementwiseOp::Mul, e, half);
+    let g = bin(&mut net, "residual", ElementwiseOp::Add, f, y);
+    let sigmoid = Activation {
+        kind: ActivationKind::Sigmoid,
+    };
+    let h = net.add("sigmoid", sigmoid, &[g]).expect("sigmoid");
+    let relu = Activation {
+        kind: ActivationKind::Relu,
+    };
+    let r = net.add("relu", relu, &[a]).expect("relu");
+    net.mark_output(h, "h").expect("h");
+    net.mark_output(r, "r").expect("r");
+    net
+}
+
+fn engine(cuda: &Arc<dyn Backend>, width: usize, precision: DType, fuse: bool) -> Engine {
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let config = BuildConfig {
+        device: DeviceKind::Cuda,
+        precision,
+        fuse_elementwise: fuse,
+        ..BuildConfig::default()
+    };
+    build(&network(width), &config, &[cuda.clone(), cpu]).expect("builds")
+}
+
+fn run(engine: &Engine, device: &CudaDevice, n: usize, width: usize, seed: u64) -> Vec<Vec<f32>> {
+    let x = Tensor::from_vec(&[n, 5, width], random_f32(n * 5 * width, seed)).expect("x");
+    let y = Tensor::from_vec(&[n, 1, width], random_f32(n * width, seed + 1)).expect("y");
+    let mut ctx = CudaExecutionContext::new(engine, device).expect("context");
+    ctx.execute(&[&x, &y])
+        .expect("runs")
+        .iter()
+        .map(|t| t.as_slice::<f32>().expect("f32").to_vec())
+        .collect()
+}
+
+#[test]
+fn fused_engines_match_unfused_ones() {
+    let Some(dev) = device_or_skip() else { return };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu).expect("backend"));
+    for precision in [DType::F32, DType::F16] {
+        for width in [64, 63] {
+            let fused = engine(&cuda, width, precision, true);
+            let plain = engine(&cuda, width, precision, false);
+            let kinds = |e: &Engine| -> Vec<&'static str> {
+                e.plan().layers.iter().map(|l| l.kind.op().kind()).collect()
+            };
+            let fused_layers = kinds(&fused).iter().filter(|k| **k == "Fused").count();
+            assert!(fused_layers >= 1, "{:?}", kinds(&fused));
+            assert!(!kinds(&plain).contains(&"Fused"));
+            assert!(
+                fused.plan().layers.len() + 6 <= plain.plan().layers.len(),
+                "{:?} vs {:?}",
+                kinds(&fused),
+                kinds(&plain)
+            );
+            let tol = if precision == DType::F32 { 1e-5 } else { 2e-3 };
+            for (n, seed) in [(1, 11), (3, 12), (4, 13)] {
+                let want = run(&plain, &dev, n, width, seed);
+                let got = run(&fused, &dev, n, width, seed);
+                for (o, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(g.len(), w.len());
+                    for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                        assert!(
+                            (a - b).abs() <= tol * (1.0 + b.abs()),
+                            "{precision} width {width} n {n} output {o}[{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The CPU backend, asking the builder to fuse.
+struct FusingCpu(CpuBackend);
+
+impl Backend for FusingCpu {
+    fn device(&self) -> DeviceKind {
+        DeviceKind::Cpu
+    }
+    fn name(&self) -> String {
+        "fusing-cpu".into()
+    }
+    fn prepare(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+    ) -> Result<Box<dyn Kernel>, String> {
+        self.0.prepare(layer, inputs)
+    }
+    fn fuses_elementwise(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn grouping_keeps_shared_results_and_matches_on_the_cpu() {
+    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
+    let on = |fuse| BuildConfig {
+        fuse_elementwise: fuse,
+        ..BuildConfig::default()
+    };
+    let width = 7;
+    let fused = build(&network(width), &on(true), std::slice::from_ref(&backend)).expect("fused");
+    let plain = build(&network(width), &on(false), std::slice::from_ref(&backend)).expect("plain");
+    let layers: Vec<(String, &'static str)> = fused
+        .plan()
+        .layers
+        .iter()
+        .map(|l| (l.name.clone(), l.kind.op().kind()))
+        .collect();
+    let fused_steps: Vec<usize> = fused
+        .plan()
+        .layers
+        .iter()
+        .filter_map(|l| match &l.kind {
+            LayerKind::Fused(f) => Some(f.steps.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fused_steps, [7], "{layers:?}");
+    assert!(
+        layers
+            .iter()
+            .any(|(n, k)| n == "add_bias" && *k == "Elementwise"),
+        "x + b has two readers and must stay a layer: {layers:?}"
+    );
+    for n in [1, 3] {
+        let x = Tensor::from_vec(&[n, 5, width], random_f32(n * 5 * width, 3)).expect("x");
+        let y = Tensor::from_vec(&[n, 1, width], random_f32(n * width, 4)).expect("y");
+        let got = fused
+            .create_context()
+            .execute(&[&x, &y])
+            .expect("fused runs");
+        let want = plain
+            .create_context()
+            .execute(&[&x, &y])
+            .expect("plain runs");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.shape(), w.shape());
+            assert_eq!(
+                g.as_slice::<f32>().expect("f32"),
+                w.as_slice::<f32>().expect("f32")
+            );
+        }
+    }
+}
