@@ -66,6 +66,10 @@ struct BuildOptions {
     /// (TensorRT's kTF32): faster, with a 10-bit mantissa for the products. The CPU ignores it.
     #[arg(long)]
     tf32: bool,
+    /// Keep element-wise layers as separate kernels instead of fusing chains of them into
+    /// one generated kernel (GPU engines).
+    #[arg(long = "no-fuse")]
+    no_fuse: bool,
     /// Input shape: NAME=SHAPE (1x3x224x224) or NAME=MIN;OPT;MAX for dynamic dims.
     #[arg(long = "input-shape", value_name = "NAME=SHAPE")]
     input_shapes: Vec<String>,

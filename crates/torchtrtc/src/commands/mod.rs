@@ -53,6 +53,7 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
             Precision::Bf16 => DType::BF16,
         },
         tf32: opts.tf32,
+        fuse_elementwise: !opts.no_fuse,
         ..BuildConfig::default()
     }
 }
