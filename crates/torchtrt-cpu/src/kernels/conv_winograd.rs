@@ -215,7 +215,7 @@ impl Block<'_> {
 
     widest! {
         /// [`Block::input_transform`] for F(4×4, 3×3).
-        fn input_transform4(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>, padded: usize)
+        fn input_transform4(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>)
             => input_transform4_body
     }
 
@@ -238,7 +238,7 @@ impl Block<'_> {
             let transform_in = |(ch, vc): (usize, &mut [f32]), lines: &mut Vec<f32>| {
                 let plane = &self.x[ch * ih * iw..(ch + 1) * ih * iw];
                 if tile == 4 {
-                    self.input_transform4(plane, vc, lines, padded);
+                    self.input_transform4(plane, vc, lines);
                 } else {
                     self.input_transform(plane, vc, lines, padded);
                 }
@@ -438,43 +438,35 @@ impl Block<'_> {
 
 impl Block<'_> {
     /// Transforms the 6×6 patches of one input plane under this block's tiles into `vc`
-    /// (36 rows of this block's tiles); `lines` is scratch for six padded input lines (split
-    /// into phases, see [`f4::input_row`]) and their row combinations.
+    /// (36 rows of this block's tiles); `lines` is scratch for a zero input line and the
+    /// vertically transformed and phase-split rows of [`f4::input_row`].
     #[inline(always)]
-    fn input_transform4_body(
-        &self,
-        plane: &[f32],
-        vc: &mut [f32],
-        lines: &mut Vec<f32>,
-        padded: usize,
-    ) {
+    fn input_transform4_body(&self, plane: &[f32], vc: &mut [f32], lines: &mut Vec<f32>) {
         let win = &self.geom.window;
         let (ih, iw) = (win.input[1], win.input[2]);
         let (pt, pl) = (win.pad_begin[1] as isize, win.pad_begin[2]);
         let cols = self.tiles.cols;
         let n = self.rows.len() * cols;
-        lines.resize(12 * padded, 0.0);
-        let (d, e) = lines.split_at_mut(6 * padded);
-        let (q, width) = (cols + 1, iw.min(padded.saturating_sub(pl)));
+        let zero = iw + 16;
+        lines.resize(f4::row_scratch(cols) + zero, 0.0);
+        let (zeros, scratch) = lines.split_at_mut(zero);
+        zeros.fill(0.0);
+        let zeros: &[f32] = zeros;
         for (r, ty) in self.rows.clone().enumerate() {
-            for (k, line) in d.chunks_exact_mut(padded).enumerate() {
-                line.fill(0.0);
+            let src: [&[f32]; 6] = std::array::from_fn(|k| {
                 let y = 4 * ty as isize - pt + k as isize;
                 if y < 0 || y >= ih as isize {
-                    continue;
+                    zeros
+                } else {
+                    &plane[y as usize * iw..]
                 }
-                let src = &plane[y as usize * iw..y as usize * iw + width];
-                for (i, &v) in src.iter().enumerate() {
-                    let x = pl + i;
-                    line[(x % 4) * q + x / 4] = v;
-                }
-            }
+            });
             let mut rows = vc.chunks_exact_mut(n);
             let mut v: [&mut [f32]; f4::POINTS] = std::array::from_fn(|_| {
                 let row = rows.next().unwrap_or_default();
                 &mut row[r * cols..]
             });
-            f4::input_row(d, e, &mut v, cols);
+            f4::input_row(&src, iw, pl, scratch, &mut v, cols);
         }
     }
 

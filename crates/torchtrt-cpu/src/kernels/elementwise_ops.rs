@@ -136,34 +136,60 @@ pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C
 }
 
 /// `a^b`; a constant exponent of 2, 1/2 or 3/4 (LRN's default β) takes products and square
-/// roots instead of the general `powf`.
+/// roots instead of the general `powf`, compiled for the widest vector instructions the CPU
+/// has.
 fn pow<C: Real>(a: Operand<'_, C>, b: Operand<'_, C>, out: &mut [C]) {
-    let Operand::Scalar(y) = b else {
+    let (Operand::Slice(x), Operand::Scalar(y)) = (a, b) else {
         return zip(a, b, out, |x, y| x.powf(y));
     };
-    let (half, three_quarters, two) = (C::from_f64(0.5), C::from_f64(0.75), C::from_f64(2.0));
-    if y == two {
-        zip(a, b, out, |x, _| x * x)
-    } else if y == half {
-        zip(a, b, out, |x, _| {
-            if x == C::NEG_INFINITY {
-                C::INFINITY
-            } else {
-                x.sqrt() + C::ZERO
-            }
-        })
-    } else if y == three_quarters {
-        zip(a, b, out, |x, _| {
-            if x == C::NEG_INFINITY {
-                C::INFINITY
-            } else {
-                let r = x.sqrt();
-                r * r.sqrt()
-            }
-        })
-    } else {
-        zip(a, b, out, |x, y| x.powf(y))
+    let exponent = [0.5, 0.75, 2.0]
+        .into_iter()
+        .position(|e| C::from_f64(e) == y);
+    match exponent {
+        Some(0) => widest_map(x, out, |x| {
+            let r = x.sqrt() + C::ZERO;
+            if x == C::NEG_INFINITY { C::INFINITY } else { r }
+        }),
+        Some(1) => widest_map(x, out, |x| {
+            let r = x.sqrt();
+            let r = r * r.sqrt();
+            if x == C::NEG_INFINITY { C::INFINITY } else { r }
+        }),
+        Some(_) => widest_map(x, out, |x| x * x),
+        None => zip(a, b, out, |x, y| x.powf(y)),
     }
+}
+
+/// Writes `f(x_i)` into each element of `out`, with the loop compiled for the widest vector
+/// instructions the CPU has (AVX-512, AVX2 + FMA, or the baseline).
+#[inline(always)]
+fn widest_map<C: Copy>(x: &[C], out: &mut [C], f: impl Fn(C) -> C) {
+    #[inline(always)]
+    fn body<C: Copy>(x: &[C], out: &mut [C], f: &impl Fn(C) -> C) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = f(v);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        fn v4<C: Copy>(x: &[C], out: &mut [C], f: &impl Fn(C) -> C) {
+            body(x, out, f);
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn v3<C: Copy>(x: &[C], out: &mut [C], f: &impl Fn(C) -> C) {
+            body(x, out, f);
+        }
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+            return unsafe { v4(x, out, &f) };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { v3(x, out, &f) };
+        }
+    }
+    body(x, out, &f);
 }
 
 /// Arithmetic on integers: wrapping, division truncating toward zero. Divisors must have

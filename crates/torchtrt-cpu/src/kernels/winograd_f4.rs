@@ -52,50 +52,130 @@ fn output_points(m: [f32; 6]) -> [f32; 4] {
     [m0 + a + c, b + 2.0 * d, a + 4.0 * c, b + 8.0 * d + m5]
 }
 
-/// Transforms the 6×6 patches of one tile row: `lines` holds the six input lines under it,
-/// zero-padded to `4 · cols + 4` and split into 4 phases of `cols + 1` (phase `p` holds
-/// columns `p, p + 4, …`), `e` is scratch of the same size, and `v[ξ]` receives the row's
-/// `cols` tiles of point `ξ`.
+/// Values one step of the vector loops of [`input_row`] takes per line (one AVX-512 vector).
+const STEP: usize = 16;
+
+/// Scratch of [`input_row`] for a row of `cols` tiles, in f32.
+pub(super) fn row_scratch(cols: usize) -> usize {
+    12 * row_stride(cols)
+}
+
+/// Stride of one phase in [`input_row`]'s phase-split rows: `cols + 1` rounded up to whole
+/// steps, so a step's stores stay inside its phase.
+fn phase_stride(cols: usize) -> usize {
+    (cols + 1).next_multiple_of(STEP)
+}
+
+/// Stride of [`input_row`]'s transformed and phase-split rows: four phases and a step of
+/// slack, so whole-step loads and stores never leave the row.
+fn row_stride(cols: usize) -> usize {
+    4 * phase_stride(cols) + STEP
+}
+
+/// Transforms the 6×6 patches of one tile row: `src[k]` starts with input line `k` under it
+/// (`width` values, zeros for lines outside the image; values past `width` are read and
+/// ignored) whose first column sits at column `left` of the zero-padded row;
+/// `scratch` holds [`row_scratch`] values, and `v[ξ]` receives the row's `cols` tiles of
+/// point `ξ` (values past `cols` may be overwritten when `v[ξ]` is longer).
+///
+/// The vertical transform runs first, along whole lines into zero-padded rows; each row is
+/// then split into 4 phases (phase `p` holds columns `p, p + 4, …`) so that the horizontal
+/// transform reads contiguous runs. Every loop moves whole vectors through locals, so it
+/// vectorises without aliasing checks or calls to `memcpy`.
 #[inline(always)]
-pub(super) fn input_row(lines: &[f32], e: &mut [f32], v: &mut [&mut [f32]; POINTS], cols: usize) {
+pub(super) fn input_row(
+    src: &[&[f32]; 6],
+    width: usize,
+    left: usize,
+    scratch: &mut [f32],
+    v: &mut [&mut [f32]; POINTS],
+    cols: usize,
+) {
     let padded = 4 * cols + 4;
-    let d: [&[f32]; 6] = std::array::from_fn(|k| &lines[k * padded..(k + 1) * padded]);
-    {
-        let mut it = e.chunks_exact_mut(padded);
-        let mut e: [&mut [f32]; 6] = std::array::from_fn(|_| it.next().unwrap_or_default());
-        for x in 0..padded {
-            let p = input_points([d[0][x], d[1][x], d[2][x], d[3][x], d[4][x], d[5][x]]);
-            for (ei, pi) in e.iter_mut().zip(p) {
-                ei[x] = pi;
+    let (qs, stride) = (phase_stride(cols), row_stride(cols));
+    let width = width.min(padded.saturating_sub(left));
+    let (e, phases) = scratch.split_at_mut(6 * stride);
+    let mut x = 0;
+    while x < width {
+        let step = STEP.min(width - x);
+        let d: [[f32; STEP]; 6] = std::array::from_fn(|k| load(&src[k][x..], step));
+        let t = lanes(&d);
+        for (ti, row) in t.iter().zip(e.chunks_exact_mut(stride)) {
+            store(&mut row[left + x..], ti, step);
+        }
+        x += step;
+    }
+    for row in e.chunks_exact_mut(stride) {
+        row[..left].fill(0.0);
+        row[left + width..padded].fill(0.0);
+    }
+    let q = cols + 1;
+    for (row, split) in e.chunks_exact(stride).zip(phases.chunks_exact_mut(stride)) {
+        for j in 0..q.div_ceil(STEP) {
+            let Some(quads) = row[4 * STEP * j..].first_chunk::<{ 4 * STEP }>() else {
+                return;
+            };
+            let mut p = [[0f32; STEP]; 4];
+            for k in 0..STEP {
+                for (i, pi) in p.iter_mut().enumerate() {
+                    pi[k] = quads[4 * k + i];
+                }
+            }
+            for (i, pi) in p.iter().enumerate() {
+                store(&mut split[i * qs + j * STEP..], pi, STEP);
             }
         }
     }
-    let q = cols + 1;
-    for (i, ei) in e.chunks_exact(padded).enumerate() {
-        let (e0, e1, e2, e3) = (&ei[..q], &ei[q..2 * q], &ei[2 * q..3 * q], &ei[3 * q..]);
-        let Some([v0, v1, v2, v3, v4, v5]) = v[6 * i..6 * i + 6].first_chunk_mut::<6>() else {
-            return;
-        };
-        let (v0, v1, v2) = (&mut v0[..cols], &mut v1[..cols], &mut v2[..cols]);
-        let (v3, v4, v5) = (&mut v3[..cols], &mut v4[..cols], &mut v5[..cols]);
-        let (e0, e1, e2, e3, f0, f1) = (
-            &e0[..cols],
-            &e1[..cols],
-            &e2[..cols],
-            &e3[..cols],
-            &e0[1..=cols],
-            &e1[1..=cols],
-        );
-        for tx in 0..cols {
-            let p = input_points([e0[tx], e1[tx], e2[tx], e3[tx], f0[tx], f1[tx]]);
-            v0[tx] = p[0];
-            v1[tx] = p[1];
-            v2[tx] = p[2];
-            v3[tx] = p[3];
-            v4[tx] = p[4];
-            v5[tx] = p[5];
+    for (i, ei) in phases.chunks_exact(stride).enumerate() {
+        let mut tx = 0;
+        while tx < cols {
+            let step = STEP.min(cols - tx);
+            let d: [[f32; STEP]; 6] =
+                std::array::from_fn(|k| load(&ei[(k % 4) * qs + k / 4 + tx..], step));
+            let t = lanes(&d);
+            for (ti, vj) in t.iter().zip(&mut v[6 * i..6 * i + 6]) {
+                store(&mut vj[tx..], ti, step);
+            }
+            tx += step;
         }
     }
+}
+
+/// The first `len` (at most [`STEP`]) values of `src`, extended to a whole step with
+/// whatever follows them (zeros where `src` ends); a whole step is one fixed-size copy, so
+/// it compiles to a vector load instead of a call.
+#[inline(always)]
+fn load(src: &[f32], len: usize) -> [f32; STEP] {
+    if let Some(whole) = src.first_chunk::<STEP>() {
+        return *whole;
+    }
+    let mut d = [0f32; STEP];
+    d[..len].copy_from_slice(&src[..len]);
+    d
+}
+
+/// Stores `values` at the start of `dst`: a whole step where `dst` has room for it, else
+/// its first `len` values.
+#[inline(always)]
+fn store(dst: &mut [f32], values: &[f32; STEP], len: usize) {
+    if let Some(whole) = dst.first_chunk_mut::<STEP>() {
+        *whole = *values;
+        return;
+    }
+    dst[..len].copy_from_slice(&values[..len]);
+}
+
+/// [`input_points`] of `STEP` columns side by side.
+#[inline(always)]
+fn lanes(d: &[[f32; STEP]; 6]) -> [[f32; STEP]; 6] {
+    let mut t = [[0f32; STEP]; 6];
+    for j in 0..STEP {
+        let p = input_points(std::array::from_fn(|k| d[k][j]));
+        for (ti, pi) in t.iter_mut().zip(p) {
+            ti[j] = pi;
+        }
+    }
+    t
 }
 
 /// `Aᵀ m A + bias` of tile `t`: `m[ξ][t]` in, 4×4 outputs out.
