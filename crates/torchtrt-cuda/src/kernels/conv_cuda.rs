@@ -18,11 +18,12 @@ const BODY: &str = r#"
    r = (channel in group, kh, kw) below REAL = Cg·KH·KW and zero rows from REAL up to
    PADDED; p = (oh, ow). Blocks along y walk the rows (the decomposition is uniform per
    block), threads along x take VEC positions each (independent loads, one 16-byte store
-   when rows are a multiple of VEC long). */
+   when rows are a multiple of VEC long). With NB > 0 (one group) the rows of the NB images
+   interleave instead: col[r][image][p], one [PADDED, NB·OH·OW] matrix. */
 template <typename T>
 __device__ __forceinline__ void im2col_impl(
     const T* __restrict__ x, T* __restrict__ col, int REAL, int PADDED, int H, int W, int KH,
-    int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, i64 rows) {
+    int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, i64 rows, int NB) {
     int ohw = OH * OW, kk = KH * KW;
     bool vec = ohw % VEC == 0;
     for (i64 row = blockIdx.y; row < rows; row += gridDim.y) {
@@ -31,7 +32,7 @@ __device__ __forceinline__ void im2col_impl(
         int c = r / kk, kidx = r - c * kk;
         int kh = kidx / KW, kw = kidx - kh * KW;
         const T* __restrict__ plane = x + ((row / PADDED) * (REAL / kk) + c) * (i64)H * W;
-        T* dst = col + row * ohw;
+        T* dst = col + (NB > 0 ? ((i64)r * NB + row / PADDED) : row) * ohw;
         for (int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; p0 < ohw;
              p0 += gridDim.x * blockDim.x * VEC) {
             int oh = p0 / OW, ow = p0 - oh * OW;
@@ -56,8 +57,8 @@ __device__ __forceinline__ void im2col_impl(
 }
 
 #define IM2COL_ARGS int REAL, int PADDED, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW, \
-    int DH, int DW, int OH, int OW, i64 rows
-#define IM2COL_PASS REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, rows
+    int DH, int DW, int OH, int OW, i64 rows, int NB
+#define IM2COL_PASS REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, rows, NB
 extern "C" __global__ void im2col_2(const u16* x, u16* col, IM2COL_ARGS) {
     im2col_impl<u16>(x, col, IM2COL_PASS);
 }
@@ -92,6 +93,38 @@ __device__ __forceinline__ void epilogue_impl(void* y, const void* bias, const v
     const void* res, int M, int HW, i64 planes, int code, float p0, float p1) { \
     epilogue_impl<D>(y, bias, res, M, HW, planes, code, p0, p1); }
 FOR_EACH_DTYPE(EPILOGUE)
+
+/* y[image][m][p] = act(src[m][image][p] + bias[m] + res[image][m][p]) for the product of
+   one GEMM over NB interleaved images; planes (image, m) along y; bias and res may be
+   null. */
+template <typename D>
+__device__ __forceinline__ void epilogue_t_impl(const void* src, void* y, const void* bias,
+    const void* res, int M, int HW, int NB, i64 planes, int code, float p0, float p1) {
+    for (i64 plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+        int m = (int)(plane % M);
+        i64 image = plane / M;
+        float b = bias ? LOAD(D, bias, m) : 0.0f;
+        i64 from = ((i64)m * NB + image) * HW, to = plane * HW;
+        for (int q = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; q < HW;
+             q += gridDim.x * blockDim.x * VEC) {
+            float v[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j)
+                v[j] = q + j < HW ? LOAD(D, src, from + q + j) + b : 0.0f;
+            if (res) {
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) if (q + j < HW) v[j] += LOAD(D, res, to + q + j);
+            }
+#pragma unroll
+            for (int j = 0; j < VEC; ++j)
+                if (q + j < HW) STORE(D, y, to + q + j, act(v[j], code, p0, p1));
+        }
+    }
+}
+#define EPILOGUE_T(S, D) extern "C" __global__ void conv_epilogue_t_##S(const void* src, \
+    void* y, const void* bias, const void* res, int M, int HW, int NB, i64 planes, int code, \
+    float p0, float p1) { epilogue_t_impl<D>(src, y, bias, res, M, HW, NB, planes, code, p0, p1); }
+FOR_EACH_DTYPE(EPILOGUE_T)
 
 /* Depthwise K×K (one input channel per group): the plane's taps in registers, every tap's
    load issued unconditionally (predicated), VEC outputs per thread. */

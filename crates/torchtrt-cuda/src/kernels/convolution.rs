@@ -3,11 +3,15 @@
 //! are GEMMs on cuBLAS, one strided-batched GEMM per group over the images: 1×1 stride-1
 //! unpadded convolutions multiply the input as it is, others gather it first (im2col,
 //! scratch from the caching allocator, at most [`COL_BYTES`] per chunk of images; 16-bit
-//! GEMMs get their reduction padded to a multiple of 8, constant weights repacked once);
-//! a bias, a residual (the optional fourth input, added before the activation) or an
-//! activation then runs as one in-place epilogue pass; a depthwise convolution with a
-//! residual applies its activation in that pass too. Weights and bias are read from the
-//! inputs (the execution context keeps constants on the device).
+//! GEMMs get their reduction padded to a multiple of 8, constant weights repacked once).
+//! Ungrouped convolutions with few output positions per image (at most [`WIDE_HW`]) over
+//! several images gather every image, 1×1 ones too, into one `[rows, images·positions]`
+//! matrix and run a single wide GEMM per chunk, whose product the epilogue transposes back
+//! to NCHW while it adds the bias, the residual and the activation. Otherwise a bias, a
+//! residual (the optional fourth input, added before the activation) or an activation runs
+//! as one in-place epilogue pass; a depthwise convolution with a residual applies its
+//! activation in that pass too. Weights and bias are read from the inputs (the execution
+//! context keeps constants on the device).
 
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +33,9 @@ const WHAT: &str = "Convolution";
 /// The most im2col scratch one chunk of images may take.
 const COL_BYTES: usize = 256 << 20;
 const THREADS: u32 = 256;
+/// Ungrouped convolutions with at most this many output positions per image, over several
+/// images, run one wide GEMM per chunk of images instead of one per image.
+const WIDE_HW: usize = 256;
 
 /// Output positions a thread of the plane kernels handles (`VEC` in their source).
 const VEC: usize = 8;
@@ -64,6 +71,7 @@ struct ConvKernel {
     blas: Arc<Mutex<Blas>>,
     im2col: Function,
     finish: Function,
+    finish_t: Function,
     direct: Function,
     /// Constant weights repacked at prepare time (see `packed_rows`); the others are read
     /// from the input.
@@ -113,6 +121,7 @@ pub(super) fn prepare(
                 "im2col_4"
             })?,
             finish: f(&format!("conv_epilogue_{suffix}"))?,
+            finish_t: f(&format!("conv_epilogue_t_{suffix}"))?,
             direct: f(&format!("conv_direct_{suffix}"))?,
             packed: packed_rows
                 .map(|k8| upload_padded(ctx, inputs, k8))
@@ -335,7 +344,9 @@ impl ConvKernel {
         let size = self.ty.size();
         let (hw, ohw, kk) = (s.h * s.w, s.oh * s.ow, k[0] * k[1]);
         let mg = s.m / self.groups;
-        let direct = kk == 1 && g.stride == [1, 1] && g.pad == [0, 0] && g.pad_end == [0, 0];
+        let wide = self.groups == 1 && s.n > 1 && ohw <= WIDE_HW;
+        let direct =
+            !wide && kk == 1 && g.stride == [1, 1] && g.pad == [0, 0] && g.pad_end == [0, 0];
         let rows = if direct {
             s.cg
         } else {
@@ -347,16 +358,22 @@ impl ConvKernel {
         } else {
             (COL_BYTES / per_image.max(1)).clamp(1, s.n)
         };
+        let alloc = |bytes: usize, what: &str| {
+            stream
+                .device()
+                .allocator()
+                .alloc(bytes)
+                .map_err(|e| format!("{WHAT}: {what}: {e}"))
+        };
         let scratch = if direct {
             None
         } else {
-            Some(
-                stream
-                    .device()
-                    .allocator()
-                    .alloc(per_image * chunk)
-                    .map_err(|e| format!("{WHAT}: im2col scratch: {e}"))?,
-            )
+            Some(alloc(per_image * chunk, "im2col scratch")?)
+        };
+        let product = if wide {
+            Some(alloc(s.m * ohw * chunk * size, "product scratch")?)
+        } else {
+            None
         };
         let blas = BlasScope::new(&self.blas, stream, WHAT)?;
         let i = |v: usize| arg_i32(v, WHAT);
@@ -376,7 +393,11 @@ impl ConvKernel {
                     for v in [g.stride, g.pad, g.dilation].concat() {
                         args = args.i32(i(v)?);
                     }
-                    let mut args = args.i32(i(s.oh)?).i32(i(s.ow)?).i64(total as i64);
+                    let mut args = args
+                        .i32(i(s.oh)?)
+                        .i32(i(s.ow)?)
+                        .i64(total as i64)
+                        .i32(if wide { i(nb)? } else { 0 });
                     let (grid, block) = plane_grid(ohw, total);
                     // SAFETY: the arguments match `im2col_*`; `col` holds `total · ohw`
                     // elements.
@@ -385,6 +406,31 @@ impl ConvKernel {
                     col.ptr()
                 }
             };
+            if let Some(out) = &product {
+                let gemm = Gemm {
+                    m: s.m,
+                    n: nb * ohw,
+                    k: rows,
+                    trans_a: false,
+                    trans_b: false,
+                    ty: self.ty,
+                };
+                let strides = BatchStrides { a: 0, b: 0, c: 0 };
+                // SAFETY: the weights are `[M, rows]`, the gathered columns `[rows, nb·ohw]`
+                // and the product scratch `[M, nb·ohw]`.
+                unsafe {
+                    blas.gemm_strided_batched(stream, &gemm, 1, strides, [w, src, out.ptr()])
+                }
+                .map_err(|e| format!("{WHAT}: {e}"))?;
+                let rs = if res == 0 {
+                    0
+                } else {
+                    res + (n0 * s.m * ohw * size) as u64
+                };
+                self.finish_wide(s, nb, out.ptr(), ys, bias, rs, stream)?;
+                n0 += nb;
+                continue;
+            }
             let gemm = Gemm {
                 m: mg,
                 n: ohw,
@@ -413,7 +459,45 @@ impl ConvKernel {
         }
         drop(blas);
         drop(scratch);
+        if wide {
+            return Ok(());
+        }
         self.finish(s, bias, res, y, stream)
+    }
+
+    /// `y = act(product + bias + res)` for `nb` images whose product is one `[M, nb·ohw]`
+    /// matrix (`y` and `res` at the chunk's first image; `bias`, `res` may be 0).
+    #[allow(clippy::too_many_arguments)]
+    fn finish_wide(
+        &self,
+        s: &Shape,
+        nb: usize,
+        product: u64,
+        y: u64,
+        bias: u64,
+        res: u64,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let i = |v: usize| arg_i32(v, WHAT);
+        let ohw = s.oh * s.ow;
+        let planes = nb * s.m;
+        let mut args = KernelArgs::new()
+            .ptr(product)
+            .ptr(y)
+            .ptr(bias)
+            .ptr(res)
+            .i32(i(s.m)?)
+            .i32(i(ohw)?)
+            .i32(i(nb)?)
+            .i64(planes as i64)
+            .i32(self.epilogue.code)
+            .f32(self.epilogue.p0)
+            .f32(self.epilogue.p1);
+        let (grid, block) = plane_grid(ohw, planes);
+        // SAFETY: the arguments match `conv_epilogue_t_*`; `product` holds `M · nb · ohw`
+        // elements, `y` (and `res`) `nb · M · ohw`.
+        unsafe { self.finish_t.launch(stream, grid, block, 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 
