@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{device_or_skip, random_f32};
 use torchtrt_core::layers::{
-    Activation, ActivationKind, Elementwise, ElementwiseOp, Unary, UnaryOp,
+    Activation, ActivationKind, Elementwise, ElementwiseOp, MatMul, Transpose, Unary, UnaryOp,
 };
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{
@@ -206,6 +206,66 @@ fn grouping_keeps_shared_results_and_matches_on_the_cpu() {
                 g.as_slice::<f32>().expect("f32"),
                 w.as_slice::<f32>().expect("f32")
             );
+        }
+    }
+}
+
+#[test]
+fn transposes_of_the_last_two_dims_fold_into_matmul() {
+    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
+    let mut net = NetworkDefinition::new();
+    let fixed = |d: &[i64]| d.iter().map(|&v| Dim::Fixed(v)).collect::<Vec<_>>();
+    let a = net
+        .add_input("a", DType::F32, &fixed(&[2, 3, 5, 4]))
+        .expect("a");
+    let w = net.add_input("w", DType::F32, &fixed(&[6, 5])).expect("w");
+    let u = net.add_input("u", DType::F32, &fixed(&[4, 6])).expect("u");
+    let swap = |perm: &[usize]| Transpose {
+        perm: perm.to_vec(),
+    };
+    let at = net.add("a_t", swap(&[0, 1, 3, 2]), &[a]).expect("a_t");
+    let wt = net.add("w_t", swap(&[1, 0]), &[w]).expect("w_t");
+    let other = net.add("a_p", swap(&[0, 2, 1, 3]), &[a]).expect("a_p");
+    let plain = MatMul {
+        transpose_a: false,
+        transpose_b: false,
+    };
+    let y = net.add("mm", plain.clone(), &[at, wt]).expect("mm");
+    let z = net.add("mm2", plain, &[other, u]).expect("mm2");
+    net.mark_output(y, "y").expect("y");
+    net.mark_output(z, "z").expect("z");
+    let on = |fuse| BuildConfig {
+        fuse_elementwise: fuse,
+        ..BuildConfig::default()
+    };
+    let folded = build(&net, &on(true), std::slice::from_ref(&backend)).expect("folded");
+    let kept = build(&net, &on(false), std::slice::from_ref(&backend)).expect("kept");
+    let names: Vec<&str> = folded
+        .plan()
+        .layers
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect();
+    assert_eq!(names, ["a_p", "mm", "mm2"], "only a_t and w_t fold");
+    let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 5)).expect("a");
+    let v = Tensor::from_vec(&[6, 5], random_f32(30, 6)).expect("w");
+    let r = Tensor::from_vec(&[4, 6], random_f32(24, 7)).expect("u");
+    let got = folded
+        .create_context()
+        .execute(&[&x, &v, &r])
+        .expect("folded runs");
+    let want = kept
+        .create_context()
+        .execute(&[&x, &v, &r])
+        .expect("kept runs");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), w.shape());
+        let (g, w) = (
+            g.as_slice::<f32>().expect("f32"),
+            w.as_slice::<f32>().expect("f32"),
+        );
+        for (i, (p, q)) in g.iter().zip(w).enumerate() {
+            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! negotiates plugin formats, orders execution and plans activation memory.
 
 mod fold;
+mod fold_transpose;
 mod fuse;
 mod fuse_elementwise;
 mod memory;
@@ -37,8 +38,9 @@ pub struct BuildConfig {
     /// Let f32 matrix products use TF32 tensor cores (TensorRT's `kTF32`); off by default,
     /// so f32 engines compute in full f32. Stored in the engine; the CPU ignores it.
     pub tf32: bool,
-    /// Group element-wise layers into `Fused` layers on backends that generate one kernel
-    /// per group ([`Backend::fuses_elementwise`]); on by default.
+    /// On backends that generate one kernel per element-wise group
+    /// ([`Backend::fuses_elementwise`]): group element-wise layers into `Fused` layers, and
+    /// fold transposes of the last two dims into the MatMul reading them. On by default.
     pub fuse_elementwise: bool,
 }
 
@@ -271,7 +273,8 @@ pub fn build(
         }
         outputs.push((name.clone(), t));
     }
-    if config.fuse_elementwise {
+    if config.fuse_elementwise && backend.fuses_elementwise() {
+        fold_transpose::run(&mut work, &outputs);
         fuse_elementwise::run(&mut work, &outputs, backend.as_ref());
     }
     let inputs: Vec<NetworkInput> = network.inputs().to_vec();
