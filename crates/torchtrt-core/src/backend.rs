@@ -93,4 +93,12 @@ pub trait Backend: Send + Sync {
     fn install_blobs(&self, _blobs: &[EngineBlob]) -> Result<(), String> {
         Ok(())
     }
+
+    /// Runs `f`, one whole execution of an engine, where this backend's kernels run best:
+    /// a thread-pooled backend runs it on one of its workers, so each parallel layer hands
+    /// work to the other workers without waking the calling thread. The default runs `f`
+    /// on the calling thread.
+    fn run_scope(&self, f: &mut (dyn FnMut() + Send)) {
+        f()
+    }
 }

@@ -66,6 +66,17 @@ impl Backend for CpuBackend {
             None => kernel,
         })
     }
+
+    /// Runs `f` on a worker of the backend's pool (rayon's global pool for
+    /// [`CpuBackend::new`]): the layers' parallel loops then start from a worker, which hands
+    /// tasks to the others through its own queue instead of blocking the caller and waking
+    /// it again after every layer.
+    fn run_scope(&self, f: &mut (dyn FnMut() + Send)) {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => rayon::scope(|_| f()),
+        }
+    }
 }
 
 /// A kernel that runs inside the backend's own thread pool.

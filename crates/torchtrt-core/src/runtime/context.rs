@@ -141,7 +141,7 @@ impl ExecutionContext {
         for (input, t) in plan.inputs.iter().zip(inputs) {
             slots[input.tensor.index()] = Slot::Borrowed(t);
         }
-        let run = (|| {
+        let mut body = || -> Result<()> {
             for (li, layer) in plan.layers.iter().enumerate() {
                 if let LayerKind::Constant(c) = &layer.kind {
                     slots[layer.outputs[0].index()] = Slot::Shared(c.value.clone());
@@ -226,7 +226,9 @@ impl ExecutionContext {
                 }
             }
             Ok(())
-        })();
+        };
+        let mut run = Ok(());
+        inner.backend.run_scope(&mut || run = body());
         let result = run.and_then(|()| {
             let mut outputs = Vec::with_capacity(plan.outputs.len());
             for (i, (name, t)) in plan.outputs.iter().enumerate() {

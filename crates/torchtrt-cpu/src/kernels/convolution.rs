@@ -7,9 +7,12 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_direct::conv_direct;
+use super::conv_packed::conv_packed;
 use super::conv_winograd::Winograd;
 use crate::dispatch::with_float;
-use crate::linalg::{Epilogue, GemmElem, MatRef, Window, WindowParams, gemm_into, im2col, via_f32};
+use crate::linalg::{
+    Epilogue, GemmElem, MatRef, PackedLhs, Window, WindowParams, gemm_into, im2col, via_f32,
+};
 use crate::scratch::with_scratch;
 use crate::tensor_access::{check_bias, check_output, elems, elems_mut, weighted_inputs};
 
@@ -21,6 +24,8 @@ struct ConvKernel {
     epilogue: Epilogue,
     /// Transformed weights for the Winograd path, when the layer qualifies.
     winograd: Option<Winograd>,
+    /// f32 weights packed for the AVX-512 product, when the CPU has it.
+    packed: Option<PackedLhs>,
 }
 
 pub(super) fn prepare(
@@ -38,12 +43,34 @@ pub(super) fn prepare(
         }
         _ => None,
     };
+    let packed = match (inputs[0].dtype, inputs.get(1).and_then(|w| w.value)) {
+        (DType::F32, Some(w)) => pack(layer, w),
+        _ => None,
+    };
     Ok(Box::new(ConvKernel {
         layer: layer.clone(),
         dtype: inputs[0].dtype,
         epilogue,
         winograd,
+        packed,
     }))
+}
+
+/// The f32 weights `w` (`[M, C/groups, k…]`) packed for [`conv_packed`], unless the layer
+/// is depthwise (the direct path) or the CPU lacks AVX-512.
+fn pack(layer: &Convolution, w: &Tensor) -> Option<PackedLhs> {
+    let groups = usize::try_from(layer.groups).ok().filter(|&g| g > 0)?;
+    let (&out_channels, rest) = w.shape().split_first()?;
+    let depth: usize = rest.iter().product();
+    if rest.first() == Some(&1) && groups > 1 || out_channels % groups != 0 {
+        return None;
+    }
+    PackedLhs::new(
+        w.as_slice::<f32>().ok()?,
+        groups,
+        out_channels / groups,
+        depth,
+    )
 }
 
 /// Outputs per side from which a 3×3 layer with [`WIDE_CHANNELS`] input and output channels
@@ -144,6 +171,9 @@ impl ConvGeom {
 
 impl Kernel for ConvKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        if self.convolve_packed(inputs, outputs)? {
+            return Ok(());
+        }
         let [x, w, b, residual] = inputs else {
             return self.convolve(inputs, outputs, self.epilogue);
         };
@@ -162,6 +192,48 @@ impl Kernel for ConvKernel {
 }
 
 impl ConvKernel {
+    /// The f32 convolution through the packed product, with the residual (a fourth input)
+    /// fused; `false` when another path takes the layer (no packed weights, depthwise,
+    /// Winograd).
+    fn convolve_packed(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<bool, String> {
+        let Some(packed) = &self.packed else {
+            return Ok(false);
+        };
+        let (main, residual) = match inputs {
+            [x, w, b, r] => (&[*x, *w, *b][..], Some(*r)),
+            _ => (inputs, None),
+        };
+        let (x, w, bias) = weighted_inputs(WHAT, main, outputs, self.dtype)?;
+        let geom = ConvGeom::new(&self.layer, x.shape(), w.shape())?;
+        let direct = geom.groups > 1 && geom.channels == geom.groups;
+        if self.dtype != DType::F32
+            || direct
+            || self.winograd.as_ref().is_some_and(|w| w.applies(&geom))
+        {
+            return Ok(false);
+        }
+        check_bias(WHAT, bias, geom.out_channels)?;
+        let out = &mut outputs[0];
+        check_output(WHAT, out, self.dtype, &geom.output_shape(x.rank() - 2))?;
+        if let Some(r) = residual
+            && r.shape() != out.shape()
+        {
+            return Err(format!("{WHAT}: residual {r} does not match output {out}"));
+        }
+        let bias = bias.map(elems).transpose()?;
+        let residual = residual.map(elems).transpose()?;
+        conv_packed(
+            &geom,
+            elems(x)?,
+            packed,
+            bias,
+            residual,
+            self.epilogue,
+            elems_mut(out)?,
+        )?;
+        Ok(true)
+    }
+
     /// The convolution of `inputs` (x, w and an optional bias) into `outputs[0]`, with
     /// `epilogue` applied to each output tile.
     fn convolve(

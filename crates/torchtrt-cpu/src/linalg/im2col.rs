@@ -28,7 +28,8 @@ pub(crate) fn im2col<T: Copy>(
     }
     let spans: Vec<_> = (0..k2).map(|t| window.inner_span(t)).collect();
     let s = window.stride[2];
-    if s > 1 && window.input[0] == 1 && window.kernel[0] == 1 && window.output[0] == 1 {
+    let planar = window.input[0] == 1 && window.kernel[0] == 1 && window.output[0] == 1;
+    if s > 1 && planar && window.tap(0, 0, 0).is_some() {
         return phased(x, channels, window, zero, cols, col, &spans);
     }
     let mut rows = col.chunks_exact_mut(width);

@@ -4,6 +4,7 @@ mod activation;
 mod cast;
 mod concat;
 mod conv_direct;
+mod conv_packed;
 mod convolution;
 mod coverage;
 mod dynamic;

@@ -1,0 +1,115 @@
+//! f32 convolution through the packed AVX-512 product: each task takes one (image, group),
+//! a tile of output positions (a multiple of [`NR`]) and a range of output channels,
+//! unfolds its columns with im2col (1×1 stride-1 layers read the input in place) and writes
+//! its outputs with bias, residual and activation applied.
+
+use rayon::prelude::*;
+
+use super::convolution::{ConvGeom, SendPtr};
+use crate::linalg::{Block, Epilogue, MR, NR, PackedLhs, im2col, run_block};
+use crate::scratch::with_scratch;
+
+const WHAT: &str = "Convolution";
+
+/// Tasks per thread the work is cut into, so uneven tasks still balance.
+const TASKS_PER_THREAD: usize = 8;
+
+/// Bytes of one im2col tile: it stays in L2 while the product reads it.
+const TILE_BYTES: usize = 384 * 1024;
+
+/// `out = epilogue(conv(x, w) + bias + residual)` with `w` packed in `lhs`.
+pub(super) fn conv_packed(
+    geom: &ConvGeom,
+    x: &[f32],
+    lhs: &PackedLhs,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    epilogue: Epilogue,
+    out: &mut [f32],
+) -> Result<(), String> {
+    let win = &geom.window;
+    let groups = geom.groups;
+    let (cg, mg) = (geom.channels / groups, geom.out_channels / groups);
+    let (plane, outputs, taps) = (win.input_len(), win.output_len(), cg * win.kernel_len());
+    let total = geom.batch * geom.out_channels * outputs;
+    if out.len() != total || residual.is_some_and(|r| r.len() != total) {
+        return Err(format!(
+            "{WHAT}: the output ({}) or residual has not {total} elements",
+            out.len()
+        ));
+    }
+    if x.len() != geom.batch * geom.channels * plane
+        || bias.is_some_and(|b| b.len() != geom.out_channels)
+        || !lhs.fits(groups, mg, taps)
+    {
+        return Err(format!("{WHAT}: packed weights do not fit the layer"));
+    }
+    if total == 0 {
+        return Ok(());
+    }
+    let pointwise = win.is_pointwise();
+    let threads = rayon::current_num_threads();
+    let wanted = if threads > 1 {
+        TASKS_PER_THREAD * threads
+    } else {
+        1
+    };
+    let per_image_group = wanted.div_ceil(geom.batch * groups);
+    let mut width = outputs.div_ceil(per_image_group).next_multiple_of(NR);
+    if !pointwise {
+        width = width.min((TILE_BYTES / (4 * taps)).max(NR) / NR * NR);
+    }
+    let col_tiles = outputs.div_ceil(width);
+    let row_panels = mg.div_ceil(MR);
+    let units = geom.batch * groups * col_tiles;
+    let mut row_tiles = 1;
+    while units * row_tiles < TASKS_PER_THREAD * threads && row_panels >= 2 * row_tiles {
+        row_tiles *= 2;
+    }
+    let height = row_panels.div_ceil(row_tiles) * MR;
+    let per_image_group = col_tiles * row_tiles;
+    let tasks = geom.batch * groups * per_image_group;
+    let dst = SendPtr(out.as_mut_ptr());
+    let task = |t: usize| -> Result<(), String> {
+        let (image_group, rest) = (t / per_image_group, t % per_image_group);
+        let (image, group) = (image_group / groups, image_group % groups);
+        let (j0, m0) = ((rest / row_tiles) * width, (rest % row_tiles) * height);
+        let (n, m1) = (width.min(outputs - j0), (m0 + height).min(mg));
+        if m0 >= m1 {
+            return Ok(());
+        }
+        let start = (image * geom.channels + group * cg) * plane;
+        let xg = &x[start..start + cg * plane];
+        let first = (image * geom.out_channels + group * mg + m0) * outputs + j0;
+        let residual = residual.map(|r| r[first..].as_ptr());
+        let dst = dst.get().wrapping_add(first);
+        let bias = bias.map(|b| &b[group * mg..(group + 1) * mg]);
+        let run = |rhs: &[f32], ldb: usize| {
+            let block = Block {
+                group,
+                rows: m0..m1,
+                rhs,
+                ldb,
+                n,
+                bias,
+                epilogue,
+            };
+            // SAFETY: the `(m1 - m0) × n` tile at `dst` with row stride `outputs` lies inside
+            // `out` (its image, channels and columns are in range) and is this task's alone;
+            // the residual has the output's layout.
+            unsafe { run_block(lhs, &block, dst, residual, outputs) }
+        };
+        if pointwise {
+            return run(&xg[j0..], outputs);
+        }
+        with_scratch(taps * n, |col: &mut [f32]| {
+            im2col(xg, cg, win, 0.0, j0..j0 + n, col);
+            run(col, n)
+        })
+    };
+    if tasks > 1 && threads > 1 {
+        (0..tasks).into_par_iter().try_for_each(task)
+    } else {
+        (0..tasks).try_for_each(task)
+    }
+}

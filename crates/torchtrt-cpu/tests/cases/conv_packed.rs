@@ -1,0 +1,119 @@
+//! f32 convolutions on the packed (AVX-512) product, or its fallback elsewhere: output
+//! channels, positions and taps that are not multiples of the register tile (8 × 48) or
+//! of the inner block (128), strides, padding, dilations and groups, with or without bias,
+//! every fused activation, a residual input, on one, two and three threads.
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use torchtrt_core::Tensor;
+use torchtrt_core::layers::{ActivationKind, Convolution};
+use torchtrt_core::plugin_api::DType;
+use torchtrt_cpu::CpuBackend;
+
+use crate::reference::convolution::{ConvParams, conv};
+use crate::support::{Rng, Tol, check, nd, pooled, random, run_on};
+
+/// A backend with one thread and one with two.
+fn threads(n: usize) -> &'static CpuBackend {
+    static ONE: OnceLock<CpuBackend> = OnceLock::new();
+    static TWO: OnceLock<CpuBackend> = OnceLock::new();
+    let cell = if n == 1 { &ONE } else { &TWO };
+    cell.get_or_init(|| CpuBackend::with_threads(n).expect("thread pool"))
+}
+
+/// A random 2-D layer: input shape, weight shape and parameters; `pointwise` asks for 1×1
+/// stride 1 without padding (the input read in place).
+fn case(rng: &mut Rng, pointwise: bool) -> (Vec<usize>, Vec<usize>, ConvParams) {
+    let mut r = |lo: i64, hi: i64| rng.int(lo, hi) as usize;
+    let groups = if r(0, 3) == 0 { r(2, 3) } else { 1 };
+    let (cg, mg) = (r(1, 40), r(1, 27));
+    let mut x = vec![r(1, 2), cg * groups];
+    let mut w = vec![mg * groups, cg];
+    let mut p = ConvParams {
+        strides: vec![],
+        dilations: vec![],
+        pads_begin: vec![],
+        pads_end: vec![],
+        groups,
+    };
+    for _ in 0..2 {
+        let (k, d, s) = if pointwise {
+            (1, 1, 1)
+        } else {
+            (r(1, 3), r(1, 2), r(1, 2))
+        };
+        let (pb, pe) = if pointwise {
+            (0, 0)
+        } else {
+            (r(0, 2), r(0, 2))
+        };
+        let span = d * (k - 1) + 1;
+        let min_in = span.saturating_sub(pb + pe).max(1);
+        x.push(r(min_in as i64, 17.max(min_in as i64)));
+        w.push(k);
+        p.strides.push(s);
+        p.dilations.push(d);
+        p.pads_begin.push(pb);
+        p.pads_end.push(pe);
+    }
+    (x, w, p)
+}
+
+/// The activation `which` (0: none) and its function.
+fn activation(which: usize) -> (Option<ActivationKind>, fn(f64) -> f64) {
+    match which {
+        0 => (None, |v| v),
+        1 => (Some(ActivationKind::Relu), |v| v.max(0.0)),
+        2 => (Some(ActivationKind::LeakyRelu { alpha: 0.25 }), |v| {
+            if v < 0.0 { v * 0.25 } else { v }
+        }),
+        _ => (
+            Some(ActivationKind::Clip {
+                min: -0.5,
+                max: 0.75,
+            }),
+            |v| v.clamp(-0.5, 0.75),
+        ),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn matches_reference(pointwise: bool, bias: bool, residual: bool, which in 0usize..4,
+                         pool in 1usize..=3, seed: u64) {
+        let mut rng = Rng::new(seed);
+        let (xs, ws, p) = case(&mut rng, pointwise);
+        let x = random(DType::F32, &xs, &mut rng, -1.0, 1.0);
+        let w = random(DType::F32, &ws, &mut rng, -1.0, 1.0);
+        let b = random(DType::F32, &[ws[0]], &mut rng, -1.0, 1.0);
+        let mut want = conv(&nd(&x), &nd(&w), bias.then(|| nd(&b)).as_ref(), &p);
+        let r = random(DType::F32, &want.shape, &mut rng, -1.0, 1.0);
+        let (kind, f) = activation(which);
+        let rv = r.to_f64_vec();
+        for (i, v) in want.data.iter_mut().enumerate() {
+            *v = f(*v + if residual { rv[i] } else { 0.0 });
+        }
+        let layer = Convolution {
+            strides: p.strides.iter().map(|&v| v as i64).collect(),
+            pads_begin: p.pads_begin.iter().map(|&v| v as i64).collect(),
+            pads_end: p.pads_end.iter().map(|&v| v as i64).collect(),
+            dilations: p.dilations.iter().map(|&v| v as i64).collect(),
+            groups: p.groups as i64,
+            activation: kind,
+        };
+        let no_bias = Tensor::zeros(DType::F32, &[ws[0]]);
+        let inputs = match (bias, residual) {
+            (true, true) => vec![&x, &w, &b, &r],
+            (false, true) => vec![&x, &w, &no_bias, &r],
+            (true, false) => vec![&x, &w, &b],
+            (false, false) => vec![&x, &w],
+        };
+        let backend: &dyn torchtrt_core::Backend = if pool == 3 { pooled() } else { threads(pool) };
+        let got = run_on(backend, layer, &inputs).map_err(TestCaseError::fail)?;
+        let taps: usize = ws[1..].iter().product();
+        check(&got[0], &want, Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0))?;
+    }
+}
