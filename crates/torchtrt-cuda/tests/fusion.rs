@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use common::{device_or_skip, random_f32};
 use torchtrt_core::layers::{
-    Activation, ActivationKind, Elementwise, ElementwiseOp, MatMul, Transpose, Unary, UnaryOp,
+    Activation, ActivationKind, Elementwise, ElementwiseOp, MatMul, Reshape, Transpose, Unary,
+    UnaryOp,
 };
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{
@@ -267,5 +268,73 @@ fn transposes_of_the_last_two_dims_fold_into_matmul() {
         for (i, (p, q)) in g.iter().zip(w).enumerate() {
             assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
         }
+    }
+}
+
+/// Attention scores as ONNX exporters write them: the key's last two dims swapped through
+/// `Reshape → Transpose → Reshape`, both operands scaled, then `MatMul`.
+#[test]
+fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
+    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
+    let mut net = NetworkDefinition::new();
+    let dims = [2i64, 3, 5, 4].map(Dim::Fixed);
+    let q = net.add_input("q", DType::F32, &dims).expect("q");
+    let k = net.add_input("k", DType::F32, &dims).expect("k");
+    let squeezed = net
+        .add("k_sq", Reshape::new(vec![-1, 5, 4]), &[k])
+        .expect("k_sq");
+    let perm = Transpose {
+        perm: vec![0, 2, 1],
+    };
+    let swapped = net.add("k_t", perm, &[squeezed]).expect("k_t");
+    let kt = net
+        .add("k_un", Reshape::new(vec![2, 3, 4, 5]), &[swapped])
+        .expect("k_un");
+    let scale = net
+        .add_constant(
+            "scale",
+            Tensor::from_vec(&[1], vec![0.7f32]).expect("scale"),
+        )
+        .expect("scale");
+    let mul = Elementwise::new(ElementwiseOp::Mul);
+    let qs = net.add("q_s", mul.clone(), &[q, scale]).expect("q_s");
+    let ks = net.add("k_s", mul, &[scale, kt]).expect("k_s");
+    let plain = MatMul {
+        transpose_a: false,
+        transpose_b: false,
+    };
+    let y = net.add("scores", plain, &[qs, ks]).expect("scores");
+    net.mark_output(y, "y").expect("y");
+    let on = |fuse| BuildConfig {
+        fuse_elementwise: fuse,
+        ..BuildConfig::default()
+    };
+    let folded = build(&net, &on(true), std::slice::from_ref(&backend)).expect("folded");
+    let kept = build(&net, &on(false), std::slice::from_ref(&backend)).expect("kept");
+    let kinds: Vec<&str> = folded
+        .plan()
+        .layers
+        .iter()
+        .map(|l| l.kind.op().kind())
+        .collect();
+    assert!(
+        !kinds.contains(&"Transpose") && !kinds.contains(&"Reshape"),
+        "{kinds:?}"
+    );
+    let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 8)).expect("q");
+    let v = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 9)).expect("k");
+    let got = folded
+        .create_context()
+        .execute(&[&x, &v])
+        .expect("folded runs");
+    let want = kept.create_context().execute(&[&x, &v]).expect("kept runs");
+    assert_eq!(got[0].shape(), [2, 3, 5, 5]);
+    assert_eq!(got[0].shape(), want[0].shape());
+    let (g, w) = (
+        got[0].as_slice::<f32>().expect("f32"),
+        want[0].as_slice::<f32>().expect("f32"),
+    );
+    for (i, (p, q)) in g.iter().zip(w).enumerate() {
+        assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
     }
 }

@@ -1,10 +1,11 @@
 //! Transposes into MatMul: a `Transpose` that only swaps the last two dims and whose result
 //! only one `MatMul` reads becomes that MatMul's `transpose_a`/`transpose_b` flag (a GEMM
-//! reads either layout at no cost), so the transposed copy is never made. The transpose is
-//! left unread, for `compact` to drop.
+//! reads either layout at no cost), so the transposed copy is never made; also through the
+//! reshapes and the scalar multiplication that exported attention puts around the key's
+//! transpose. The layers bypassed are left unread, for `compact` to drop.
 
 use super::Work;
-use crate::layers::LayerKind;
+use crate::layers::{ElementwiseOp, LayerKind};
 use crate::network::TensorId;
 
 /// Whether `perm` swaps the last two of its dims and keeps the others.
@@ -16,51 +17,120 @@ fn swaps_last_two(perm: &[usize]) -> bool {
         && perm[..n - 2].iter().enumerate().all(|(i, &p)| i == p)
 }
 
-/// Folds every such transpose of `work` into the MatMul that reads it.
+/// Who produces and how many read each tensor of `work` (outputs count as readers).
+struct Uses {
+    readers: Vec<usize>,
+    producer: Vec<Option<usize>>,
+}
+
+impl Uses {
+    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Uses {
+        let n = work.tensors.len();
+        let mut uses = Uses {
+            readers: vec![0; n],
+            producer: vec![None; n],
+        };
+        for (i, layer) in work.layers.iter().enumerate() {
+            for t in &layer.inputs {
+                uses.readers[t.index()] += 1;
+            }
+            for t in &layer.outputs {
+                uses.producer[t.index()] = Some(i);
+            }
+        }
+        for (_, t) in outputs {
+            uses.readers[t.index()] += 1;
+        }
+        uses
+    }
+
+    /// The layer producing `t` when `t` has no other reader.
+    fn sole(&self, work: &Work, t: TensorId) -> Option<usize> {
+        (self.readers[t.index()] == 1).then_some(())?;
+        self.producer[t.index()].filter(|&p| work.layers[p].outputs.len() == 1)
+    }
+}
+
+/// The tensor `k` when `t` is `k` with its last two dims swapped, through layers nothing
+/// else reads: a `Transpose` of the last two dims, or one between two `Reshape`s that only
+/// merge and split the leading dims (how ONNX exporters swap the dims of a rank-4 key).
+fn swapped_source(work: &Work, uses: &Uses, t: TensorId) -> Option<TensorId> {
+    let swaps = |l: usize| matches!(&work.layers[l].kind, LayerKind::Transpose(tr) if swaps_last_two(&tr.perm));
+    let p = uses.sole(work, t)?;
+    if swaps(p) {
+        return Some(work.layers[p].inputs[0]);
+    }
+    if !matches!(work.layers[p].kind, LayerKind::Reshape(_)) {
+        return None;
+    }
+    let tr = uses.sole(work, work.layers[p].inputs[0])?;
+    if !swaps(tr) {
+        return None;
+    }
+    let first = uses.sole(work, work.layers[tr].inputs[0])?;
+    if !matches!(work.layers[first].kind, LayerKind::Reshape(_)) {
+        return None;
+    }
+    let k = work.layers[first].inputs[0];
+    let (ks, ts) = (&work.ty(k).shape, &work.ty(t).shape);
+    let merged = &work.ty(work.layers[first].outputs[0]).shape;
+    let n = ks.len();
+    let last_two_kept = n >= 2
+        && merged.len() >= 2
+        && merged[merged.len() - 2..] == ks[n - 2..]
+        && ts.len() == n
+        && ts[..n - 2] == ks[..n - 2]
+        && ts[n - 2] == ks[n - 1]
+        && ts[n - 1] == ks[n - 2];
+    last_two_kept.then_some(k)
+}
+
+/// A MatMul operand `t` that is `Mul(u, s)` (either order) with `s` a one-element tensor and
+/// `t` read only by the MatMul: the Mul's layer and which of its inputs is `u`.
+fn scaled(work: &Work, uses: &Uses, t: TensorId) -> Option<(usize, usize)> {
+    let m = uses.sole(work, t)?;
+    let LayerKind::Elementwise(e) = &work.layers[m].kind else {
+        return None;
+    };
+    let single = |x: TensorId| work.ty(x).shape.iter().all(|d| d.as_const() == Some(1));
+    match (e.op, work.layers[m].inputs.as_slice()) {
+        (ElementwiseOp::Mul, [a, b]) if single(*b) && !single(*a) => Some((m, 0)),
+        (ElementwiseOp::Mul, [a, b]) if single(*a) && !single(*b) => Some((m, 1)),
+        _ => None,
+    }
+}
+
+/// Folds every such transpose of `work` into the MatMul that reads it, also through a
+/// multiplication by a scalar between them (`(kᵀ·s)` becomes `(k·s)ᵀ`).
 pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
-    let n = work.tensors.len();
-    let mut readers = vec![0usize; n];
-    let mut producer: Vec<Option<usize>> = vec![None; n];
-    for (i, layer) in work.layers.iter().enumerate() {
-        for t in &layer.inputs {
-            readers[t.index()] += 1;
-        }
-        for t in &layer.outputs {
-            producer[t.index()] = Some(i);
-        }
-    }
-    for (_, t) in outputs {
-        readers[t.index()] += 1;
-    }
     for m in 0..work.layers.len() {
         if !matches!(work.layers[m].kind, LayerKind::MatMul(_)) {
             continue;
         }
         for operand in 0..work.layers[m].inputs.len().min(2) {
+            let uses = Uses::new(work, outputs);
             let t = work.layers[m].inputs[operand];
-            let Some(p) = producer[t.index()] else {
-                continue;
-            };
-            let source = match &work.layers[p].kind {
-                LayerKind::Transpose(tr)
-                    if swaps_last_two(&tr.perm)
-                        && readers[t.index()] == 1
-                        && work.devices[p] == work.devices[m] =>
-                {
-                    work.layers[p].inputs[0]
+            let device = work.devices[m];
+            if let Some(k) = swapped_source(work, &uses, t) {
+                work.layers[m].inputs[operand] = k;
+            } else if let Some((mul, slot)) = scaled(work, &uses, t)
+                && work.devices[mul] == device
+                && let Some(k) = swapped_source(work, &uses, work.layers[mul].inputs[slot])
+            {
+                work.layers[mul].inputs[slot] = k;
+                let shape = work.ty(k).shape.clone();
+                if let Some(ty) = work.tensors[t.index()].ty.as_mut() {
+                    ty.shape = shape;
                 }
-                _ => continue,
-            };
-            let layer = &mut work.layers[m];
-            if let LayerKind::MatMul(mm) = &mut layer.kind {
+            } else {
+                continue;
+            }
+            if let LayerKind::MatMul(mm) = &mut work.layers[m].kind {
                 if operand == 0 {
                     mm.transpose_a = !mm.transpose_a;
                 } else {
                     mm.transpose_b = !mm.transpose_b;
                 }
-                layer.inputs[operand] = source;
-                readers[t.index()] -= 1;
-                readers[source.index()] += 1;
             }
         }
     }
