@@ -20,7 +20,7 @@ use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::conv_cuda::CONV;
 use super::epilogue::Epilogue;
-use super::matmul::{BlasScope, gemm_type, shared_blas};
+use super::matmul::{BlasScope, shared_blas};
 use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs};
 use super::prelude::dtype_suffix;
 use super::{DeviceKernel, PrepareCtx};
@@ -92,7 +92,7 @@ pub(super) fn prepare(
     };
     let dtype = inputs.first()?.dtype;
     let suffix = dtype_suffix(dtype)?;
-    let ty = gemm_type(dtype)?;
+    let ty = ctx.gemm_type(dtype)?;
     let spatial = inputs[0].shape.len().checked_sub(2)?;
     if !(1..=2).contains(&spatial) || inputs.iter().any(|i| i.dtype != dtype) {
         return None;
