@@ -14,8 +14,14 @@ const WHAT: &str = "Convolution";
 /// Tasks per thread the work is cut into, so uneven tasks still balance.
 const TASKS_PER_THREAD: usize = 8;
 
-/// Bytes of one im2col tile: it stays in L2 while the product reads it.
-const TILE_BYTES: usize = 384 * 1024;
+/// Most output positions of one 1×1 task: a block of the input it reads in place (128
+/// channels of them) stays in L2 while every row panel of the weights passes over it.
+const POINTWISE_COLS: usize = 10 * NR;
+
+/// Bytes of one im2col tile (at least one output line wide): it stays in L1 while the
+/// product reads it. When a 1×1 layer has more output channels than positions, its tasks
+/// split the channels first, so each task reads a part of the (larger) weights once.
+const TILE_BYTES: usize = 48 * 1024;
 
 /// `out = epilogue(conv(x, w) + bias + residual)` with `w` packed in `lhs`.
 pub(super) fn conv_packed(
@@ -54,18 +60,30 @@ pub(super) fn conv_packed(
     } else {
         1
     };
-    let per_image_group = wanted.div_ceil(geom.batch * groups);
-    let mut width = outputs.div_ceil(per_image_group).next_multiple_of(NR);
-    if !pointwise {
-        width = width.min((TILE_BYTES / (4 * taps)).max(NR) / NR * NR);
+    let row_panels = mg.div_ceil(MR);
+    let pairs = geom.batch * groups;
+    let split_rows = |mut row_tiles: usize, units: usize| {
+        while units * row_tiles < wanted && row_panels >= 2 * row_tiles {
+            row_tiles *= 2;
+        }
+        row_tiles
+    };
+    let mut row_tiles = if pointwise && mg > outputs {
+        split_rows(1, pairs)
+    } else {
+        1
+    };
+    let mut width = outputs
+        .div_ceil(wanted.div_ceil(pairs * row_tiles))
+        .next_multiple_of(NR);
+    if pointwise {
+        width = width.min(POINTWISE_COLS);
+    } else {
+        let line = win.output[2].min(outputs).next_multiple_of(NR);
+        width = width.min((TILE_BYTES / (4 * taps) / NR * NR).max(line));
     }
     let col_tiles = outputs.div_ceil(width);
-    let row_panels = mg.div_ceil(MR);
-    let units = geom.batch * groups * col_tiles;
-    let mut row_tiles = 1;
-    while units * row_tiles < TASKS_PER_THREAD * threads && row_panels >= 2 * row_tiles {
-        row_tiles *= 2;
-    }
+    row_tiles = split_rows(row_tiles, pairs * col_tiles);
     let height = row_panels.div_ceil(row_tiles) * MR;
     let per_image_group = col_tiles * row_tiles;
     let tasks = geom.batch * groups * per_image_group;

@@ -90,8 +90,11 @@ fn phased<T: Copy>(
     for c in 0..channels {
         let src = &x[c * plane..(c + 1) * plane];
         for (y, phases) in (y0..y1).zip(split.chunks_exact_mut(s * pw)) {
-            for (i, &v) in src[y * i2..(y + 1) * i2].iter().enumerate() {
-                phases[(i % s) * pw + i / s] = v;
+            let line = &src[y * i2..(y + 1) * i2];
+            for (p, phase) in phases.chunks_exact_mut(pw).enumerate() {
+                for (d, &v) in phase.iter_mut().zip(line.iter().skip(p).step_by(s)) {
+                    *d = v;
+                }
             }
         }
         for t1 in 0..k1 {

@@ -128,13 +128,13 @@ pub(crate) unsafe fn run_block(
         if !available() {
             return Err("packed gemm: this CPU lacks AVX-512".into());
         }
-        for j0 in (0..n).step_by(NR) {
-            let width = NR.min(n - j0);
-            let vectors = width.div_ceil(LANES);
-            let mask = u16::MAX >> (vectors * LANES - width);
-            for k0 in (0..depth).step_by(KC) {
-                let kc = KC.min(depth - k0);
-                for r0 in rows.clone().step_by(MR) {
+        for k0 in (0..depth).step_by(KC) {
+            let kc = KC.min(depth - k0);
+            for r0 in rows.clone().step_by(MR) {
+                for j0 in (0..n).step_by(NR) {
+                    let width = NR.min(n - j0);
+                    let vectors = width.div_ceil(LANES);
+                    let mask = u16::MAX >> (vectors * LANES - width);
                     let panel = group * lhs.panels + r0 / MR;
                     let i = r0 - rows.start;
                     let start = if k0 > 0 {
