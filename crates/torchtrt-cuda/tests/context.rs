@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use common::scale::ScaleCreator;
 use common::{device_or_skip, from_bytes, random_f32};
@@ -18,6 +18,18 @@ use torchtrt_core::{
 };
 use torchtrt_cpu::CpuBackend;
 use torchtrt_cuda::{CudaBackend, CudaDevice, CudaExecutionContext, DeviceIo, Placement};
+
+/// Tests that count graph captures run alone: a device-wide synchronisation in another test
+/// (a plugin's first table upload, say) invalidates a capture in flight.
+static GPU: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    GPU.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    GPU.write().unwrap_or_else(|p| p.into_inner())
+}
 
 fn network(with_host_plugin: bool) -> NetworkDefinition {
     torchtrt_plugins::init(registry()).expect("plugins register");
@@ -165,6 +177,7 @@ fn assert_close(got: &[Tensor], want: &[Tensor], tol: f32) {
 #[test]
 fn device_resident_run_matches_cpu_with_dynamic_batch() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = exclusive();
     let e = engines(false, DType::F32);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     for (li, layer) in e.gpu.plan().layers.iter().enumerate() {
@@ -212,6 +225,7 @@ fn device_resident_run_matches_cpu_with_dynamic_batch() {
 #[test]
 fn f16_engine_matches_cpu() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(false, DType::F16);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     let mut cpu = e.cpu.create_context();
@@ -235,6 +249,7 @@ fn upload(dev: &CudaDevice, t: &Tensor) -> torchtrt_cuda::DeviceBuffer {
 #[test]
 fn enqueue_runs_on_caller_buffers_and_stream() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(false, DType::F32);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     let x = input(3, 30);
@@ -294,6 +309,7 @@ fn enqueue_runs_on_caller_buffers_and_stream() {
 #[test]
 fn cpu_only_plugin_runs_on_the_host_with_copies() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(true, DType::F32);
     let ctx_places = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     let plan = e.gpu.plan();
@@ -322,6 +338,7 @@ fn cpu_only_plugin_runs_on_the_host_with_copies() {
 #[test]
 fn contexts_refuse_engines_of_other_targets() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(false, DType::F32);
     let err = CudaExecutionContext::new(&e.cpu, &dev)
         .err()
@@ -372,6 +389,7 @@ fn reshape_by_input() -> NetworkDefinition {
 #[test]
 fn shape_inputs_on_the_device_are_read_for_inference() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
     let net = reshape_by_input();
@@ -421,6 +439,7 @@ fn shape_inputs_on_the_device_are_read_for_inference() {
 #[test]
 fn graph_replay_matches_the_walk_on_random_inputs_and_shape_changes() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = exclusive();
     let e = engines(false, DType::F32);
     let mut graphed = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     graphed.set_graphs(true);
@@ -458,6 +477,7 @@ fn graph_replay_matches_the_walk_on_random_inputs_and_shape_changes() {
 #[test]
 fn graph_replay_reads_and_writes_changing_caller_buffers() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = exclusive();
     let e = engines(false, DType::F32);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     ctx.set_graphs(true);
@@ -522,6 +542,7 @@ fn graph_replay_reads_and_writes_changing_caller_buffers() {
 #[test]
 fn runs_that_cannot_be_captured_keep_the_walk() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(true, DType::F32);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     ctx.set_graphs(true);
@@ -560,6 +581,7 @@ fn runs_that_cannot_be_captured_keep_the_walk() {
 #[test]
 fn kernel_scratch_stays_with_its_context_until_dropped() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(false, DType::F32);
     let x = input(4, 90);
     let held = dev.allocator().held_bytes();
@@ -582,6 +604,7 @@ fn kernel_scratch_stays_with_its_context_until_dropped() {
 #[test]
 fn contexts_on_two_streams_run_concurrently() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let e = engines(false, DType::F32);
     let inputs: Vec<Tensor> = (0..6).map(|k| input(4, 100 + k)).collect();
     let mut cpu = e.cpu.create_context();
@@ -652,6 +675,7 @@ fn residual_block(unfused: bool) -> NetworkDefinition {
 #[test]
 fn residual_add_and_relu_fuse_into_the_gpu_convolution() {
     let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
     for precision in [DType::F32, DType::F16] {
@@ -675,7 +699,7 @@ fn residual_add_and_relu_fuse_into_the_gpu_convolution() {
         assert!(
             kinds(&fused)
                 .iter()
-                .all(|&k| k == "Constant" || k == "Convolution"),
+                .all(|&k| !matches!(k, "Elementwise" | "Activation" | "Fused")),
             "{:?}",
             kinds(&fused)
         );

@@ -33,10 +33,14 @@ pub(super) type Key = Vec<(DType, Vec<usize>)>;
 /// take the plain walk.
 const MAX_KEYS: usize = 16;
 
+/// Captures a key may fail (another thread's device-wide synchronisation invalidates a
+/// capture too) before it is marked plain.
+const CAPTURE_TRIES: u8 = 3;
+
 /// What a context knows about one key.
 pub(super) enum Entry {
-    /// Ran once, plainly.
-    Seen,
+    /// Ran plainly; the captures tried so far failed.
+    Seen(u8),
     /// Cannot be captured: runs plainly.
     Plain,
     /// Captured.
@@ -107,15 +111,16 @@ impl CudaExecutionContext {
         let state = match self.graphs.entries.get(key) {
             None if self.graphs.entries.len() >= MAX_KEYS => return None,
             None => {
-                self.graphs.entries.insert(key.clone(), Entry::Seen);
+                self.graphs.entries.insert(key.clone(), Entry::Seen(0));
                 return None;
             }
             Some(Entry::Plain) => return None,
-            Some(Entry::Seen) => match self.capture(key) {
+            Some(&Entry::Seen(failed)) => match self.capture(key) {
                 Some(c) => {
                     self.graphs.captures += 1;
                     Entry::Graph(Box::new(c))
                 }
+                None if failed + 1 < CAPTURE_TRIES => Entry::Seen(failed + 1),
                 None => Entry::Plain,
             },
             Some(Entry::Graph(_)) => {

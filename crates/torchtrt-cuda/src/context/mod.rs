@@ -32,7 +32,7 @@ use crate::error::CudaError;
 use crate::layer_kernel::DeviceLayerKernel;
 use crate::memory::ScratchPool;
 use crate::plugin_kernel::DevicePluginKernel;
-use crate::stream::Stream;
+use crate::stream::{Event, Stream};
 use graph::{Graphs, Key};
 use value::{Dev, DevicePool, Host, Value};
 
@@ -100,6 +100,9 @@ pub struct CudaExecutionContext {
     use_graphs: bool,
     /// A run is being captured: steps that wait for the stream or copy host memory fail.
     capturing: bool,
+    /// Recorded after the last `enqueue` on its caller's stream: what dropping the context
+    /// waits for (a device-wide synchronisation would break other threads' captures).
+    enqueued: Option<Event>,
 }
 
 struct Profile {
@@ -158,6 +161,7 @@ impl CudaExecutionContext {
             graphs: Graphs::default(),
             use_graphs: std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"),
             capturing: false,
+            enqueued: None,
         })
     }
 
@@ -347,7 +351,7 @@ impl CudaExecutionContext {
                     .map_err(cuda_error(&plan.outputs[k].0))?;
             }
             self.graphs.replays += 1;
-            return Ok(());
+            return self.mark_enqueued(&stream);
         }
         let values: Vec<Value<'_>> = inputs
             .iter()
@@ -361,7 +365,8 @@ impl CudaExecutionContext {
         let outs = self.run(values, Some(outputs), &stream)?;
         let copied = self.copy_outputs(&engine, &outs, outputs, &stream);
         self.recycle(outs);
-        copied
+        copied?;
+        self.mark_enqueued(&stream)
     }
 
     /// Gives the device copies of a run's outputs back to the pool (after the work using
@@ -411,9 +416,25 @@ impl CudaExecutionContext {
 mod shapes;
 mod walk;
 
+impl CudaExecutionContext {
+    /// Records the end of an `enqueue`'s work on `stream` for [`Drop`] to wait for.
+    fn mark_enqueued(&mut self, stream: &Stream) -> Result<()> {
+        if self.enqueued.is_none() {
+            self.enqueued = Some(Event::new(&self.device).map_err(cuda_error("enqueue"))?);
+        }
+        if let Some(e) = &self.enqueued {
+            e.record(stream).map_err(cuda_error("enqueue"))?;
+        }
+        Ok(())
+    }
+}
+
 impl Drop for CudaExecutionContext {
     fn drop(&mut self) {
-        let _ = self.device.synchronize();
+        let _ = self.stream.synchronize();
+        if let Some(e) = &self.enqueued {
+            let _ = e.synchronize();
+        }
     }
 }
 
