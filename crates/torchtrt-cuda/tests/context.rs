@@ -218,7 +218,12 @@ fn device_resident_run_matches_cpu_with_dynamic_batch() {
             "a repeated run reuses the context's device memory (graphs {graphs})"
         );
     }
-    assert_eq!(ctx.graph_counts(), (1, 3));
+    assert_eq!(
+        ctx.graph_counts(),
+        (1, 3),
+        "{:?}",
+        ctx.last_capture_failure()
+    );
     assert!(ctx.pooled_bytes() > 0);
 }
 
@@ -462,7 +467,12 @@ fn graph_replay_matches_the_walk_on_random_inputs_and_shape_changes() {
         assert_close(&got, &walked, 1e-6);
         assert_close(&got, &cpu.execute(&[&x]).expect("cpu runs"), 1e-4);
     }
-    assert_eq!(graphed.graph_counts(), (2, 5), "one graph per batch size");
+    assert_eq!(
+        graphed.graph_counts(),
+        (2, 5),
+        "one graph per batch size: {:?}",
+        graphed.last_capture_failure()
+    );
     assert_eq!(plain.graph_counts(), (0, 0));
     graphed.set_graphs(false);
     let x = input(2, 67);
@@ -535,7 +545,8 @@ fn graph_replay_reads_and_writes_changing_caller_buffers() {
     assert_eq!(
         ctx.graph_counts(),
         (1, 4),
-        "captured on the second run, replayed from it on"
+        "captured on the second run, replayed from it on: {:?}",
+        ctx.last_capture_failure()
     );
 }
 
@@ -557,6 +568,8 @@ fn runs_that_cannot_be_captured_keep_the_walk() {
         (0, 0),
         "a host plugin reads device data"
     );
+    let why = ctx.last_capture_failure().expect("a capture was tried");
+    assert!(why.contains("a download cannot be captured"), "{why}");
 
     let backend = CudaBackend::new(0, Arc::new(CpuBackend::new())).expect("backend");
     let cuda: Arc<dyn Backend> = Arc::new(backend);
@@ -576,6 +589,8 @@ fn runs_that_cannot_be_captured_keep_the_walk() {
         assert_eq!(got[0].shape(), want.as_slice(), "the shape input's values");
     }
     assert_eq!(ctx.graph_counts().0, 0, "shape values are read on the host");
+    let why = ctx.last_capture_failure().expect("a capture was tried");
+    assert!(why.contains("a download cannot be captured"), "{why}");
 }
 
 #[test]

@@ -89,6 +89,8 @@ pub(super) struct Graphs {
     pub entries: HashMap<Key, Entry>,
     pub replays: u64,
     pub captures: u64,
+    /// Why the last capture that failed did.
+    pub last_failure: Option<String>,
 }
 
 impl Captured {
@@ -116,12 +118,18 @@ impl CudaExecutionContext {
             }
             Some(Entry::Plain) => return None,
             Some(&Entry::Seen(failed)) => match self.capture(key) {
-                Some(c) => {
+                Ok(c) => {
                     self.graphs.captures += 1;
                     Entry::Graph(Box::new(c))
                 }
-                None if failed + 1 < CAPTURE_TRIES => Entry::Seen(failed + 1),
-                None => Entry::Plain,
+                Err(why) => {
+                    self.graphs.last_failure = Some(why);
+                    if failed + 1 < CAPTURE_TRIES {
+                        Entry::Seen(failed + 1)
+                    } else {
+                        Entry::Plain
+                    }
+                }
             },
             Some(Entry::Graph(_)) => {
                 return match self.graphs.entries.get(key) {
@@ -138,8 +146,8 @@ impl CudaExecutionContext {
     }
 
     /// Captures a run over fresh input buffers of `key`'s shapes on the context's stream;
-    /// `None` when any step of the walk cannot be captured.
-    fn capture(&mut self, key: &Key) -> Option<Captured> {
+    /// `Err` says why it could not.
+    fn capture(&mut self, key: &Key) -> std::result::Result<Captured, String> {
         let _scratch = self.scratch.enter();
         let inputs: Vec<Arc<DeviceBuffer>> = key
             .iter()
@@ -148,7 +156,7 @@ impl CudaExecutionContext {
                 self.device.allocator().alloc(bytes).map(Arc::new)
             })
             .collect::<CudaResult<_>>()
-            .ok()?;
+            .map_err(|e| e.to_string())?;
         let values: Vec<Value<'_>> = key
             .iter()
             .zip(&inputs)
@@ -160,7 +168,7 @@ impl CudaExecutionContext {
             })
             .collect();
         let stream = self.stream.clone();
-        self.device.bind().ok()?;
+        self.device.bind().map_err(|e| e.to_string())?;
         // SAFETY: the context's stream is live and idle of other captures.
         unsafe {
             result::stream::begin_capture(
@@ -168,7 +176,7 @@ impl CudaExecutionContext {
                 sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
             )
         }
-        .ok()?;
+        .map_err(|e| driver("cuStreamBeginCapture")(e).to_string())?;
         self.capturing = true;
         let walked = self.run(values, None, &stream);
         self.capturing = false;
@@ -177,6 +185,11 @@ impl CudaExecutionContext {
         let outs = match (walked, graph) {
             (Ok(outs), Ok(graph)) => (outs, graph),
             (walked, graph) => {
+                let why = match (&walked, &graph) {
+                    (Err(e), _) => e.to_string(),
+                    (_, Err(e)) => driver("cuStreamEndCapture")(*e).to_string(),
+                    _ => unreachable!("one of them failed"),
+                };
                 if let Ok(g) = graph {
                     // SAFETY: the captured graph is live and destroyed once.
                     let _ = unsafe { result::graph::destroy(g) };
@@ -184,7 +197,7 @@ impl CudaExecutionContext {
                 if let Ok(outs) = walked {
                     self.recycle(outs);
                 }
-                return None;
+                return Err(why);
             }
         };
         let (outs, graph) = outs;
@@ -204,10 +217,9 @@ impl CudaExecutionContext {
             })
             .collect();
         self.recycle(outs);
-        let (Ok(raw), Some(held)) = (exec, held) else {
-            return None;
-        };
-        Some(Captured {
+        let raw = exec.map_err(|e| driver("cuGraphInstantiate")(e).to_string())?;
+        let held = held.ok_or("an output is computed on the host only")?;
+        Ok(Captured {
             exec: GraphExec {
                 raw,
                 device: self.device.clone(),

@@ -220,6 +220,11 @@ impl CudaExecutionContext {
         (self.graphs.captures, self.graphs.replays)
     }
 
+    /// Why the last capture of a run that failed did (the run took the per-layer walk).
+    pub fn last_capture_failure(&self) -> Option<&str> {
+        self.graphs.last_failure.as_deref()
+    }
+
     /// Per-layer timings in execution order, when profiling is on.
     pub fn profile(&self) -> Option<&[LayerTiming]> {
         self.profile.as_ref().map(|p| p.timings.as_slice())
