@@ -379,58 +379,20 @@ impl Block<'_> {
     /// into its output rows `dst` (`ow` wide), adding `bias`.
     #[inline(always)]
     fn output_transform_body(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize) {
-        let cols = self.tiles.cols;
-        let n = self.rows.len() * cols;
-        let whole = ow / 2;
-        for (r, line) in dst.chunks_mut(2 * ow).enumerate() {
-            let m: [&[f32]; POINTS] = std::array::from_fn(|xi| &mc[xi * n + r * cols..][..cols]);
-            let (top, bottom) = line.split_at_mut(ow.min(line.len()));
-            let tile = |k: usize| {
-                let s = |i: usize, j: usize| m[4 * i + j][k];
-                let col = |j: usize| {
-                    let (m0, m1, m2, m3) = (s(0, j), s(1, j), s(2, j), s(3, j));
-                    (m0 + m1 + m2, m1 - m2 - m3)
-                };
-                let (c0, c1, c2, c3) = (col(0), col(1), col(2), col(3));
-                [
-                    c0.0 + c1.0 + c2.0 + bias,
-                    c1.0 - c2.0 - c3.0 + bias,
-                    c0.1 + c1.1 + c2.1 + bias,
-                    c1.1 - c2.1 - c3.1 + bias,
-                ]
-            };
-            let vectors = if bottom.is_empty() { 0 } else { whole / LANES };
-            for v in 0..vectors {
-                let t0 = v * LANES;
-                let m: [&[f32; LANES]; POINTS] = std::array::from_fn(|xi| {
-                    m[xi][t0..t0 + LANES].try_into().expect("LANES elements")
-                });
-                let [y0, y1] = transform_lanes(m, bias);
-                let x0 = 2 * t0;
-                top[x0..x0 + 2 * LANES].copy_from_slice(&y0);
-                bottom[x0..x0 + 2 * LANES].copy_from_slice(&y1);
-            }
-            let done = vectors * LANES;
-            if bottom.is_empty() {
-                for (k, pair) in top[..2 * whole].chunks_exact_mut(2).enumerate() {
-                    let y = tile(k);
-                    pair.copy_from_slice(&y[..2]);
+        let (cols, rows) = (self.tiles.cols, self.rows.len());
+        let n = rows * cols;
+        let height = dst.len() / ow;
+        for r in (0..rows).take_while(|r| 2 * r < height) {
+            let m: [&[f32]; POINTS] = std::array::from_fn(|xi| &mc[xi * n + r * cols..]);
+            for t0 in descending_steps(cols, LANES) {
+                let step = LANES.min(cols - t0);
+                let lanes: [[f32; LANES]; POINTS] =
+                    std::array::from_fn(|xi| f4::load(&m[xi][t0..], step));
+                let y = transform_lanes(&lanes, bias);
+                let take = (ow - 2 * t0).min(2 * LANES);
+                for (k, yk) in y.iter().enumerate().take(height - 2 * r) {
+                    f4::store(&mut dst[(2 * r + k) * ow + 2 * t0..], yk, take);
                 }
-            } else {
-                let pairs = top[2 * done..2 * whole]
-                    .chunks_exact_mut(2)
-                    .zip(bottom[2 * done..2 * whole].chunks_exact_mut(2));
-                for (k, (a, b)) in pairs.enumerate() {
-                    let y = tile(done + k);
-                    a.copy_from_slice(&y[..2]);
-                    b.copy_from_slice(&y[2..]);
-                }
-                if ow % 2 == 1 {
-                    bottom[ow - 1] = tile(whole)[2];
-                }
-            }
-            if ow % 2 == 1 {
-                top[ow - 1] = tile(whole)[0];
             }
         }
     }
@@ -474,36 +436,32 @@ impl Block<'_> {
     /// output rows `dst` (`ow` wide), adding `bias`.
     #[inline(always)]
     fn output_transform4_body(&self, mc: &[f32], dst: &mut [f32], bias: f32, ow: usize) {
-        let cols = self.tiles.cols;
-        let n = self.rows.len() * cols;
-        let whole = ow / 4;
-        for (r, line) in dst.chunks_mut(4 * ow).enumerate() {
-            let m: [&[f32]; f4::POINTS] =
-                std::array::from_fn(|xi| &mc[xi * n + r * cols..][..cols]);
-            let height = line.len() / ow;
-            let vectors = if height == 4 { whole / f4::LANES } else { 0 };
-            for v in 0..vectors {
-                let t0 = v * f4::LANES;
-                let lanes: [&[f32; f4::LANES]; f4::POINTS] = std::array::from_fn(|xi| {
-                    m[xi][t0..t0 + f4::LANES]
-                        .try_into()
-                        .expect("LANES elements")
-                });
+        let (cols, rows) = (self.tiles.cols, self.rows.len());
+        let n = rows * cols;
+        let height = dst.len() / ow;
+        for r in (0..rows).take_while(|r| 4 * r < height) {
+            let m: [&[f32]; f4::POINTS] = std::array::from_fn(|xi| &mc[xi * n + r * cols..]);
+            for t0 in descending_steps(cols, f4::LANES) {
+                let step = f4::LANES.min(cols - t0);
+                let lanes: [[f32; f4::LANES]; f4::POINTS] =
+                    std::array::from_fn(|xi| f4::load(&m[xi][t0..], step));
                 let y = f4::output_lanes(&lanes, bias);
-                for (row, yr) in line.chunks_exact_mut(ow).zip(&y) {
-                    row[4 * t0..4 * (t0 + f4::LANES)].copy_from_slice(yr);
-                }
-            }
-            for t in vectors * f4::LANES..cols {
-                let y = f4::output_tile(&m, t, bias);
-                for (row, yr) in line.chunks_exact_mut(ow).zip(&y) {
-                    let x0 = 4 * t;
-                    let take = 4.min(ow - x0);
-                    row[x0..x0 + take].copy_from_slice(&yr[..take]);
+                let take = (ow - 4 * t0).min(4 * f4::LANES);
+                for (k, yk) in y.iter().enumerate().take(height - 4 * r) {
+                    f4::store(&mut dst[(4 * r + k) * ow + 4 * t0..], yk, take);
                 }
             }
         }
     }
+}
+
+/// The first tile of each step of `lanes` tiles over `cols` tiles, last step first.
+///
+/// The output transforms store whole vectors wherever the block's rows have room, so a
+/// row's last, partial step spills into the rows after it; taking that step first lets
+/// the later stores overwrite the spill.
+fn descending_steps(cols: usize, lanes: usize) -> impl Iterator<Item = usize> {
+    (0..cols.div_ceil(lanes)).rev().map(move |s| s * lanes)
 }
 
 /// Tiles the vector path of the output transform takes at a time (one vector of f32).
@@ -512,11 +470,11 @@ const LANES: usize = 16;
 /// `Aᵀ m A + bias` for `LANES` tiles side by side: `m[ξ][tile]` in, the tiles' two output
 /// rows out, each `2 · LANES` wide (tile `k` at columns `2k` and `2k + 1`).
 #[inline(always)]
-fn transform_lanes(m: [&[f32; LANES]; POINTS], bias: f32) -> [[f32; 2 * LANES]; 2] {
+fn transform_lanes(m: &[[f32; LANES]; POINTS], bias: f32) -> [[f32; 2 * LANES]; 2] {
     let mut y = [[0f32; 2 * LANES]; 2];
     let mut s = [[[0f32; LANES]; 4]; 2];
     for j in 0..4 {
-        let (m0, m1, m2, m3) = (m[j], m[4 + j], m[8 + j], m[12 + j]);
+        let (m0, m1, m2, m3) = (&m[j], &m[4 + j], &m[8 + j], &m[12 + j]);
         for k in 0..LANES {
             s[0][j][k] = m0[k] + m1[k] + m2[k];
             s[1][j][k] = m1[k] - m2[k] - m3[k];

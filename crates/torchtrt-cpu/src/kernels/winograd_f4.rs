@@ -141,24 +141,24 @@ pub(super) fn input_row(
     }
 }
 
-/// The first `len` (at most [`STEP`]) values of `src`, extended to a whole step with
-/// whatever follows them (zeros where `src` ends); a whole step is one fixed-size copy, so
-/// it compiles to a vector load instead of a call.
+/// The first `len` (at most `W`) values of `src`, extended to `W` with whatever follows
+/// them (zeros where `src` ends); a whole `W` is one fixed-size copy, so it compiles to
+/// vector loads instead of a call.
 #[inline(always)]
-fn load(src: &[f32], len: usize) -> [f32; STEP] {
-    if let Some(whole) = src.first_chunk::<STEP>() {
+pub(super) fn load<const W: usize>(src: &[f32], len: usize) -> [f32; W] {
+    if let Some(whole) = src.first_chunk::<W>() {
         return *whole;
     }
-    let mut d = [0f32; STEP];
+    let mut d = [0f32; W];
     d[..len].copy_from_slice(&src[..len]);
     d
 }
 
-/// Stores `values` at the start of `dst`: a whole step where `dst` has room for it, else
-/// its first `len` values.
+/// Stores `values` at the start of `dst`: all `W` where `dst` has room for them, else their
+/// first `len`.
 #[inline(always)]
-fn store(dst: &mut [f32], values: &[f32; STEP], len: usize) {
-    if let Some(whole) = dst.first_chunk_mut::<STEP>() {
+pub(super) fn store<const W: usize>(dst: &mut [f32], values: &[f32; W], len: usize) {
+    if let Some(whole) = dst.first_chunk_mut::<W>() {
         *whole = *values;
         return;
     }
@@ -178,26 +178,13 @@ fn lanes(d: &[[f32; STEP]; 6]) -> [[f32; STEP]; 6] {
     t
 }
 
-/// `Aᵀ m A + bias` of tile `t`: `m[ξ][t]` in, 4×4 outputs out.
-#[inline(always)]
-pub(super) fn output_tile(m: &[&[f32]; POINTS], t: usize, bias: f32) -> [[f32; 4]; 4] {
-    let mut s = [[0f32; 6]; 4];
-    for j in 0..6 {
-        let col = output_points(std::array::from_fn(|i| m[6 * i + j][t]));
-        for (si, c) in s.iter_mut().zip(col) {
-            si[j] = c;
-        }
-    }
-    s.map(|row| output_points(row).map(|v| v + bias))
-}
-
 /// Tiles the vector path of the output transform takes at a time.
 pub(super) const LANES: usize = 16;
 
 /// [`output_tile`] for `LANES` tiles side by side: the tiles' four output rows, each
 /// `4 · LANES` wide (tile `k` at columns `4k..4k + 4`).
 #[inline(always)]
-pub(super) fn output_lanes(m: &[&[f32; LANES]; POINTS], bias: f32) -> [[f32; 4 * LANES]; 4] {
+pub(super) fn output_lanes(m: &[[f32; LANES]; POINTS], bias: f32) -> [[f32; 4 * LANES]; 4] {
     let mut s = [[[0f32; LANES]; 6]; 4];
     for j in 0..6 {
         for k in 0..LANES {
