@@ -47,10 +47,13 @@ struct DevBuf(u64);
 
 impl DevBuf {
     fn upload(bytes: &[u8]) -> DevBuf {
-        // SAFETY: a fresh allocation of the right size, filled synchronously.
+        // SAFETY: a fresh allocation of the right size, filled synchronously. A copy from
+        // pageable memory may return before its last chunk lands; the context synchronisation
+        // orders it before kernels on non-blocking streams.
         unsafe {
             let p = result::malloc_sync(bytes.len().max(16)).expect("alloc");
             result::memcpy_htod_sync(p, bytes).expect("upload");
+            result::ctx::synchronize().expect("upload lands");
             DevBuf(p)
         }
     }
@@ -253,6 +256,82 @@ fn interpolate_matches_cpu_in_every_mode() {
             (-4.0, 4.0),
             10 + i as u64,
         );
+    }
+}
+
+/// The vectorised paths (exact ×2 upsampling, row pooling, register normalisation, the
+/// plane-in-registers instance norm) and their fallbacks: widths that are and are not whole
+/// 16-byte vectors, odd heights, scales that are ×2 and ones that are not.
+#[test]
+fn vector_fast_paths_match_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let scaled = |mode: &str, scale: f64, dims: usize, align: i32| {
+        FieldCollection::new()
+            .with("mode", mode)
+            .with("scales", vec![scale; dims])
+            .with("use_scales", 1i32)
+            .with("align_corners", align)
+    };
+    let pool = |mode: &str, size: &[i64]| {
+        FieldCollection::new()
+            .with("mode", mode)
+            .with("out_size", size.to_vec())
+    };
+    let cases: Vec<(FieldCollection, Vec<i64>)> = vec![
+        (scaled("nearest", 2.0, 2, 0), vec![2, 3, 5, 16]),
+        (scaled("nearest", 2.0, 2, 0), vec![1, 2, 3, 12]),
+        (scaled("bilinear", 2.0, 2, 0), vec![2, 3, 5, 16]),
+        (scaled("bilinear", 2.0, 2, 0), vec![1, 2, 1, 8]),
+        (scaled("bilinear", 2.0, 2, 0), vec![1, 2, 7, 12]),
+        (scaled("bilinear", 2.0, 2, 1), vec![1, 2, 6, 16]),
+        (scaled("bilinear", 3.0, 2, 0), vec![1, 2, 6, 16]),
+        (scaled("trilinear", 2.0, 3, 0), vec![1, 2, 3, 4, 16]),
+        (scaled("trilinear", 2.0, 3, 1), vec![2, 3, 3, 4, 8]),
+        (scaled("linear", 1.5, 1, 0), vec![1, 2, 9000]),
+        (scaled("nearest", 2.0, 1, 0), vec![2, 2, 24]),
+        (pool("adaptive_max_pool2d", &[7, 7]), vec![3, 2, 40, 32]),
+        (pool("adaptive_max_pool2d", &[3, 5]), vec![1, 2, 9, 24]),
+        (pool("adaptive_avg_pool2d", &[7, 7]), vec![2, 3, 30, 64]),
+        (pool("adaptive_avg_pool2d", &[2, 9]), vec![1, 3, 5, 520]),
+    ];
+    for (i, (f, shape)) in cases.iter().enumerate() {
+        compare(
+            &gpu,
+            &InterpolateCreator,
+            f,
+            shape,
+            (-4.0, 4.0),
+            40 + i as u64,
+        );
+    }
+    for (order, shape) in [
+        (2.0f32, vec![2i64, 13, 5, 8]),
+        (1.0, vec![3, 64, 2, 80]),
+        (f32::INFINITY, vec![1, 9, 264]),
+        (3.0, vec![2, 40, 16]),
+        (2.0, vec![2, 64, 3, 12]),
+    ] {
+        let f = FieldCollection::new()
+            .with("order", order)
+            .with("axes", vec![1i32])
+            .with("mode", "normalize")
+            .with("eps", 1e-12f32);
+        compare(&gpu, &NormalizeCreator, &f, &shape, (-2.0, 2.0), 60);
+    }
+    for shape in [
+        vec![1i64, 2, 256, 256],
+        vec![2, 3, 24, 40],
+        vec![1, 2, 3, 5, 7],
+    ] {
+        let f = FieldCollection::new()
+            .with("epsilon", 1e-5f32)
+            .with("scales", values(shape[1] as usize, 4, 0.5, 2.0))
+            .with("bias", values(shape[1] as usize, 5, -1.0, 1.0));
+        compare(&gpu, &InstanceNormCreator, &f, &shape, (-3.0, 5.0), 70);
+    }
+    let gelu = FieldCollection::new();
+    for shape in [vec![3i64, 1027], vec![1, 8 * 1024 * 33 + 5]] {
+        compare(&gpu, &GeluCreator, &gelu, &shape, (-9.0, 9.0), 80);
     }
 }
 

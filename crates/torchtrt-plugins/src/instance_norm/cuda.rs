@@ -1,9 +1,10 @@
 //! The instance-normalisation CUDA kernel: one block per (n, c) plane. The block reads the
-//! plane once for shifted sums (the plane's first element as shift), reduces them through
-//! shared memory, then reads it again (from L2 for planes that fit) to apply the affine map
-//! and the optional leaky relu. 16-byte vector accesses when the plane allows them.
+//! plane once for shifted sums (the plane's first element as shift), 8 16-byte vectors per
+//! thread in flight, reduces them through shared memory, then applies the affine map and the
+//! optional leaky relu to the plane kept in registers (when it fits) or read again (from L2).
+//! Scalar accesses when the plane is not whole aligned vectors.
 
-use torchtrt_plugin_api::{CudaLaunch, DType, PluginResult};
+use torchtrt_plugin_api::{CudaLaunch, PluginResult};
 
 use crate::cuda::{self, Args, Program};
 use crate::support::Origin;
@@ -11,15 +12,19 @@ use crate::support::Origin;
 const PROGRAM: Program = Program {
     name: "instance_norm",
     source: r#"
-__device__ __forceinline__ float block_sum(float v, float* shared) {
-    v = warp_sum(v);
+/* Sums s and ss over the block; every thread gets both. */
+__device__ __forceinline__ float2 block_sum2(float s, float ss, float2* shared) {
+    s = warp_sum(s);
+    ss = warp_sum(ss);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    if (lane == 0) shared[warp] = make_float2(s, ss);
     __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < warps) ? shared[threadIdx.x] : 0.0f;
-    if (warp == 0) v = warp_sum(v);
-    if (threadIdx.x == 0) shared[32] = v;
+    if (warp == 0) {
+        float2 v = lane < warps ? shared[lane] : make_float2(0.0f, 0.0f);
+        v.x = warp_sum(v.x);
+        v.y = warp_sum(v.y);
+        if (lane == 0) shared[32] = v;
+    }
     __syncthreads();
     return shared[32];
 }
@@ -30,51 +35,75 @@ __device__ __forceinline__ float affine(float v, float mean, float scale, float 
     return (relu && r < 0.0f) ? r * alpha : r;
 }
 
-template <typename D>
-__device__ __forceinline__ void inorm_impl(const typename D::T* x, typename D::T* y,
-        const float* params, i64 plane, int channels, float eps, int relu, float alpha,
-        int vec) {
-    __shared__ float shared[33];
+/* U 16-byte vectors per thread per step, loaded before use. KEEP: the whole plane is one
+   step (nv <= U * blockDim.x), held in registers between the two phases. */
+template <typename D, int U, int KEEP>
+__device__ __forceinline__ void inorm_impl(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, const float* __restrict__ params, i64 plane,
+        int channels, float eps, int relu, float alpha, int vec) {
+    __shared__ float2 shared[33];
     const int V = Vec16<D>::V;
     i64 p = blockIdx.x;
     int c = (int)(p % channels);
     const typename D::T* xp = x + p * plane;
     typename D::T* yp = y + p * plane;
+    const uint4* xv = reinterpret_cast<const uint4*>(xp);
     float shift = Elem<D>::load(xp, 0);
     float s = 0.0f, ss = 0.0f;
     i64 nv = vec ? plane / V : 0;
-    for (i64 i = threadIdx.x; i < nv; i += blockDim.x) {
-        float a[V];
-        Vec16<D>::load(xp, i * V, a);
+    i64 step = (i64)blockDim.x * U;
+    uint4 raw[U];
+    for (i64 b = threadIdx.x; b < nv; b += step) {
 #pragma unroll
-        for (int k = 0; k < V; ++k) { float d = a[k] - shift; s += d; ss = fmaf(d, d, ss); }
+        for (int u = 0; u < U; ++u)
+            if (b + u * blockDim.x < nv) raw[u] = __ldg(xv + b + u * blockDim.x);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (b + u * blockDim.x >= nv) break;
+            float a[V];
+            Vec16<D>::unpack(raw[u], a);
+#pragma unroll
+            for (int k = 0; k < V; ++k) { float d = a[k] - shift; s += d; ss = fmaf(d, d, ss); }
+        }
+        if (KEEP) break;
     }
     for (i64 i = nv * V + threadIdx.x; i < plane; i += blockDim.x) {
         float d = Elem<D>::load(xp, i) - shift; s += d; ss = fmaf(d, d, ss);
     }
-    s = block_sum(s, shared);
-    ss = block_sum(ss, shared);
+    float2 t = block_sum2(s, ss, shared);
     float n = (float)plane;
-    float dmean = s / n;
-    float var = fmaxf(ss / n - dmean * dmean, 0.0f);
+    float dmean = t.x / n;
+    float var = fmaxf(t.y / n - dmean * dmean, 0.0f);
     float mean = shift + dmean;
     float scale = params[c] * rsqrtf(var + eps);
     float bias = params[channels + c];
-    for (i64 i = threadIdx.x; i < nv; i += blockDim.x) {
-        float a[V];
-        Vec16<D>::load(xp, i * V, a);
+    for (i64 b = threadIdx.x; b < nv; b += step) {
+        if (!KEEP) {
 #pragma unroll
-        for (int k = 0; k < V; ++k) a[k] = affine(a[k], mean, scale, bias, relu, alpha);
-        Vec16<D>::store(yp, i * V, a);
+            for (int u = 0; u < U; ++u)
+                if (b + u * blockDim.x < nv) raw[u] = __ldg(xv + b + u * blockDim.x);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            i64 i = b + u * blockDim.x;
+            if (i >= nv) break;
+            float a[V];
+            Vec16<D>::unpack(raw[u], a);
+#pragma unroll
+            for (int k = 0; k < V; ++k) a[k] = affine(a[k], mean, scale, bias, relu, alpha);
+            Vec16<D>::store(yp, i * V, a);
+        }
+        if (KEEP) break;
     }
     for (i64 i = nv * V + threadIdx.x; i < plane; i += blockDim.x)
         Elem<D>::store(yp, i, affine(Elem<D>::load(xp, i), mean, scale, bias, relu, alpha));
 }
 
-#define INORM(name, D) \
-extern "C" __global__ void instance_norm_##name(const D::T* x, D::T* y, const float* params, \
+#define INORM_U(name, D, U, K) \
+extern "C" __global__ void instance_norm_##U##_##K##_##name(const D::T* x, D::T* y, const float* params, \
         i64 plane, int channels, float eps, int relu, float alpha, int vec) \
-{ inorm_impl<D>(x, y, params, plane, channels, eps, relu, alpha, vec); }
+{ inorm_impl<D, U, K>(x, y, params, plane, channels, eps, relu, alpha, vec); }
+#define INORM(name, D) INORM_U(name, D, 8, 0) INORM_U(name, D, 8, 1)
 FOR_EACH_DTYPE(INORM)
 "#,
 };
@@ -95,12 +124,8 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
         return Err(origin.input_error(format!("input rank {} is outside 3..=5", shape.len())));
     }
     let dtype = x.desc.dtype;
-    let kernel = match dtype {
-        DType::F32 => "instance_norm_f32",
-        DType::F16 => "instance_norm_f16",
-        DType::BF16 => "instance_norm_bf16",
-        other => return Err(origin.input_error(format!("no CUDA kernel for {other}"))),
-    };
+    let suffix = cuda::suffix(dtype)
+        .ok_or_else(|| origin.input_error(format!("no CUDA kernel for {dtype}")))?;
     let plane: usize = shape[2..].iter().map(|&d| d as usize).product();
     if plane == 0 || n == 0 {
         return Ok(());
@@ -110,7 +135,14 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
     let params = cuda::constant(cuda, bytemuck::cast_slice(&params))?;
     let lanes = 16 / dtype.size();
     let vec = x.ptr.is_multiple_of(16) && y.ptr.is_multiple_of(16) && plane.is_multiple_of(lanes);
-    let threads = (plane / lanes).next_power_of_two().clamp(64, 1024) as u32;
+    let nv = if vec { plane / lanes } else { 0 };
+    let unroll = 8;
+    let threads = (nv.max(plane / 8) / unroll)
+        .next_power_of_two()
+        .clamp(64, 1024);
+    let keep = usize::from(nv > 0 && nv <= threads * unroll);
+    let kernel = format!("instance_norm_{unroll}_{keep}_{suffix}");
+    let threads = threads as u32;
     let grid = u32::try_from(planes)
         .map_err(|_| origin.input_error(format!("{planes} planes exceed one CUDA grid")))?;
     let args = Args::default()
@@ -128,7 +160,7 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
     unsafe {
         cuda::launch(
             &PROGRAM,
-            kernel,
+            &kernel,
             cuda,
             (grid, 1, 1),
             (threads, 1, 1),

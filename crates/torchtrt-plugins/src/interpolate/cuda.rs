@@ -4,7 +4,8 @@
 //! table. An output element is the weighted sum (or, for adaptive max pooling, the maximum)
 //! of the input elements its taps name. Small tap sets run one thread per output element
 //! (neighbouring threads read neighbouring inputs); large windows (adaptive pools) run one
-//! warp per output element, lanes spread over the window's rows.
+//! warp per output element, lanes spread over the window's rows. Exact ×2 upsampling and
+//! pools over rows of whole 16-byte vectors have vectorised kernels (`up2`, `pool_rows`).
 
 use torchtrt_plugin_api::{CudaLaunch, DType, DeviceTensor, PluginError, PluginResult};
 
@@ -215,6 +216,154 @@ __device__ __forceinline__ void pool2d(const typename D::T* x, typename D::T* y,
         __syncthreads();
     }
 }
+/* Exact ×2 upsampling of [planes, H, W] with W a multiple of the vector width: one thread per
+   output vector (V columns of output rows 2i and 2i + 1), so a warp's 16-byte stores cover
+   whole contiguous runs; it reads the V / 2 input columns under it (8 bytes) and, for linear,
+   their neighbours in input rows i - 1, i, i + 1. NEAREST copies; otherwise half-pixel
+   linear weights 1/4, 3/4 with edge rows and columns clamped. */
+__device__ __forceinline__ float lerp_q(float a, float b) { return fmaf(0.75f, b, 0.25f * a); }
+
+template <typename D>
+__device__ __forceinline__ void load_half(const typename D::T* p, float* out) {
+    const int V = Vec16<D>::V;
+    uint2 raw = __ldg(reinterpret_cast<const uint2*>(p));
+    uint4 wide = make_uint4(raw.x, raw.y, 0u, 0u);
+    float a[V];
+    Vec16<D>::unpack(wide, a);
+#pragma unroll
+    for (int k = 0; k < V / 2; ++k) out[k] = a[k];
+}
+
+template <typename D, int NEAREST>
+__device__ __forceinline__ void up2(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, i64 planes, int H, int W) {
+    const int V = Vec16<D>::V, HV = V / 2;
+    int nov = 2 * W / V;
+    int cell = blockIdx.x * blockDim.x + threadIdx.x;
+    if (cell >= H * nov) return;
+    int i = cell / nov, j = cell - i * nov;
+    int c0 = j * HV;
+    i64 in_plane = (i64)H * W, out_plane = 4 * in_plane;
+    for (i64 p = blockIdx.y; p < planes; p += gridDim.y) {
+        const typename D::T* src = x + p * in_plane;
+        typename D::T* dst = y + p * out_plane + (i64)(2 * i) * (2 * W) + j * V;
+        if (NEAREST) {
+            float a[HV], o[V];
+            load_half<D>(src + (i64)i * W + c0, a);
+#pragma unroll
+            for (int k = 0; k < HV; ++k) o[2 * k] = o[2 * k + 1] = a[k];
+            Vec16<D>::store(dst, 0, o);
+            Vec16<D>::store(dst, 2 * W, o);
+            continue;
+        }
+        int rows[3] = {max(i - 1, 0), i, min(i + 1, H - 1)};
+        int left = max(c0 - 1, 0), right = min(c0 + HV, W - 1);
+        float r[3][HV + 2];
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+            const typename D::T* row = src + (i64)rows[q] * W;
+            load_half<D>(row + c0, r[q] + 1);
+            r[q][0] = Elem<D>::load(row, left);
+            r[q][HV + 1] = Elem<D>::load(row, right);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float c[HV + 2], o[V];
+#pragma unroll
+            for (int k = 0; k < HV + 2; ++k)
+                c[k] = h == 0 ? lerp_q(r[0][k], r[1][k]) : lerp_q(r[2][k], r[1][k]);
+#pragma unroll
+            for (int k = 0; k < HV; ++k) {
+                o[2 * k] = lerp_q(c[k], c[k + 1]);
+                o[2 * k + 1] = lerp_q(c[k + 2], c[k + 1]);
+            }
+            Vec16<D>::store(dst, h * 2 * W, o);
+        }
+    }
+}
+#define UP2(name, D) \
+extern "C" __global__ void __launch_bounds__(256) up2_nearest_##name(const D::T* x, D::T* y, i64 p, int h, int w) \
+{ up2<D, 1>(x, y, p, h, w); } \
+extern "C" __global__ void __launch_bounds__(256) up2_linear_##name(const D::T* x, D::T* y, i64 p, int h, int w) \
+{ up2<D, 0>(x, y, p, h, w); }
+FOR_EACH_DTYPE(UP2)
+
+/* Two-dimensional pooling with rows a multiple of the vector width: one warp per (plane,
+   output row). Lanes form groups of `lpr` lanes (lpr divides the row's vector count); each
+   group walks every (32 / lpr)-th row of the window with 16-byte loads, the groups combine
+   through shuffles, the column folds go to shared memory, and lanes fold the output columns. */
+template <typename D, int MAX, int UNR>
+__device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, const int* __restrict__ tab, Geo g, i64 planes, int lpr) {
+    extern __shared__ float cols[];
+    const int V = Vec16<D>::V;
+    const float* wt = reinterpret_cast<const float*>(tab);
+    int H = (int)g.in[1], W = (int)g.in[2], OY = (int)g.out[1], OX = (int)g.out[2];
+    int nvw = W / V;
+    i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (e >= planes * OY) return;
+    i64 p = e / OY;
+    int b = (int)(e - p * OY);
+    int lane = threadIdx.x & 31, sub = lane % lpr, grp = lane / lpr, groups = 32 / lpr;
+    float* cm = cols + (threadIdx.x >> 5) * W;
+    const uint4* src = reinterpret_cast<const uint4*>(x + p * H * W);
+    for (int j = sub; j < nvw; j += lpr) {
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = tap_init<MAX>();
+        for (int k0 = grp; k0 < g.n[1]; k0 += groups * UNR) {
+            uint4 raw[UNR];
+            float w[UNR];
+#pragma unroll
+            for (int u = 0; u < UNR; ++u) {
+                int k = k0 + u * groups;
+                if (k < g.n[1]) {
+                    int t = b * g.n[1] + k;
+                    w[u] = wt[g.w[1] + t];
+                    raw[u] = __ldg(src + (i64)tab[g.idx[1] + t] * nvw + j);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < UNR; ++u) {
+                if (k0 + u * groups >= g.n[1]) break;
+                float a[V];
+                Vec16<D>::unpack(raw[u], a);
+#pragma unroll
+                for (int q = 0; q < V; ++q)
+                    acc[q] = MAX ? fmaxf(acc[q], a[q])
+                                 : (w[u] == 0.0f ? acc[q] : fmaf(w[u], a[q], acc[q]));
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < V; ++q)
+            for (int o = lpr; o < 32; o <<= 1) {
+                float v = __shfl_xor_sync(0xffffffffu, acc[q], o);
+                acc[q] = MAX ? fmaxf(acc[q], v) : acc[q] + v;
+            }
+        if (grp == 0) {
+#pragma unroll
+            for (int q = 0; q < V; ++q) cm[j * V + q] = acc[q];
+        }
+    }
+    __syncwarp();
+    for (int o = lane; o < OX; o += 32) {
+        float acc = tap_init<MAX>();
+        for (int k = 0; k < g.n[2]; ++k) {
+            int t = o * g.n[2] + k;
+            float w = wt[g.w[2] + t];
+            float v = cm[tab[g.idx[2] + t]];
+            acc = MAX ? fmaxf(acc, v) : (w == 0.0f ? acc : fmaf(w, v, acc));
+        }
+        Elem<D>::store(y, e * OX + o, acc);
+    }
+}
+#define POOLROWS_U(name, D, U) \
+extern "C" __global__ void pool_rows_sum_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
+{ pool_rows<D, 0, U>(x, y, t, g, p, l); } \
+extern "C" __global__ void pool_rows_max_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
+{ pool_rows<D, 1, U>(x, y, t, g, p, l); }
+#define POOLROWS(name, D) POOLROWS_U(name, D, 4) POOLROWS_U(name, D, 8)
+FOR_EACH_DTYPE(POOLROWS)
 #define POOL(name, D) \
 extern "C" __global__ void pool2d_sum_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
 { pool2d<D, 0>(x, y, t, g, p); } \
@@ -339,6 +488,61 @@ pub(super) fn enqueue(
         config.mode,
         Mode::AdaptiveAvg { .. } | Mode::AdaptiveMax { .. }
     );
+    let lanes = 16 / dtype.size();
+    let (h, w) = (tables[1].input, tables[2].input);
+    let planar = tables[0].outputs() == 1 && tables[0].input == 1;
+    let aligned = x.ptr.is_multiple_of(16) && y.ptr.is_multiple_of(16) && w.is_multiple_of(lanes);
+    if planar && aligned && h * w < (1 << 31) {
+        let double = |linear| doubles(&tables[1], linear) && doubles(&tables[2], linear);
+        let kind = if double(false) {
+            Some("nearest")
+        } else if double(true) {
+            Some("linear")
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            let cells = 2 * h * w / lanes;
+            let name = format!("up2_{kind}_{}", dtype_name(dtype)?);
+            let grid = (cells.div_ceil(256) as u32, planes.min(65535) as u32, 1);
+            let args = Args::default()
+                .ptr(x.ptr)
+                .ptr(y.ptr)
+                .i64(planes as i64)
+                .i32(h as i32)
+                .i32(w as i32);
+            // SAFETY: the arguments match the kernel; the tensors were checked by the plugin,
+            // the output being [planes, 2h, 2w].
+            return unsafe { cuda::launch(&PROGRAM, &name, cuda, grid, (256, 1, 1), 0, args) };
+        }
+    }
+    if pool && planar && aligned && w * 4 * 4 <= 48 << 10 {
+        let nvw = w / lanes;
+        let lpr = 1usize << nvw.trailing_zeros().min(5);
+        let warps = planes * tables[1].outputs();
+        let name = format!(
+            "pool_rows_{}_{}_{}",
+            if max { "max" } else { "sum" },
+            if lanes == 4 { 8 } else { 4 },
+            dtype_name(dtype)?
+        );
+        let grid = u32::try_from(warps.div_ceil(4))
+            .map_err(|_| invalid(format!("{warps} output rows exceed the CUDA grid")))?;
+        let args = args.i32(lpr as i32);
+        // SAFETY: as below, with the lanes-per-row count appended; 4 warps of `w` floats of
+        // shared memory hold the column folds.
+        return unsafe {
+            cuda::launch(
+                &PROGRAM,
+                &name,
+                cuda,
+                (grid, 1, 1),
+                (128, 1, 1),
+                (4 * w * 4) as u32,
+                args,
+            )
+        };
+    }
     let rows_bytes = tables[1].outputs() * tables[2].input * 4;
     if pool && warp && tables[0].outputs() == 1 && tables[0].input == 1 && rows_bytes <= 48 << 10 {
         let name = format!(
@@ -420,6 +624,35 @@ pub(super) fn enqueue(
     // SAFETY: the arguments match the kernel (`Geo` passed by value in its C layout); the
     // tensors were checked by the plugin; the table lives for the process.
     unsafe { cuda::launch(&PROGRAM, &name, cuda, grid, block, 0, args) }
+}
+
+/// True when `t` is exact ×2 upsampling: nearest (output `o` copies input `o / 2`) or, with
+/// `linear`, half-pixel linear (`o = 2i` blends inputs `i - 1, i` by 1/4, 3/4 and `o = 2i + 1`
+/// inputs `i, i + 1` by 3/4, 1/4, indices clamped into the input).
+fn doubles(t: &AxisTaps, linear: bool) -> bool {
+    let n = t.input;
+    if n == 0 || t.outputs() != 2 * n {
+        return false;
+    }
+    (0..2 * n).all(|o| {
+        let i = o / 2;
+        let want: [(usize, f32); 2] = match (linear, o % 2) {
+            (false, _) => [(i, 1.0), (i, 0.0)],
+            (true, 0) => [(i.saturating_sub(1), 0.25), (i, 0.75)],
+            (true, _) => [(i, 0.75), ((i + 1).min(n - 1), 0.25)],
+        };
+        let taps = || {
+            let r = o * t.n..(o + 1) * t.n;
+            t.index[r.clone()].iter().zip(&t.weight[r])
+        };
+        let weight_at =
+            |k: usize| -> f32 { taps().filter(|(j, _)| **j == k).map(|(_, w)| *w).sum() };
+        let wanted_at = |k: usize| -> f32 { want.iter().filter(|w| w.0 == k).map(|w| w.1).sum() };
+        taps().all(|(&k, &w)| w == 0.0 || want.iter().any(|x| x.0 == k))
+            && want
+                .iter()
+                .all(|&(k, _)| (weight_at(k) - wanted_at(k)).abs() <= 1e-6)
+    })
 }
 
 /// `struct Geo` in its C layout: `i64 in[3], out[3]; int n[3], idx[3], w[3];` (84 bytes,

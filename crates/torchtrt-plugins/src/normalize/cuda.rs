@@ -2,7 +2,9 @@
 //! and reduced dimensions (size-1 dimensions dropped). When the innermost run is reduced a
 //! warp folds one output (lanes over contiguous elements); otherwise a thread folds one
 //! output over strided elements, coalesced across neighbouring threads, and in mode
-//! `normalize` keeps up to 64 of them in registers for the second pass.
+//! `normalize` keeps up to 64 of them in registers for the second pass. One reduced run
+//! between kept ones goes through shared-memory slabs (`norm_tile`) or, in mode `normalize`
+//! with rows of whole 16-byte vectors, registers (`norm_regs`).
 
 use torchtrt_plugin_api::{CudaLaunch, DType, PluginError, PluginResult};
 
@@ -145,6 +147,74 @@ __device__ __forceinline__ void norm_tile(const typename D::T* x, typename D::T*
         if (c < width) Elem<D>::store(dst, r * S + c, sm[i] * part[c]);
     }
 }
+/* x viewed as [O, R, S] normalised over R (R <= 8 ITEMS, S a multiple of the vector width):
+   a block of 8 warps covers 32 vectors of S for one o; warp w holds rows w, w + 8, … of its
+   lane's vector in registers, so x is read once with 16-byte loads and y written once. */
+template <typename D, int ITEMS>
+__device__ __forceinline__ void norm_regs(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, i64 R, i64 S, int ord, float p, float eps) {
+    const int V = Vec16<D>::V;
+    __shared__ float part[8][V][32];
+    __shared__ float inv[V][32];
+    i64 groups = S / V;
+    i64 tiles = (groups + 31) / 32;
+    i64 o = blockIdx.x / tiles;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    i64 gi = (blockIdx.x - o * tiles) * 32 + lane;
+    bool live = gi < groups;
+    const uint4* src = reinterpret_cast<const uint4*>(x + o * R * S) + gi;
+    uint4* dst = reinterpret_cast<uint4*>(y + o * R * S) + gi;
+    uint4 raw[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        int r = warp + 8 * i;
+        if (live && r < R) raw[i] = __ldg(src + r * groups);
+    }
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        if (live && warp + 8 * i < R) {
+            float a[V];
+            Vec16<D>::unpack(raw[i], a);
+#pragma unroll
+            for (int k = 0; k < V; ++k) acc[k] = fold(ord, p, acc[k], a[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) part[warp][k][lane] = acc[k];
+    __syncthreads();
+    for (int e = threadIdx.x; e < V * 32; e += blockDim.x) {
+        int k = e >> 5, l = e & 31;
+        float t = part[0][k][l];
+#pragma unroll
+        for (int w = 1; w < 8; ++w) t = ord == 2 ? fmaxf(t, part[w][k][l]) : t + part[w][k][l];
+        inv[k][l] = 1.0f / fmaxf(finish(ord, p, t), eps);
+    }
+    __syncthreads();
+    if (!live) return;
+    float f[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = inv[k][lane];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        int r = warp + 8 * i;
+        if (r < R) {
+            float a[V];
+            Vec16<D>::unpack(raw[i], a);
+#pragma unroll
+            for (int k = 0; k < V; ++k) a[k] *= f[k];
+            Vec16<D>::store(reinterpret_cast<typename D::T*>(dst + r * groups), 0, a);
+        }
+    }
+}
+#define REGS_I(name, D, I) \
+extern "C" __global__ void __launch_bounds__(256) norm_regs_##I##_##name(const D::T* x, D::T* y, i64 R, i64 S, int o, float p, float e) \
+{ norm_regs<D, I>(x, y, R, S, o, p, e); }
+#define REGS(name, D) REGS_I(name, D, 1) REGS_I(name, D, 2) REGS_I(name, D, 4) REGS_I(name, D, 8)
+FOR_EACH_DTYPE(REGS)
+
 #define TILED(name, D) \
 extern "C" __global__ void norm_tile_norm_##name(const D::T* x, D::T* y, i64 O, i64 R, i64 S, int o, float p, float e) \
 { norm_tile<D, 0>(x, y, O, R, S, o, p, e); } \
@@ -251,6 +321,33 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
     };
     let dtype = x.desc.dtype;
     let inner = runs.last().filter(|r| !r.2).map_or(1, |r| r.0);
+    let lanes = 16 / dtype.size();
+    if reduced.len() == 1
+        && kept.len() <= 2
+        && matches!(p.mode, Mode::Normalize)
+        && big_r <= 64
+        && inner.is_multiple_of(lanes)
+        && x.ptr.is_multiple_of(16)
+        && y.ptr.is_multiple_of(16)
+    {
+        let items = big_r.div_ceil(8).next_power_of_two();
+        let name = format!("norm_regs_{items}_{}", dtype_name(dtype)?);
+        let outer = big_k / inner;
+        let tiles = outer * (inner / lanes).div_ceil(32);
+        let args = Args::default()
+            .ptr(x.ptr)
+            .ptr(y.ptr)
+            .i64(big_r as i64)
+            .i64(inner as i64)
+            .i32(ord)
+            .f32(pw)
+            .f32(p.eps);
+        let grid = u32::try_from(tiles)
+            .map_err(|_| origin.input_error(format!("{tiles} tiles exceed one CUDA grid")))?;
+        // SAFETY: the arguments match the kernel; the tensors were checked by
+        // `check_unary_cuda`, both 16-byte aligned with rows of whole vectors.
+        return unsafe { cuda::launch(&PROGRAM, &name, cuda, (grid, 1, 1), (256, 1, 1), 0, args) };
+    }
     if reduced.len() == 1 && kept.len() <= 2 && inner >= 16 && big_r <= TILE_MAX_R {
         let mode = match p.mode {
             Mode::Norm => "norm",
