@@ -27,10 +27,11 @@ pub(crate) fn im2col<T: Copy>(
         return;
     }
     let spans: Vec<_> = (0..k2).map(|t| window.inner_span(t)).collect();
+    let segments = segments(cols, o1, o2);
     let s = window.stride[2];
     let planar = window.input[0] == 1 && window.kernel[0] == 1 && window.output[0] == 1;
     if s > 1 && planar && window.tap(0, 0, 0).is_some() {
-        return phased(x, channels, window, zero, cols, col, &spans);
+        return phased(x, channels, window, zero, &segments, col, &spans);
     }
     let mut rows = col.chunks_exact_mut(width);
     for c in 0..channels {
@@ -39,26 +40,53 @@ pub(crate) fn im2col<T: Copy>(
             for t1 in 0..k1 {
                 for span in &spans {
                     let Some(row) = rows.next() else { return };
-                    let mut j = cols.start;
-                    while j < cols.end {
-                        let (line, xo) = (j / o2, j % o2);
-                        let len = (o2 - xo).min(cols.end - j);
-                        let dst = &mut row[j - cols.start..j - cols.start + len];
-                        let (a, b) = (line / o1, line % o1);
-                        match (window.tap(0, a, t0), window.tap(1, b, t1)) {
+                    for seg in &segments {
+                        let dst = &mut row[seg.at..seg.at + seg.len];
+                        match (window.tap(0, seg.a, t0), window.tap(1, seg.b, t1)) {
                             (Some(p), Some(q)) => {
                                 let start = (p * i1 + q) * i2;
                                 let line = &src[start..start + i2];
-                                fill_segment(dst, line, span, xo, window.stride[2], zero);
+                                fill_segment(dst, line, span, seg.xo, s, zero);
                             }
                             _ => dst.fill(zero),
                         }
-                        j += len;
                     }
                 }
             }
         }
     }
+}
+
+/// The part of one output line inside a column tile.
+struct Segment {
+    /// Offset in the tile.
+    at: usize,
+    /// Elements.
+    len: usize,
+    /// First output position along the innermost dim.
+    xo: usize,
+    /// Output coordinates along the outer two dims.
+    a: usize,
+    b: usize,
+}
+
+/// The output lines (of `o2` positions, `o1` lines per outer step) that columns `cols` cut.
+fn segments(cols: Range<usize>, o1: usize, o2: usize) -> Vec<Segment> {
+    let mut out = Vec::with_capacity(cols.len() / o2.max(1) + 2);
+    let mut j = cols.start;
+    while j < cols.end {
+        let (line, xo) = (j / o2, j % o2);
+        let len = (o2 - xo).min(cols.end - j);
+        out.push(Segment {
+            at: j - cols.start,
+            len,
+            xo,
+            a: line / o1,
+            b: line % o1,
+        });
+        j += len;
+    }
+    out
 }
 
 /// [`im2col`] of 1-D and 2-D windows with an innermost stride `s` above 1: each input line
@@ -69,16 +97,18 @@ fn phased<T: Copy>(
     channels: usize,
     window: &Window,
     zero: T,
-    cols: Range<usize>,
+    segments: &[Segment],
     col: &mut [T],
     spans: &[(Range<usize>, usize)],
 ) {
     let [_, k1, _] = window.kernel;
-    let [_, _, o2] = window.output;
     let [_, i1, i2] = window.input;
     let s = window.stride[2];
-    let (plane, width, pw) = (window.input_len(), cols.len(), i2.div_ceil(s));
-    let (first_line, last_line) = (cols.start / o2, (cols.end - 1) / o2);
+    let (Some(first), Some(last)) = (segments.first(), segments.last()) else {
+        return;
+    };
+    let (plane, width, pw) = (window.input_len(), last.at + last.len, i2.div_ceil(s));
+    let (first_line, last_line) = (first.b, last.b);
     let reach = |line: usize, t: usize| window.coord(1, line, t).clamp(0, i1 as isize) as usize;
     let (y0, y1) = (
         reach(first_line, 0),
@@ -90,32 +120,49 @@ fn phased<T: Copy>(
     for c in 0..channels {
         let src = &x[c * plane..(c + 1) * plane];
         for (y, phases) in (y0..y1).zip(split.chunks_exact_mut(s * pw)) {
-            let line = &src[y * i2..(y + 1) * i2];
-            for (p, phase) in phases.chunks_exact_mut(pw).enumerate() {
-                for (d, &v) in phase.iter_mut().zip(line.iter().skip(p).step_by(s)) {
-                    *d = v;
-                }
-            }
+            split_phases(&src[y * i2..(y + 1) * i2], s, pw, phases);
         }
         for t1 in 0..k1 {
             for span in spans {
                 let Some(row) = rows.next() else { return };
-                let mut j = cols.start;
-                while j < cols.end {
-                    let (line, xo) = (j / o2, j % o2);
-                    let len = (o2 - xo).min(cols.end - j);
-                    let dst = &mut row[j - cols.start..j - cols.start + len];
-                    match window.tap(1, line, t1) {
+                for seg in segments {
+                    let dst = &mut row[seg.at..seg.at + seg.len];
+                    match window.tap(1, seg.b, t1) {
                         Some(q) if (y0..y1).contains(&q) => {
                             let phases = &split[(q - y0) * s * pw..(q - y0 + 1) * s * pw];
-                            fill_phased(dst, phases, pw, span, xo, s, zero);
+                            fill_phased(dst, phases, pw, span, seg.xo, s, zero);
                         }
                         _ => dst.fill(zero),
                     }
-                    j += len;
                 }
             }
         }
+    }
+}
+
+/// Splits `line` into its `s` phases (elements `p, p + s, …`), `pw` elements apart in
+/// `phases`.
+fn split_phases<T: Copy>(line: &[T], s: usize, pw: usize, phases: &mut [T]) {
+    let whole = line.len() / s;
+    if s == 2 {
+        let (even, odd) = phases.split_at_mut(pw);
+        for ((e, o), pair) in even
+            .iter_mut()
+            .zip(odd.iter_mut())
+            .zip(line.chunks_exact(2))
+        {
+            *e = pair[0];
+            *o = pair[1];
+        }
+    } else {
+        for (q, group) in line.chunks_exact(s).enumerate() {
+            for (p, &v) in group.iter().enumerate() {
+                phases[p * pw + q] = v;
+            }
+        }
+    }
+    for (p, &v) in line[whole * s..].iter().enumerate() {
+        phases[p * pw + whole] = v;
     }
 }
 
