@@ -19,11 +19,15 @@ const TASKS_PER_THREAD: usize = 8;
 const POINTWISE_COLS: usize = 10 * NR;
 
 /// Bytes of one im2col tile (at least one output line wide): it stays in L1 while the
-/// product reads it. When a 1×1 layer has more output channels than positions, its tasks
-/// split the channels first, so each task reads a part of the (larger) weights once.
+/// product reads it.
 const TILE_BYTES: usize = 48 * 1024;
 
-/// `out = epilogue(conv(x, w) + bias + residual)` with `w` packed in `lhs`.
+/// `out = epilogue(conv(x, w) + bias + residual)` with `w` packed in `lhs`. With several
+/// threads the work is cut into about [`TASKS_PER_THREAD`] tasks per thread, by columns,
+/// then by output channels; a 1×1 layer with more output channels than positions splits
+/// the channels first, so each task reads only its part of the (larger) weights. A last
+/// column tile of less than half a register tile joins the one before: each column tile
+/// streams all its rows' weights once (7×7 outputs are one tile of 49, not 48 + 1).
 pub(super) fn conv_packed(
     geom: &ConvGeom,
     x: &[f32],
@@ -82,7 +86,10 @@ pub(super) fn conv_packed(
         let line = win.output[2].min(outputs).next_multiple_of(NR);
         width = width.min((TILE_BYTES / (4 * taps) / NR * NR).max(line));
     }
-    let col_tiles = outputs.div_ceil(width);
+    let mut col_tiles = outputs.div_ceil(width);
+    if col_tiles > 1 && outputs - (col_tiles - 1) * width < NR / 2 {
+        col_tiles -= 1;
+    }
     row_tiles = split_rows(row_tiles, pairs * col_tiles);
     let height = row_panels.div_ceil(row_tiles) * MR;
     let per_image_group = col_tiles * row_tiles;
@@ -91,8 +98,14 @@ pub(super) fn conv_packed(
     let task = |t: usize| -> Result<(), String> {
         let (image_group, rest) = (t / per_image_group, t % per_image_group);
         let (image, group) = (image_group / groups, image_group % groups);
-        let (j0, m0) = ((rest / row_tiles) * width, (rest % row_tiles) * height);
-        let (n, m1) = (width.min(outputs - j0), (m0 + height).min(mg));
+        let (tile, m0) = (rest / row_tiles, (rest % row_tiles) * height);
+        let j0 = tile * width;
+        let n = if tile + 1 == col_tiles {
+            outputs - j0
+        } else {
+            width
+        };
+        let m1 = (m0 + height).min(mg);
         if m0 >= m1 {
             return Ok(());
         }

@@ -14,8 +14,9 @@ pub(crate) const MR: usize = 8;
 const LANES: usize = 16;
 /// Most columns (output positions) of one register tile: three vectors.
 pub(crate) const NR: usize = 3 * LANES;
-/// Inner steps per block: `KC × NR` floats of the right operand stay in L1 while every row
-/// panel of a block reads them.
+/// Inner steps per block: one panel's `MR × KC` weights stay in L1 while it passes over
+/// every column of the block, whose `KC` rows of the right operand stay in L2.
+#[cfg(target_arch = "x86_64")]
 const KC: usize = 128;
 
 /// True when this CPU runs the packed kernels.
@@ -144,8 +145,14 @@ pub(crate) unsafe fn run_block(
                             .bias
                             .map_or(Start::Zero, |b| Start::Bias(b[r0..].as_ptr()))
                     };
+                    let a = lhs.data[(panel * depth + k0) * MR..].as_ptr();
                     let step = Step {
-                        a: lhs.data[(panel * depth + k0) * MR..].as_ptr(),
+                        a,
+                        next: if r0 + MR < rows.end && j0 + NR >= n {
+                            a.wrapping_add(depth * MR)
+                        } else {
+                            std::ptr::null()
+                        },
                         b: block.rhs[k0 * ldb + j0..].as_ptr(),
                         ldb,
                         kc,
@@ -184,6 +191,7 @@ pub(crate) unsafe fn run_block(
 }
 
 /// How a tile's accumulators start.
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 enum Start {
     /// At zero.
@@ -195,9 +203,12 @@ enum Start {
 }
 
 /// One register tile's work.
+#[cfg(target_arch = "x86_64")]
 struct Step {
     /// `kc` steps of [`MR`] weights.
     a: *const f32,
+    /// The weights of the next tile, prefetched while this one runs (null: none).
+    next: *const f32,
     /// `kc` rows of the right operand, `ldb` apart.
     b: *const f32,
     ldb: usize,
@@ -250,7 +261,10 @@ unsafe fn tile<const NV: usize>(s: &Step) {
             }
         }
         let (mut a, mut b) = (s.a, s.b);
-        for _ in 0..s.kc {
+        for k in 0..s.kc {
+            if !s.next.is_null() && k % 2 == 0 {
+                _mm_prefetch::<_MM_HINT_T0>(s.next.wrapping_add(k * MR).cast());
+            }
             let mut bv = [zero; NV];
             for (v, x) in bv.iter_mut().enumerate() {
                 *x = if v + 1 == NV {
