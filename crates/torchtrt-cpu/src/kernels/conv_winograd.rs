@@ -157,7 +157,7 @@ impl Winograd {
         }
         let mut blocks = tiles.rows.div_ceil(block);
         if threads > 1 && geom.batch * blocks >= threads {
-            while (geom.batch * blocks) % threads != 0 && blocks < tiles.rows {
+            while !(geom.batch * blocks).is_multiple_of(threads) && blocks < tiles.rows {
                 blocks += 1;
             }
         }
