@@ -18,6 +18,10 @@ const TASKS_PER_THREAD: usize = 8;
 /// channels of them) stays in L2 while every row panel of the weights passes over it.
 const POINTWISE_COLS: usize = 10 * NR;
 
+/// Most elements of the whole im2col matrix unfolded once, in parallel, and shared by the
+/// tasks when the channels are split (instead of each task unfolding its columns again).
+const SHARED_ELEMS: usize = 4 << 20;
+
 /// Bytes of one im2col tile (at least one output line wide): it stays in L1 while the
 /// product reads it.
 const TILE_BYTES: usize = 48 * 1024;
@@ -94,6 +98,19 @@ pub(super) fn conv_packed(
     let height = row_panels.div_ceil(row_tiles) * MR;
     let per_image_group = col_tiles * row_tiles;
     let tasks = geom.batch * groups * per_image_group;
+    let shared =
+        (!pointwise && row_tiles > 1 && pairs * taps * outputs <= SHARED_ELEMS).then(|| {
+            let mut cols = vec![0f32; pairs * taps * outputs];
+            let kernel = win.kernel_len();
+            cols.par_chunks_mut(kernel * outputs)
+                .enumerate()
+                .for_each(|(i, rows)| {
+                    let (image, channel) = (i / geom.channels, i % geom.channels);
+                    let src = &x[(image * geom.channels + channel) * plane..][..plane];
+                    im2col(src, 1, win, 0.0, 0..outputs, rows);
+                });
+            cols
+        });
     let dst = SendPtr(out.as_mut_ptr());
     let task = |t: usize| -> Result<(), String> {
         let (image_group, rest) = (t / per_image_group, t % per_image_group);
@@ -132,6 +149,9 @@ pub(super) fn conv_packed(
         };
         if pointwise {
             return run(&xg[j0..], outputs);
+        }
+        if let Some(cols) = &shared {
+            return run(&cols[image_group * taps * outputs + j0..], outputs);
         }
         with_scratch(taps * n, |col: &mut [f32]| {
             im2col(xg, cg, win, 0.0, j0..j0 + n, col);
