@@ -6,7 +6,7 @@ use torchtrt_core::layers::Concat;
 use torchtrt_core::plugin_api::DType;
 
 use crate::reference::movement::concat;
-use crate::support::{Rng, Tol, check, nd, random, run};
+use crate::support::{Rng, Tol, check, nd, pooled, random, run, run_on};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
@@ -35,5 +35,30 @@ proptest! {
         let got = run(layer, &refs)?;
         let want = concat(&xs.iter().map(nd).collect::<Vec<_>>(), axis);
         check(&got, &want, Tol::of(DType::I64))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Channel concats large enough to be split into chunks over several threads, with
+    /// chunk boundaries inside rows and inside inputs: one to three images.
+    #[test]
+    fn large_on_threads(
+        batch in 1usize..=3,
+        channels in prop::collection::vec(0usize..=24, 1..=4),
+        h in 20usize..40,
+        w in 20usize..40,
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let xs: Vec<_> = channels
+            .iter()
+            .map(|&c| random(DType::F32, &[batch, c, h, w], &mut rng, -100.0, 100.0))
+            .collect();
+        let refs: Vec<_> = xs.iter().collect();
+        let got = run_on(pooled(), Concat { axis: 1 }, &refs).map_err(TestCaseError::fail)?;
+        let want = concat(&xs.iter().map(nd).collect::<Vec<_>>(), 1);
+        check(&got[0], &want, Tol::of(DType::I64))?;
     }
 }
