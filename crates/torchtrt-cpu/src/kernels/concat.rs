@@ -4,7 +4,7 @@ use torchtrt_core::layers::{Concat, normalize_axis};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use crate::parallel::for_each_chunk;
+use crate::parallel::for_each_row;
 use crate::tensor_access::{check_dtype, check_output};
 
 const WHAT: &str = "Concat";
@@ -55,35 +55,19 @@ impl Kernel for ConcatKernel {
         let inner: usize = shape[axis + 1..].iter().product::<usize>() * elem;
         let blocks: Vec<usize> = inputs.iter().map(|x| x.shape()[axis] * inner).collect();
         let row: usize = blocks.iter().sum();
-        let sources: Vec<&[u8]> = inputs.iter().map(|x| x.bytes()).collect();
-        for_each_chunk(out.bytes_mut(), |start, chunk| {
-            copy_span(&sources, &blocks, row, start, chunk);
-        });
-        Ok(())
-    }
-}
-
-/// Fills `dst`, the bytes of the output from `start` on, from `sources`: output row `o`
-/// (`row` bytes) is block `o` of each source in turn (`blocks[i]` bytes of source `i`).
-/// Chunks of the output rather than whole rows are the parallel tasks, so a batch of one
-/// (one row) is split over the threads too.
-fn copy_span(sources: &[&[u8]], blocks: &[usize], row: usize, start: usize, dst: &mut [u8]) {
-    let end = start + dst.len();
-    let mut pos = start;
-    while pos < end {
-        let (o, mut off) = (pos / row, pos % row);
-        for (src, &len) in sources.iter().zip(blocks) {
-            if off < len {
-                let take = (len - off).min(end - pos);
-                dst[pos - start..pos - start + take]
-                    .copy_from_slice(&src[o * len + off..o * len + off + take]);
-                pos += take;
-                if pos == end {
-                    return;
+        for_each_row(
+            out.bytes_mut(),
+            row,
+            row,
+            || (),
+            |_, o, dst| {
+                let mut at = 0;
+                for (x, &len) in inputs.iter().zip(&blocks) {
+                    dst[at..at + len].copy_from_slice(&x.bytes()[o * len..(o + 1) * len]);
+                    at += len;
                 }
-                off = len;
-            }
-            off -= len;
-        }
+            },
+        );
+        Ok(())
     }
 }

@@ -41,8 +41,8 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
-    /// Channel concats large enough to be split into chunks over several threads, with
-    /// chunk boundaries inside rows and inside inputs: one to three images.
+    /// Channel concats of one to three images, large enough to be split over the threads of
+    /// a 3-thread pool.
     #[test]
     fn large_on_threads(
         batch in 1usize..=3,
