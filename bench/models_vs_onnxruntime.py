@@ -51,9 +51,10 @@ def time_ort(path, name, x, runs, warmup, threads):
     return statistics.median(times)
 
 
-def time_ours(exe, path, runs, warmup):
+def time_ours(exe, path, runs, warmup, threads):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     out = subprocess.run([exe, "bench", path, "--iterations", str(runs), "--warmup", str(warmup), "--json", "-q"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"
     return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"], None
@@ -70,7 +71,7 @@ def main():
     for m in MODELS:
         path = os.path.join(light_dir(), f"light_{m}.onnx")
         name, x = dummy_input(onnx.load(path))
-        ours, err = time_ours(args.torchtrtc, path, args.runs, args.warmup)
+        ours, err = time_ours(args.torchtrtc, path, args.runs, args.warmup, args.threads)
         theirs = time_ort(path, name, x, args.runs, args.warmup, args.threads)
         if ours is None:
             rows.append(f"| {m} | failed: {err} | {theirs:.2f} | – |")

@@ -117,3 +117,44 @@ proptest! {
         check(&got[0], &want, Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0))?;
     }
 }
+
+/// Images wider than one register tile with few channels (several im2col lines per tile,
+/// Winograd-sized planes), on one and two threads: every output against the reference.
+#[test]
+fn large_planes_with_few_channels_match_reference() {
+    let shapes: [(&[usize], &[usize]); 3] = [
+        (&[1, 4, 64, 64], &[8, 4, 3, 3]),
+        (&[2, 3, 57, 50], &[5, 3, 3, 3]),
+        (&[1, 16, 40, 72], &[24, 16, 1, 1]),
+    ];
+    for (i, (xs, ws)) in shapes.into_iter().enumerate() {
+        let mut rng = Rng::new(40 + i as u64);
+        let x = random(DType::F32, xs, &mut rng, -1.0, 1.0);
+        let w = random(DType::F32, ws, &mut rng, -1.0, 1.0);
+        let b = random(DType::F32, &[ws[0]], &mut rng, -1.0, 1.0);
+        let pad = ws[2] / 2;
+        let p = ConvParams {
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads_begin: vec![pad, pad],
+            pads_end: vec![pad, pad],
+            groups: 1,
+        };
+        let mut want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
+        want.data.iter_mut().for_each(|v| *v = v.max(0.0));
+        let layer = Convolution {
+            strides: vec![1, 1],
+            pads_begin: vec![pad as i64; 2],
+            pads_end: vec![pad as i64; 2],
+            dilations: vec![1, 1],
+            groups: 1,
+            activation: Some(ActivationKind::Relu),
+        };
+        for n in [1, 2] {
+            let got = run_on(threads(n), layer.clone(), &[&x, &w, &b]).unwrap();
+            let taps: usize = ws[1..].iter().product();
+            check(&got[0], &want, Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0))
+                .unwrap_or_else(|e| panic!("x{xs:?} w{ws:?} on {n} threads: {e}"));
+        }
+    }
+}
