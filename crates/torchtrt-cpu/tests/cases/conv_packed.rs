@@ -153,8 +153,12 @@ fn large_planes_with_few_channels_match_reference() {
         for n in [1, 2] {
             let got = run_on(threads(n), layer.clone(), &[&x, &w, &b]).unwrap();
             let taps: usize = ws[1..].iter().product();
-            check(&got[0], &want, Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0))
-                .unwrap_or_else(|e| panic!("x{xs:?} w{ws:?} on {n} threads: {e}"));
+            check(
+                &got[0],
+                &want,
+                Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0),
+            )
+            .unwrap_or_else(|e| panic!("x{xs:?} w{ws:?} on {n} threads: {e}"));
         }
     }
 }
