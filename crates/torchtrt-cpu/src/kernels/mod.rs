@@ -24,6 +24,7 @@ mod gather;
 mod gather_elements;
 mod map;
 mod matmul;
+mod max_pool3;
 mod normalization;
 mod pad;
 mod pooling;

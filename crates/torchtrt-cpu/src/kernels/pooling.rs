@@ -5,6 +5,7 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_direct::deinterleave_row;
+use super::max_pool3;
 use crate::dispatch::with_float;
 use crate::linalg::{Window, WindowParams};
 use crate::parallel::for_each_row;
@@ -50,6 +51,10 @@ impl Kernel for PoolKernel {
         shape.extend_from_slice(window.output_dims(x.rank() - 2));
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &shape)?;
+        if self.dtype == DType::F32 && l.kind == PoolKind::Max && max_pool3::applies(&window) {
+            max_pool3::run(&window, elems(x)?, elems_mut(out)?);
+            return Ok(());
+        }
         let pool = Pool {
             window: merge_pointwise_inner(window),
             kind: l.kind,

@@ -1,11 +1,16 @@
 //! Pooling: max and average, 1-D to 3-D, strides, dilations, padding, ceil mode,
 //! count_include_pad.
 
+use std::sync::OnceLock;
+
 use proptest::prelude::*;
+use torchtrt_core::Backend;
 use torchtrt_core::layers::{PoolKind, Pooling};
+use torchtrt_core::plugin_api::DType;
+use torchtrt_cpu::CpuBackend;
 
 use crate::reference::pooling::{PoolParams, pool};
-use crate::support::{Rng, Tol, check, float_dtype, nd, random, run};
+use crate::support::{Rng, Tol, check, float_dtype, nd, pooled, random, run, run_on};
 
 fn cases() -> impl Strategy<Value = (Vec<usize>, PoolParams)> {
     (1usize..=3, any::<u64>()).prop_map(|(spatial, seed)| {
@@ -110,5 +115,56 @@ proptest! {
             let got = run(layer(&p), &[&x])?;
             check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scale(2.0))?;
         }
+    }
+}
+
+/// A backend with one thread and one with two.
+fn threads(n: usize) -> &'static CpuBackend {
+    static ONE: OnceLock<CpuBackend> = OnceLock::new();
+    static TWO: OnceLock<CpuBackend> = OnceLock::new();
+    let cell = if n == 1 { &ONE } else { &TWO };
+    cell.get_or_init(|| CpuBackend::with_threads(n).expect("thread pool"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// f32 3×3 max pools (the dedicated row-then-column path): strides 1 and 2 on each axis,
+    /// odd and even sizes that are not multiples of the vector width, padding 0 or 1 on each
+    /// side, ceil mode on and off, on one, two and three threads, with inputs that are all
+    /// negative half the time (padding must not put 0 into a max).
+    #[test]
+    fn max_3x3_f32(
+        n in 1usize..=2,
+        c in 1usize..=24,
+        h in 1usize..=70,
+        w in 1usize..=70,
+        strides in (1usize..=2, 1usize..=2),
+        pads in (0usize..=1, 0usize..=1, 0usize..=1, 0usize..=1),
+        ceil_mode: bool,
+        negative: bool,
+        pool_threads in 1usize..=3,
+        seed: u64,
+    ) {
+        let (pt, pl, pb, pr) = pads;
+        let h = h.max(3usize.saturating_sub(pt + pb));
+        let w = w.max(3usize.saturating_sub(pl + pr));
+        let p = PoolParams {
+            kernel: vec![3, 3],
+            strides: vec![strides.0, strides.1],
+            dilations: vec![1, 1],
+            pads_begin: vec![pt, pl],
+            pads_end: vec![pb, pr],
+            ceil_mode,
+            count_include_pad: false,
+            max: true,
+            lp: None,
+        };
+        let hi = if negative { -0.5 } else { 2.0 };
+        let x = random(DType::F32, &[n, c, h, w], &mut Rng::new(seed), -3.0, hi);
+        let backend: &dyn Backend = if pool_threads == 3 { pooled() } else { threads(pool_threads) };
+        let mut got = run_on(backend, layer(&p), &[&x]).map_err(TestCaseError::fail)?;
+        let got = got.pop().ok_or_else(|| TestCaseError::fail("no output"))?;
+        check(&got, &pool(&nd(&x), &p), Tol::of(DType::F32))?;
     }
 }
