@@ -1,5 +1,5 @@
-//! 2-D max pooling of f32 planes with a 3×3 window, strides 1 or 2, no dilation, any
-//! padding: each output row is the max of the (up to three) input rows its windows cover,
+//! 2-D max pooling of f32 planes with a 3×3 window, row stride 1 or 2, column stride 2,
+//! no dilation, any padding: each output row is the max of the (up to three) input rows its windows cover,
 //! taken in one pass into a row padded with −∞, then of three neighbouring columns of that
 //! row. Planes run in parallel; the loops are compiled for AVX-512 or AVX2 where the CPU has
 //! them, with the stride-2 column step written with AVX-512 permutes.
@@ -16,32 +16,37 @@ pub(super) fn applies(w: &Window) -> bool {
         && w.pad_begin[0] == 0
         && w.pad_end[0] == 0
         && matches!(w.stride[1], 1 | 2)
-        && matches!(w.stride[2], 1 | 2)
+        && w.stride[2] == 2
 }
 
 /// Max-pools every plane of `x` into `out` (planes of `w.input` in, of `w.output` out);
 /// `w` must satisfy [`applies`].
 pub(super) fn run(w: &Window, x: &[f32], out: &mut [f32]) {
     let (plane_in, plane_out) = (w.input[1] * w.input[2], w.output[1] * w.output[2]);
-    for_each_row(out, plane_out, plane_out * 9, Vec::new, |row, p, dst| {
-        plane(w, &x[p * plane_in..(p + 1) * plane_in], dst, row);
-    });
+    for_each_row(
+        out,
+        plane_out,
+        plane_out * 9,
+        Vec::new,
+        |scratch, p, dst| {
+            plane(w, &x[p * plane_in..(p + 1) * plane_in], dst, scratch);
+        },
+    );
 }
 
 /// Slack of −∞ after a padded row, so the vector column loop never runs short of input.
 const SLACK: usize = 40;
 
-/// One plane, dispatched on the strides and the CPU's vector width.
-fn plane(w: &Window, src: &[f32], dst: &mut [f32], row: &mut Vec<f32>) {
+/// One plane, dispatched on the row stride and the CPU's vector width.
+fn plane(w: &Window, src: &[f32], dst: &mut [f32], scratch: &mut Vec<f32>) {
     macro_rules! versions {
         ($name:ident, $wide:expr, $($feature:literal)?) => {
             $(#[target_feature(enable = $feature)])?
             fn $name(w: &Window, src: &[f32], dst: &mut [f32], row: &mut Vec<f32>) {
-                match (w.stride[1], w.stride[2]) {
-                    (1, 1) => plane_body::<1, 1>(w, src, dst, row, columns_s1),
-                    (2, 1) => plane_body::<2, 1>(w, src, dst, row, columns_s1),
-                    (1, _) => plane_body::<1, 2>(w, src, dst, row, $wide),
-                    _ => plane_body::<2, 2>(w, src, dst, row, $wide),
+                if w.stride[1] == 1 {
+                    plane_body::<1>(w, src, dst, row, $wide)
+                } else {
+                    plane_body::<2>(w, src, dst, row, $wide)
                 }
             }
         };
@@ -59,14 +64,14 @@ fn plane(w: &Window, src: &[f32], dst: &mut [f32], row: &mut Vec<f32>) {
         versions!(v3, columns_s2, "avx2,fma");
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
-            return unsafe { v4(w, src, dst, row) };
+            return unsafe { v4(w, src, dst, scratch) };
         }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { v3(w, src, dst, row) };
+            return unsafe { v3(w, src, dst, scratch) };
         }
     }
-    generic(w, src, dst, row)
+    generic(w, src, dst, scratch)
 }
 
 #[inline(always)]
@@ -77,7 +82,7 @@ fn max(a: f32, b: f32) -> f32 {
 /// The rows of one plane: the window rows of output row `r` reduced into `row` (padding
 /// columns stay −∞), then `columns` reduces each output's three columns.
 #[inline(always)]
-fn plane_body<const SH: usize, const SW: usize>(
+fn plane_body<const SH: usize>(
     w: &Window,
     src: &[f32],
     dst: &mut [f32],
@@ -87,40 +92,37 @@ fn plane_body<const SH: usize, const SW: usize>(
     let [_, ih, iw] = w.input;
     let ow = w.output[2];
     let (pt, pl) = (w.pad_begin[1], w.pad_begin[2]);
-    let width = (pl + iw).max((ow - 1) * SW + 3) + SLACK;
+    let width = (pl + iw).max((ow - 1) * 2 + 3) + SLACK;
     row.clear();
     row.resize(width, f32::NEG_INFINITY);
     for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
-        let top = (r * SH) as isize - pt as isize;
-        let lo = top.clamp(0, ih as isize) as usize;
-        let hi = (top + 3).clamp(0, ih as isize) as usize;
-        let line = |y: usize| &src[y * iw..(y + 1) * iw];
-        let inside = &mut row[pl..pl + iw];
-        match hi - lo {
-            0 => inside.fill(f32::NEG_INFINITY),
-            1 => inside.copy_from_slice(line(lo)),
-            2 => {
-                for (o, (&a, &b)) in inside.iter_mut().zip(line(lo).iter().zip(line(lo + 1))) {
-                    *o = max(a, b);
-                }
-            }
-            _ => {
-                let rows = line(lo).iter().zip(line(lo + 1)).zip(line(lo + 2));
-                for (o, ((&a, &b), &c)) in inside.iter_mut().zip(rows) {
-                    *o = max(max(a, b), c);
-                }
-            }
-        }
+        window_rows(src, iw, ih, r * SH, pt, &mut row[pl..pl + iw]);
         columns(row, out);
     }
 }
 
-/// `out[j] = max(row[j], row[j + 1], row[j + 2])`.
+/// Reduces into `inside` the input rows (of `ih` rows of `iw`) that the window rows
+/// `top - pt .. top - pt + 3` cover.
 #[inline(always)]
-fn columns_s1(row: &[f32], out: &mut [f32]) {
-    let taps = row.iter().zip(&row[1..]).zip(&row[2..]);
-    for (o, ((&a, &b), &c)) in out.iter_mut().zip(taps) {
-        *o = max(max(a, b), c);
+fn window_rows(src: &[f32], iw: usize, ih: usize, top: usize, pt: usize, inside: &mut [f32]) {
+    let top = top as isize - pt as isize;
+    let lo = top.clamp(0, ih as isize) as usize;
+    let hi = (top + 3).clamp(0, ih as isize) as usize;
+    let line = |y: usize| &src[y * iw..(y + 1) * iw];
+    match hi - lo {
+        0 => inside.fill(f32::NEG_INFINITY),
+        1 => inside.copy_from_slice(line(lo)),
+        2 => {
+            for (o, (&a, &b)) in inside.iter_mut().zip(line(lo).iter().zip(line(lo + 1))) {
+                *o = max(a, b);
+            }
+        }
+        _ => {
+            let rows = line(lo).iter().zip(line(lo + 1)).zip(line(lo + 2));
+            for (o, ((&a, &b), &c)) in inside.iter_mut().zip(rows) {
+                *o = max(max(a, b), c);
+            }
+        }
     }
 }
 

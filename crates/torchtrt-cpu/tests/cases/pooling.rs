@@ -129,7 +129,8 @@ fn threads(n: usize) -> &'static CpuBackend {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
-    /// f32 3×3 max pools (the dedicated row-then-column path): strides 1 and 2 on each axis,
+    /// f32 3×3 max pools (column stride 2 takes the dedicated row-then-column path, column
+    /// stride 1 the general plane path): strides 1 and 2 on each axis,
     /// odd and even sizes that are not multiples of the vector width, padding 0 or 1 on each
     /// side, ceil mode on and off, on one, two and three threads, with inputs that are all
     /// negative half the time (padding must not put 0 into a max).
