@@ -176,18 +176,9 @@ fn fill_phased<T: Copy>(
     s: usize,
     zero: T,
 ) {
-    let (inside, first) = (&span.0, span.1);
-    let end = xo + dst.len();
-    let lo = inside.start.clamp(xo, end);
-    let hi = inside.end.clamp(lo, end);
-    let (head, rest) = dst.split_at_mut(lo - xo);
-    let (body, tail) = rest.split_at_mut(hi - lo);
-    head.fill(zero);
-    tail.fill(zero);
-    if body.is_empty() {
+    let Some((body, from)) = inside_part(dst, span, xo, s, zero) else {
         return;
-    }
-    let from = first + (lo - inside.start) * s;
+    };
     let start = (from % s) * pw + from / s;
     body.copy_from_slice(&phases[start..start + body.len()]);
 }
@@ -202,6 +193,28 @@ fn fill_segment<T: Copy>(
     s: usize,
     zero: T,
 ) {
+    let Some((body, from)) = inside_part(dst, span, xo, s, zero) else {
+        return;
+    };
+    if s == 1 {
+        body.copy_from_slice(&src[from..from + body.len()]);
+    } else {
+        for (j, v) in body.iter_mut().enumerate() {
+            *v = src[from + j * s];
+        }
+    }
+}
+
+/// Zero-fills the outputs of `dst` (outputs `xo..xo + dst.len()` of one line) that `span`
+/// (the innermost tap's [`Window::inner_span`], stride `s`) puts in the padding, and returns
+/// the rest with the input index of its first output; `None` when every output is padding.
+fn inside_part<'a, T: Copy>(
+    dst: &'a mut [T],
+    span: &(Range<usize>, usize),
+    xo: usize,
+    s: usize,
+    zero: T,
+) -> Option<(&'a mut [T], usize)> {
     let (inside, first) = (&span.0, span.1);
     let end = xo + dst.len();
     let lo = inside.start.clamp(xo, end);
@@ -210,15 +223,5 @@ fn fill_segment<T: Copy>(
     let (body, tail) = rest.split_at_mut(hi - lo);
     head.fill(zero);
     tail.fill(zero);
-    if body.is_empty() {
-        return;
-    }
-    let from = first + (lo - inside.start) * s;
-    if s == 1 {
-        body.copy_from_slice(&src[from..from + body.len()]);
-    } else {
-        for (j, v) in body.iter_mut().enumerate() {
-            *v = src[from + j * s];
-        }
-    }
+    (!body.is_empty()).then(|| (body, first + (lo - inside.start) * s))
 }
