@@ -4,11 +4,12 @@
 //! generate one kernel for the group instead of a launch and a memory round trip per layer.
 
 use serde::{Deserialize, Serialize};
-use torchtrt_plugin_api::{DType, const_shape, shape_values};
+use torchtrt_plugin_api::DType;
 
 use super::{InferInput, LayerKind, LayerOp, TypeShape};
 use crate::backend::Kernel;
-use crate::tensor::{Tensor, shape_i64};
+use crate::runtime::{concrete, infer_concrete};
+use crate::tensor::Tensor;
 
 /// Where a fused step reads one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,26 +184,9 @@ impl Kernel for ChainKernel {
 
 /// The output dtype and shape of `kind` on these tensors.
 fn concrete_type(kind: &LayerKind, ins: &[&Tensor]) -> Result<(DType, Vec<usize>), String> {
-    let shapes: Vec<_> = ins
-        .iter()
-        .map(|t| const_shape(&shape_i64(t.shape())))
-        .collect();
-    let infer: Vec<InferInput<'_>> = ins
-        .iter()
-        .zip(&shapes)
-        .map(|(t, shape)| InferInput {
-            dtype: t.dtype(),
-            shape,
-            value: None,
-        })
-        .collect();
-    let ty = kind
-        .op()
-        .infer(&infer)?
+    let inputs: Vec<_> = ins.iter().map(|t| (t.dtype(), t.shape(), None)).collect();
+    let ty = infer_concrete(kind, &inputs)?
         .pop()
         .ok_or("an element-wise step without an output")?;
-    let dims = shape_values(&ty.shape)
-        .filter(|d| d.iter().all(|&x| x >= 0))
-        .ok_or("a step's output shape is not concrete")?;
-    Ok((ty.dtype, dims.iter().map(|&d| d as usize).collect()))
+    concrete(&ty)
 }

@@ -8,6 +8,7 @@ mod pool;
 pub(crate) use context::check_input_shapes;
 pub use context::{ExecutionContext, LayerTiming};
 pub use dims::concrete_dims;
+pub(crate) use dims::{concrete, infer_concrete};
 pub(crate) use plugin_kernel::PluginKernel;
 
 use std::path::Path;
