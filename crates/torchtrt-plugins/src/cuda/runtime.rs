@@ -234,7 +234,7 @@ fn compile(program: &Program, arch: (u32, u32)) -> PluginResult<Vec<u8>> {
 
 /// A kernel's arguments, each in its own 8-byte-aligned storage (scalars sit at the start,
 /// little endian, as the driver reads them at the parameter's size).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Args(Vec<Box<[u64]>>);
 
 impl Args {

@@ -4,21 +4,24 @@
 //! table. An output element is the weighted sum (or, for adaptive max pooling, the maximum)
 //! of the input elements its taps name. Small tap sets run one thread per output element
 //! (neighbouring threads read neighbouring inputs); large windows (adaptive pools) run one
-//! warp per output element, lanes spread over the window's rows. Exact ×2 upsampling and
-//! pools over rows of whole 16-byte vectors have vectorised kernels (`up2`, `pool_rows`).
+//! warp per output element, lanes spread over the window's rows. Exact ×2 upsampling has a
+//! vectorised kernel (`up2`); two-dimensional adaptive pools have their own (`cuda_pool`).
 
 use torchtrt_plugin_api::{CudaLaunch, DType, DeviceTensor, PluginError, PluginResult};
 
 use super::config::Config;
 use super::coord::AxisGeom;
+use super::cuda_pool::{self, Pools};
 use super::mode::Mode;
 use super::taps::AxisTaps;
 use super::{cubic, linear, nearest, pool};
 use crate::cuda::{self, Args, Program};
 
-const PROGRAM: Program = Program {
-    name: "interpolate",
-    source: r#"
+/// The tap geometry every interpolate kernel takes (`struct Geo`, passed by value; see
+/// [`pack_geo`]) and the start value of a sum or max over taps.
+macro_rules! geo_c {
+    () => {
+        r#"
 struct Geo {
     i64 in[3], out[3];
     int n[3], idx[3], w[3];
@@ -26,6 +29,16 @@ struct Geo {
 
 template <int MAX>
 __device__ __forceinline__ float tap_init() { return MAX ? -__int_as_float(0x7f800000) : 0.0f; }
+"#
+    };
+}
+pub(super) use geo_c;
+
+const PROGRAM: Program = Program {
+    name: "interpolate",
+    source: concat!(
+        geo_c!(),
+        r#"
 
 template <typename D, int MAX>
 __device__ __forceinline__ float gather(const typename D::T* src, const int* tab,
@@ -174,48 +187,6 @@ __device__ __forceinline__ void interp_fast(const typename D::T* x, typename D::
         else Elem<D>::store(y, p * out_plane + o, acc[0]);
     }
 }
-/* Two-dimensional pooling, one block per plane: threads take input columns and fold each
-   output row's window of input rows (coalesced loads, each row read once per window that
-   covers it) into shared memory; then one thread per output folds its columns. Taps with
-   weight 0 are padding (pool tables pad windows to the widest). */
-template <typename D, int MAX>
-__device__ __forceinline__ void pool2d(const typename D::T* x, typename D::T* y,
-        const int* tab, Geo g, i64 planes) {
-    extern __shared__ float cols[];
-    const float* wt = reinterpret_cast<const float*>(tab);
-    int iy = (int)g.in[1], ix = (int)g.in[2], oy = (int)g.out[1], ox = (int)g.out[2];
-    for (i64 p = blockIdx.x; p < planes; p += gridDim.x) {
-        const typename D::T* src = x + p * iy * ix;
-        for (int c = threadIdx.x; c < ix; c += blockDim.x) {
-            for (int b = 0; b < oy; ++b) {
-                float acc = tap_init<MAX>();
-#pragma unroll 4
-                for (int k = 0; k < g.n[1]; ++k) {
-                    int t = b * g.n[1] + k;
-                    float w = wt[g.w[1] + t];
-                    if (w == 0.0f) continue;
-                    float v = Elem<D>::load(src, (i64)tab[g.idx[1] + t] * ix + c);
-                    acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
-                }
-                cols[b * ix + c] = acc;
-            }
-        }
-        __syncthreads();
-        for (int e = threadIdx.x; e < oy * ox; e += blockDim.x) {
-            int b = e / ox, o = e - b * ox;
-            float acc = tap_init<MAX>();
-            for (int k = 0; k < g.n[2]; ++k) {
-                int t = o * g.n[2] + k;
-                float w = wt[g.w[2] + t];
-                if (w == 0.0f) continue;
-                float v = cols[b * ix + tab[g.idx[2] + t]];
-                acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
-            }
-            Elem<D>::store(y, p * oy * ox + e, acc);
-        }
-        __syncthreads();
-    }
-}
 /* Exact ×2 upsampling of [planes, H, W] with W a multiple of the vector width: one thread per
    output vector (V columns of output rows 2i and 2i + 1), so a warp's 16-byte stores cover
    whole contiguous runs; it reads the V / 2 input columns under it (8 bytes) and, for linear,
@@ -288,88 +259,6 @@ extern "C" __global__ void __launch_bounds__(256) up2_linear_##name(const D::T* 
 { up2<D, 0>(x, y, p, h, w); }
 FOR_EACH_DTYPE(UP2)
 
-/* Two-dimensional pooling with rows a multiple of the vector width: one warp per (plane,
-   output row). Lanes form groups of `lpr` lanes (lpr divides the row's vector count); each
-   group walks every (32 / lpr)-th row of the window with 16-byte loads, the groups combine
-   through shuffles, the column folds go to shared memory, and lanes fold the output columns. */
-template <typename D, int MAX, int UNR>
-__device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
-        typename D::T* __restrict__ y, const int* __restrict__ tab, Geo g, i64 planes, int lpr) {
-    extern __shared__ float cols[];
-    const int V = Vec16<D>::V;
-    const float* wt = reinterpret_cast<const float*>(tab);
-    int H = (int)g.in[1], W = (int)g.in[2], OY = (int)g.out[1], OX = (int)g.out[2];
-    int nvw = W / V;
-    i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (e >= planes * OY) return;
-    i64 p = e / OY;
-    int b = (int)(e - p * OY);
-    int lane = threadIdx.x & 31, sub = lane % lpr, grp = lane / lpr, groups = 32 / lpr;
-    float* cm = cols + (threadIdx.x >> 5) * W;
-    const uint4* src = reinterpret_cast<const uint4*>(x + p * H * W);
-    for (int j = sub; j < nvw; j += lpr) {
-        float acc[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = tap_init<MAX>();
-        for (int k0 = grp; k0 < g.n[1]; k0 += groups * UNR) {
-            uint4 raw[UNR];
-            float w[UNR];
-#pragma unroll
-            for (int u = 0; u < UNR; ++u) {
-                int k = k0 + u * groups;
-                if (k < g.n[1]) {
-                    int t = b * g.n[1] + k;
-                    w[u] = wt[g.w[1] + t];
-                    raw[u] = __ldg(src + (i64)tab[g.idx[1] + t] * nvw + j);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < UNR; ++u) {
-                if (k0 + u * groups >= g.n[1]) break;
-                float a[V];
-                Vec16<D>::unpack(raw[u], a);
-#pragma unroll
-                for (int q = 0; q < V; ++q)
-                    acc[q] = MAX ? fmaxf(acc[q], a[q])
-                                 : (w[u] == 0.0f ? acc[q] : fmaf(w[u], a[q], acc[q]));
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < V; ++q)
-            for (int o = lpr; o < 32; o <<= 1) {
-                float v = __shfl_xor_sync(0xffffffffu, acc[q], o);
-                acc[q] = MAX ? fmaxf(acc[q], v) : acc[q] + v;
-            }
-        if (grp == 0) {
-#pragma unroll
-            for (int q = 0; q < V; ++q) cm[j * V + q] = acc[q];
-        }
-    }
-    __syncwarp();
-    for (int o = lane; o < OX; o += 32) {
-        float acc = tap_init<MAX>();
-        for (int k = 0; k < g.n[2]; ++k) {
-            int t = o * g.n[2] + k;
-            float w = wt[g.w[2] + t];
-            float v = cm[tab[g.idx[2] + t]];
-            acc = MAX ? fmaxf(acc, v) : (w == 0.0f ? acc : fmaf(w, v, acc));
-        }
-        Elem<D>::store(y, e * OX + o, acc);
-    }
-}
-#define POOLROWS_U(name, D, U) \
-extern "C" __global__ void pool_rows_sum_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
-{ pool_rows<D, 0, U>(x, y, t, g, p, l); } \
-extern "C" __global__ void pool_rows_max_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
-{ pool_rows<D, 1, U>(x, y, t, g, p, l); }
-#define POOLROWS(name, D) POOLROWS_U(name, D, 4) POOLROWS_U(name, D, 8)
-FOR_EACH_DTYPE(POOLROWS)
-#define POOL(name, D) \
-extern "C" __global__ void pool2d_sum_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
-{ pool2d<D, 0>(x, y, t, g, p); } \
-extern "C" __global__ void pool2d_max_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
-{ pool2d<D, 1>(x, y, t, g, p); }
-FOR_EACH_DTYPE(POOL)
 
 #define FAST1(name, D, OPT, NX, NYZ) \
 extern "C" __global__ void interp_fast_##OPT##_##NX##_##NYZ##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int ppt) \
@@ -390,7 +279,8 @@ extern "C" __global__ void interp_warp_sum_##name(const D::T* x, D::T* y, const 
 extern "C" __global__ void interp_warp_max_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
 { interp_warp<D, 1>(x, y, t, g, p); }
 FOR_EACH_DTYPE(INTERP)
-"#,
+"#
+    ),
 };
 
 /// Windows at least this large (taps per output element) run one warp per output.
@@ -413,12 +303,12 @@ fn axis_taps(config: &Config, g: &AxisGeom) -> AxisTaps {
 /// Threads to aim for (an H100/H200 holds 270 K at once): planes per thread beyond.
 const FAST_THREADS: usize = 1 << 22;
 
-fn dtype_name(dtype: DType) -> PluginResult<&'static str> {
+pub(super) fn dtype_name(dtype: DType) -> PluginResult<&'static str> {
     cuda::suffix(dtype)
         .ok_or_else(|| PluginError::InvalidInput(format!("no CUDA kernel for {dtype}")))
 }
 
-fn invalid(msg: String) -> PluginError {
+pub(super) fn invalid(msg: String) -> PluginError {
     PluginError::InvalidInput(msg)
 }
 
@@ -516,54 +406,19 @@ pub(super) fn enqueue(
             return unsafe { cuda::launch(&PROGRAM, &name, cuda, grid, (256, 1, 1), 0, args) };
         }
     }
-    if pool && planar && aligned && w * 4 * 4 <= 48 << 10 {
-        let nvw = w / lanes;
-        let lpr = 1usize << nvw.trailing_zeros().min(5);
-        let warps = planes * tables[1].outputs();
-        let name = format!(
-            "pool_rows_{}_{}_{}",
-            if max { "max" } else { "sum" },
-            if lanes == 4 { 8 } else { 4 },
-            dtype_name(dtype)?
-        );
-        let grid = u32::try_from(warps.div_ceil(4))
-            .map_err(|_| invalid(format!("{warps} output rows exceed the CUDA grid")))?;
-        let args = args.i32(lpr as i32);
-        // SAFETY: as below, with the lanes-per-row count appended; 4 warps of `w` floats of
-        // shared memory hold the column folds.
-        return unsafe {
-            cuda::launch(
-                &PROGRAM,
-                &name,
-                cuda,
-                (grid, 1, 1),
-                (128, 1, 1),
-                (4 * w * 4) as u32,
-                args,
-            )
+    if pool {
+        let pools = Pools {
+            tables: &tables,
+            args: &args,
+            planes,
+            max,
+            warp,
+            planar,
+            aligned,
         };
-    }
-    let rows_bytes = tables[1].outputs() * tables[2].input * 4;
-    if pool && warp && tables[0].outputs() == 1 && tables[0].input == 1 && rows_bytes <= 48 << 10 {
-        let name = format!(
-            "pool2d_{}_{}",
-            if max { "max" } else { "sum" },
-            dtype_name(dtype)?
-        );
-        let grid = (planes.min(1 << 20) as u32, 1, 1);
-        let threads = tables[2].input.next_multiple_of(32).clamp(64, 512) as u32;
-        // SAFETY: as below; `rows_bytes` of shared memory hold the row folds.
-        return unsafe {
-            cuda::launch(
-                &PROGRAM,
-                &name,
-                cuda,
-                grid,
-                (threads, 1, 1),
-                rows_bytes as u32,
-                args,
-            )
-        };
+        if let Some(queued) = cuda_pool::enqueue(&pools, dtype, cuda) {
+            return queued;
+        }
     }
     let nyz = tables[0].n * tables[1].n;
     let fast = !max && [1, 2, 4].contains(&tables[2].n) && [1, 2, 4, 8, 16].contains(&nyz);

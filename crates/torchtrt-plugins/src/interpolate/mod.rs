@@ -21,6 +21,7 @@ mod coord;
 mod creator;
 mod cubic;
 mod cuda;
+mod cuda_pool;
 mod element;
 mod launch;
 mod linear;

@@ -1,0 +1,238 @@
+//! The adaptive-pool CUDA kernels of Interpolate (tap tables from `pool`, windows summed or
+//! maxed): two-dimensional pools over rows of whole 16-byte vectors (`pool_rows`, a warp
+//! per output row) and other two-dimensional pools whose row folds fit in shared memory
+//! (`pool2d`, a block per plane). Other pools run the general kernels of `cuda`.
+
+use torchtrt_plugin_api::{CudaLaunch, DType, PluginResult};
+
+use super::cuda::{dtype_name, geo_c, invalid};
+use super::taps::AxisTaps;
+use crate::cuda::{self, Args, Program};
+
+const PROGRAM: Program = Program {
+    name: "interpolate_pool",
+    source: concat!(
+        geo_c!(),
+        r#"
+/* Two-dimensional pooling, one block per plane: threads take input columns and fold each
+   output row's window of input rows (coalesced loads, each row read once per window that
+   covers it) into shared memory; then one thread per output folds its columns. Taps with
+   weight 0 are padding (pool tables pad windows to the widest). */
+template <typename D, int MAX>
+__device__ __forceinline__ void pool2d(const typename D::T* x, typename D::T* y,
+        const int* tab, Geo g, i64 planes) {
+    extern __shared__ float cols[];
+    const float* wt = reinterpret_cast<const float*>(tab);
+    int iy = (int)g.in[1], ix = (int)g.in[2], oy = (int)g.out[1], ox = (int)g.out[2];
+    for (i64 p = blockIdx.x; p < planes; p += gridDim.x) {
+        const typename D::T* src = x + p * iy * ix;
+        for (int c = threadIdx.x; c < ix; c += blockDim.x) {
+            for (int b = 0; b < oy; ++b) {
+                float acc = tap_init<MAX>();
+#pragma unroll 4
+                for (int k = 0; k < g.n[1]; ++k) {
+                    int t = b * g.n[1] + k;
+                    float w = wt[g.w[1] + t];
+                    if (w == 0.0f) continue;
+                    float v = Elem<D>::load(src, (i64)tab[g.idx[1] + t] * ix + c);
+                    acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+                }
+                cols[b * ix + c] = acc;
+            }
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < oy * ox; e += blockDim.x) {
+            int b = e / ox, o = e - b * ox;
+            float acc = tap_init<MAX>();
+            for (int k = 0; k < g.n[2]; ++k) {
+                int t = o * g.n[2] + k;
+                float w = wt[g.w[2] + t];
+                if (w == 0.0f) continue;
+                float v = cols[b * ix + tab[g.idx[2] + t]];
+                acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+            }
+            Elem<D>::store(y, p * oy * ox + e, acc);
+        }
+        __syncthreads();
+    }
+}
+/* Two-dimensional pooling with rows a multiple of the vector width: one warp per (plane,
+   output row). Lanes form groups of `lpr` lanes (lpr divides the row's vector count); each
+   group walks every (32 / lpr)-th row of the window with 16-byte loads, the groups combine
+   through shuffles, the column folds go to shared memory, and lanes fold the output columns. */
+template <typename D, int MAX, int UNR>
+__device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, const int* __restrict__ tab, Geo g, i64 planes, int lpr) {
+    extern __shared__ float cols[];
+    const int V = Vec16<D>::V;
+    const float* wt = reinterpret_cast<const float*>(tab);
+    int H = (int)g.in[1], W = (int)g.in[2], OY = (int)g.out[1], OX = (int)g.out[2];
+    int nvw = W / V;
+    i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (e >= planes * OY) return;
+    i64 p = e / OY;
+    int b = (int)(e - p * OY);
+    int lane = threadIdx.x & 31, sub = lane % lpr, grp = lane / lpr, groups = 32 / lpr;
+    float* cm = cols + (threadIdx.x >> 5) * W;
+    const uint4* src = reinterpret_cast<const uint4*>(x + p * H * W);
+    for (int j = sub; j < nvw; j += lpr) {
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = tap_init<MAX>();
+        for (int k0 = grp; k0 < g.n[1]; k0 += groups * UNR) {
+            uint4 raw[UNR];
+            float w[UNR];
+#pragma unroll
+            for (int u = 0; u < UNR; ++u) {
+                int k = k0 + u * groups;
+                if (k < g.n[1]) {
+                    int t = b * g.n[1] + k;
+                    w[u] = wt[g.w[1] + t];
+                    raw[u] = __ldg(src + (i64)tab[g.idx[1] + t] * nvw + j);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < UNR; ++u) {
+                if (k0 + u * groups >= g.n[1]) break;
+                float a[V];
+                Vec16<D>::unpack(raw[u], a);
+#pragma unroll
+                for (int q = 0; q < V; ++q)
+                    acc[q] = MAX ? fmaxf(acc[q], a[q])
+                                 : (w[u] == 0.0f ? acc[q] : fmaf(w[u], a[q], acc[q]));
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < V; ++q)
+            for (int o = lpr; o < 32; o <<= 1) {
+                float v = __shfl_xor_sync(0xffffffffu, acc[q], o);
+                acc[q] = MAX ? fmaxf(acc[q], v) : acc[q] + v;
+            }
+        if (grp == 0) {
+#pragma unroll
+            for (int q = 0; q < V; ++q) cm[j * V + q] = acc[q];
+        }
+    }
+    __syncwarp();
+    for (int o = lane; o < OX; o += 32) {
+        float acc = tap_init<MAX>();
+        for (int k = 0; k < g.n[2]; ++k) {
+            int t = o * g.n[2] + k;
+            float w = wt[g.w[2] + t];
+            float v = cm[tab[g.idx[2] + t]];
+            acc = MAX ? fmaxf(acc, v) : (w == 0.0f ? acc : fmaf(w, v, acc));
+        }
+        Elem<D>::store(y, e * OX + o, acc);
+    }
+}
+#define POOLROWS_U(name, D, U) \
+extern "C" __global__ void pool_rows_sum_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
+{ pool_rows<D, 0, U>(x, y, t, g, p, l); } \
+extern "C" __global__ void pool_rows_max_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
+{ pool_rows<D, 1, U>(x, y, t, g, p, l); }
+#define POOLROWS(name, D) POOLROWS_U(name, D, 4) POOLROWS_U(name, D, 8)
+FOR_EACH_DTYPE(POOLROWS)
+#define POOL(name, D) \
+extern "C" __global__ void pool2d_sum_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
+{ pool2d<D, 0>(x, y, t, g, p); } \
+extern "C" __global__ void pool2d_max_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p) \
+{ pool2d<D, 1>(x, y, t, g, p); }
+FOR_EACH_DTYPE(POOL)
+"#
+    ),
+};
+
+/// A pool launch as `cuda::enqueue` prepared it.
+pub(super) struct Pools<'a> {
+    /// The three axes' tap tables (depth, rows, columns).
+    pub tables: &'a [AxisTaps],
+    /// Input, output, table, packed `Geo` and plane count.
+    pub args: &'a Args,
+    /// Planes (batch × channels).
+    pub planes: usize,
+    /// Max pooling rather than average.
+    pub max: bool,
+    /// The window is large enough for a warp per output.
+    pub warp: bool,
+    /// No depth axis (a single input and output slice).
+    pub planar: bool,
+    /// Pointers 16-byte aligned and rows a whole number of vectors.
+    pub aligned: bool,
+}
+
+/// Queues the pool when one of these kernels takes it; `None` leaves it to the general ones.
+pub(super) fn enqueue(
+    p: &Pools<'_>,
+    dtype: DType,
+    cuda: &CudaLaunch<'_>,
+) -> Option<PluginResult<()>> {
+    let t = p.tables;
+    let w = t[2].input;
+    if p.planar && p.aligned && w * 4 * 4 <= 48 << 10 {
+        return Some(pool_rows(p, dtype, cuda));
+    }
+    let rows_bytes = t[1].outputs() * w * 4;
+    if p.warp && p.planar && rows_bytes <= 48 << 10 {
+        return Some(pool2d(p, rows_bytes, dtype, cuda));
+    }
+    None
+}
+
+fn kind(max: bool) -> &'static str {
+    if max { "max" } else { "sum" }
+}
+
+fn pool_rows(p: &Pools<'_>, dtype: DType, cuda: &CudaLaunch<'_>) -> PluginResult<()> {
+    let lanes = 16 / dtype.size();
+    let w = p.tables[2].input;
+    let nvw = w / lanes;
+    let lpr = 1usize << nvw.trailing_zeros().min(5);
+    let warps = p.planes * p.tables[1].outputs();
+    let name = format!(
+        "pool_rows_{}_{}_{}",
+        kind(p.max),
+        if lanes == 4 { 8 } else { 4 },
+        dtype_name(dtype)?
+    );
+    let grid = u32::try_from(warps.div_ceil(4))
+        .map_err(|_| invalid(format!("{warps} output rows exceed the CUDA grid")))?;
+    let args = p.args.clone().i32(lpr as i32);
+    // SAFETY: the arguments match the kernel (`Geo` by value, then the lanes-per-row count);
+    // the tensors were checked by the plugin and the table lives for the process; 4 warps of
+    // `w` floats of shared memory hold the column folds.
+    unsafe {
+        cuda::launch(
+            &PROGRAM,
+            &name,
+            cuda,
+            (grid, 1, 1),
+            (128, 1, 1),
+            (4 * w * 4) as u32,
+            args,
+        )
+    }
+}
+
+fn pool2d(
+    p: &Pools<'_>,
+    rows_bytes: usize,
+    dtype: DType,
+    cuda: &CudaLaunch<'_>,
+) -> PluginResult<()> {
+    let name = format!("pool2d_{}_{}", kind(p.max), dtype_name(dtype)?);
+    let grid = (p.planes.min(1 << 20) as u32, 1, 1);
+    let threads = p.tables[2].input.next_multiple_of(32).clamp(64, 512) as u32;
+    // SAFETY: as in `pool_rows`, without the lanes count; `rows_bytes` of shared memory hold
+    // the row folds.
+    unsafe {
+        cuda::launch(
+            &PROGRAM,
+            &name,
+            cuda,
+            grid,
+            (threads, 1, 1),
+            rows_bytes as u32,
+            p.args.clone(),
+        )
+    }
+}
