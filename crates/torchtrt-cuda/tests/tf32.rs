@@ -1,5 +1,5 @@
-//! `BuildConfig::tf32`: an f32 MatMul built with it runs on TF32 tensor cores (results
-//! differ from f32 by TF32's rounding, within its bound), the flag survives
+//! `BuildConfig::tf32`: an f32 MatMul or convolution built with it runs on TF32 tensor cores
+//! (results differ from f32 by TF32's rounding, within its bound), the flag survives
 //! serialize/deserialize, and the CPU backend ignores it.
 
 mod common;
@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{device_or_skip, random_f32};
-use torchtrt_core::layers::MatMul;
+use torchtrt_core::layers::{Convolution, MatMul};
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{Backend, BuildConfig, Dim, Engine, NetworkDefinition, Runtime, Tensor, build};
 use torchtrt_cpu::CpuBackend;
@@ -50,6 +50,56 @@ fn relative_error(got: &[f32], a: &[f32], w: &[f32]) -> f64 {
             }
             worst = worst.max((f64::from(got[i * N + j]) - exact).abs() / scale);
         }
+    }
+    worst
+}
+
+/// The convolution case: [B, CI, S, S] by [CO, CI, 3, 3], padding 1.
+const B: usize = 2;
+const CI: usize = 64;
+const CO: usize = 32;
+const S: usize = 12;
+
+fn conv_network() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[B, CI, S, S].map(|d| Dim::Fixed(d as i64)),
+        )
+        .expect("input");
+    let w = Tensor::from_vec(&[CO, CI, 3, 3], random_f32(CO * CI * 9, 4)).expect("weights");
+    let w = net.add_constant("w", w).expect("constant");
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let y = net.add_layer("conv", conv, &[x, w]).expect("conv")[0];
+    net.mark_output(y, "y").expect("output");
+    net
+}
+
+/// Largest error of the convolution's `got` against the f64 result, in units of `Σ|x·w|`.
+fn conv_relative_error(got: &[f32], x: &[f32], w: &[f32]) -> f64 {
+    let mut worst = 0.0f64;
+    for (o, &g) in got.iter().enumerate() {
+        let (b, co, oy, ox) = (o / (CO * S * S), o / (S * S) % CO, o / S % S, o % S);
+        let (mut exact, mut scale) = (0.0f64, 0.0f64);
+        for ci in 0..CI {
+            for ky in 0..3 {
+                for kx in 0..3 {
+                    let (iy, ix) = ((oy + ky).wrapping_sub(1), (ox + kx).wrapping_sub(1));
+                    if iy >= S || ix >= S {
+                        continue;
+                    }
+                    let p = f64::from(x[((b * CI + ci) * S + iy) * S + ix])
+                        * f64::from(w[((co * CI + ci) * 3 + ky) * 3 + kx]);
+                    exact += p;
+                    scale += p.abs();
+                }
+            }
+        }
+        worst = worst.max((f64::from(g) - exact).abs() / scale);
     }
     worst
 }
@@ -108,4 +158,34 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
     let got = on_cpu.create_context().execute(&[&x]).expect("cpu runs");
     let e_cpu = relative_error(got[0].as_slice::<f32>().expect("f32"), &a, &w);
     assert!(e_cpu < 4e-6, "the CPU must ignore TF32: error {e_cpu}");
+}
+
+#[test]
+fn tf32_convolution_rounds_like_tf32() {
+    let Some(dev) = device_or_skip() else { return };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let backends = [cuda, cpu];
+    let x = random_f32(B * CI * S * S, 3);
+    let w = random_f32(CO * CI * 9, 4);
+    let input = Tensor::from_vec(&[B, CI, S, S], x.clone()).expect("input");
+    let error = |tf32| {
+        let config = BuildConfig {
+            device: DeviceKind::Cuda,
+            tf32,
+            ..BuildConfig::default()
+        };
+        let engine = build(&conv_network(), &config, &backends).expect("builds");
+        conv_relative_error(&run_cuda(&engine, &dev, &input), &x, &w)
+    };
+    let (e_exact, e_fast) = (error(false), error(true));
+    assert!(e_exact < 4e-6, "f32 error {e_exact}");
+    assert!(
+        e_fast > 1e-5,
+        "TF32 gave f32 accuracy ({e_fast}): TF32 was not used"
+    );
+    assert!(
+        e_fast < 2f64.powi(-9),
+        "TF32 error {e_fast} beyond its rounding"
+    );
 }

@@ -13,6 +13,8 @@ mod common;
 mod runtime;
 
 pub(crate) use common::COMMON;
+#[cfg(test)]
+pub(crate) use runtime::assert_compiles;
 pub(crate) use runtime::{Args, Program, constant, launch};
 
 use torchtrt_plugin_api::DType;

@@ -5,6 +5,42 @@
 
 /// Prepended (after `ELEMENTS`) to every plugin program.
 pub(crate) const COMMON: &str = r#"
+/* Word k of a vector: one f32, or two 16-bit values converted by one paired instruction
+   (round to nearest even, the lower index in the low half). */
+template <typename D> struct Pack2;
+template <> struct Pack2<F32> {
+    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
+        return __float_as_uint(v[k]);
+    }
+};
+#if __CUDA_ARCH__ >= 800
+template <> struct Pack2<F16> {
+    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
+        unsigned r;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+        return r;
+    }
+};
+template <> struct Pack2<BF16> {
+    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
+        unsigned r;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
+        return r;
+    }
+};
+#else
+template <> struct Pack2<F16> {
+    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
+        return (unsigned)f2h(v[2 * k]) | ((unsigned)f2h(v[2 * k + 1]) << 16);
+    }
+};
+template <> struct Pack2<BF16> {
+    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
+        return (unsigned)f2b(v[2 * k]) | ((unsigned)f2b(v[2 * k + 1]) << 16);
+    }
+};
+#endif
+
 /* 16-byte vectors: V elements per uint4. */
 template <typename D> struct Vec16 {
     static const int V = 16 / sizeof(typename D::T);
@@ -17,12 +53,14 @@ template <typename D> struct Vec16 {
 #pragma unroll
         for (int k = 0; k < V; ++k) out[k] = Elem<D>::load(e, k);
     }
-    static __device__ __forceinline__ void store(typename D::T* p, i64 i, const float* in) {
-        uint4 raw;
-        typename D::T* e = reinterpret_cast<typename D::T*>(&raw);
+    static __device__ __forceinline__ uint4 pack(const float* in) {
+        unsigned w[4];
 #pragma unroll
-        for (int k = 0; k < V; ++k) Elem<D>::store(e, k, in[k]);
-        *reinterpret_cast<uint4*>(p + i) = raw;
+        for (int k = 0; k < 4; ++k) w[k] = Pack2<D>::pack(in, k);
+        return make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    static __device__ __forceinline__ void store(typename D::T* p, i64 i, const float* in) {
+        *reinterpret_cast<uint4*>(p + i) = pack(in);
     }
 };
 

@@ -183,6 +183,25 @@ fn image(program: &Program, arch: (u32, u32)) -> PluginResult<Vec<u8>> {
     Ok(cubin)
 }
 
+/// Compiles `program` with NVRTC for every architecture whose code paths differ (sm_75,
+/// sm_80, sm_90), panicking with the compiler's log on an error; skipped when NVRTC is not
+/// installed, unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets). Needs no GPU.
+#[cfg(test)]
+pub(crate) fn assert_compiles(program: &Program) {
+    // SAFETY: only tries to dlopen NVRTC by its candidate names.
+    if !unsafe { rtcsys::is_culib_present() } {
+        let required = std::env::var("TORCHTRT_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+        assert!(!required, "NVRTC not found but TORCHTRT_REQUIRE_NVRTC=1");
+        eprintln!("NVRTC not found: `{}` not compiled", program.name);
+        return;
+    }
+    for arch in [(7, 5), (8, 0), (9, 0)] {
+        if let Err(e) = compile(program, arch) {
+            panic!("{e}");
+        }
+    }
+}
+
 fn compile(program: &Program, arch: (u32, u32)) -> PluginResult<Vec<u8>> {
     // SAFETY: only tries to dlopen NVRTC by its candidate names.
     if !unsafe { rtcsys::is_culib_present() } {

@@ -169,3 +169,11 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        crate::cuda::assert_compiles(&super::PROGRAM);
+    }
+}

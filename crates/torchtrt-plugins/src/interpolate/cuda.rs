@@ -526,3 +526,11 @@ fn pack_geo(tables: &[AxisTaps], n: [i32; 3], idx: [i32; 3], w: [i32; 3]) -> Vec
     b.resize(88, 0);
     b
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        crate::cuda::assert_compiles(&super::PROGRAM);
+    }
+}

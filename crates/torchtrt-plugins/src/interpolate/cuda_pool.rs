@@ -236,3 +236,11 @@ fn pool2d(
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        crate::cuda::assert_compiles(&super::PROGRAM);
+    }
+}

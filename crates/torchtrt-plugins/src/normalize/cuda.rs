@@ -432,4 +432,9 @@ mod tests {
             vec![(40, 1, true)]
         );
     }
+
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        crate::cuda::assert_compiles(&super::PROGRAM);
+    }
 }
