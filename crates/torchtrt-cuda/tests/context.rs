@@ -17,7 +17,9 @@ use torchtrt_core::{
     Backend, BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, Tensor, build,
 };
 use torchtrt_cpu::CpuBackend;
-use torchtrt_cuda::{CudaBackend, CudaDevice, CudaExecutionContext, DeviceIo, Placement};
+use torchtrt_cuda::{
+    CudaBackend, CudaDevice, CudaExecutionContext, DeviceBuffer, DeviceIo, Placement, Stream,
+};
 
 /// Tests that count graph captures run alone: a device-wide synchronisation in another test
 /// (a plugin's first table upload, say) invalidates a capture in flight.
@@ -242,13 +244,65 @@ fn f16_engine_matches_cpu() {
     }
 }
 
-fn upload(dev: &CudaDevice, t: &Tensor) -> torchtrt_cuda::DeviceBuffer {
+fn upload(dev: &CudaDevice, t: &Tensor) -> DeviceBuffer {
     let buf = dev.allocator().alloc(t.bytes().len()).expect("alloc");
     dev.new_stream()
         .expect("stream")
         .upload(t.bytes(), &buf)
         .expect("upload");
     buf
+}
+
+/// An f32 tensor on the device, as `enqueue` takes it.
+fn f32_io(buf: &DeviceBuffer, shape: &[usize]) -> DeviceIo {
+    DeviceIo {
+        ptr: buf.ptr(),
+        dtype: DType::F32,
+        shape: shape.to_vec(),
+    }
+}
+
+/// Device buffers for f32 outputs of the given shapes.
+struct DeviceOutputs {
+    shapes: Vec<Vec<usize>>,
+    bufs: Vec<DeviceBuffer>,
+}
+
+impl DeviceOutputs {
+    fn new(dev: &CudaDevice, shapes: &[Vec<usize>]) -> DeviceOutputs {
+        let bufs = shapes
+            .iter()
+            .map(|s| {
+                dev.allocator()
+                    .alloc(s.iter().product::<usize>() * 4)
+                    .expect("alloc")
+            })
+            .collect();
+        DeviceOutputs {
+            shapes: shapes.to_vec(),
+            bufs,
+        }
+    }
+
+    fn io(&self) -> Vec<DeviceIo> {
+        self.bufs
+            .iter()
+            .zip(&self.shapes)
+            .map(|(b, s)| f32_io(b, s))
+            .collect()
+    }
+
+    fn download(&self, stream: &Stream) -> Vec<Tensor> {
+        self.shapes
+            .iter()
+            .zip(&self.bufs)
+            .map(|(s, b)| {
+                let mut bytes = vec![0u8; b.len()];
+                stream.download(b, &mut bytes).expect("download");
+                Tensor::from_vec(s, from_bytes(&bytes)).expect("tensor")
+            })
+            .collect()
+    }
 }
 
 #[test]
@@ -264,44 +318,16 @@ fn enqueue_runs_on_caller_buffers_and_stream() {
         .expect("output shapes");
     assert_eq!(shapes, vec![vec![3, 8, 576], vec![3, 8, 12, 12]]);
     let x_dev = upload(&dev, &x);
-    let out_bufs: Vec<_> = shapes
-        .iter()
-        .map(|s| {
-            dev.allocator()
-                .alloc(s.iter().product::<usize>() * 4)
-                .expect("alloc")
-        })
-        .collect();
-    let inputs = [DeviceIo {
-        ptr: x_dev.ptr(),
-        dtype: DType::F32,
-        shape: x.shape().to_vec(),
-    }];
-    let outputs: Vec<DeviceIo> = shapes
-        .iter()
-        .zip(&out_bufs)
-        .map(|(s, b)| DeviceIo {
-            ptr: b.ptr(),
-            dtype: DType::F32,
-            shape: s.clone(),
-        })
-        .collect();
+    let out = DeviceOutputs::new(&dev, &shapes);
+    let inputs = [f32_io(&x_dev, x.shape())];
+    let outputs = out.io();
     let stream = dev.new_stream().expect("caller stream");
     for _ in 0..2 {
         // SAFETY: the buffers hold the tensors and outlive the synchronised stream.
         unsafe { ctx.enqueue(&inputs, &outputs, stream.raw()) }.expect("enqueue");
     }
     stream.synchronize().expect("sync");
-    let got: Vec<Tensor> = shapes
-        .iter()
-        .zip(&out_bufs)
-        .map(|(s, b)| {
-            let mut bytes = vec![0u8; b.len()];
-            stream.download(b, &mut bytes).expect("download");
-            Tensor::from_vec(s, from_bytes(&bytes)).expect("tensor")
-        })
-        .collect();
-    assert_close(&got, &want, 1e-6);
+    assert_close(&out.download(&stream), &want, 1e-6);
 
     let mut wrong = outputs.clone();
     wrong[0].shape = vec![3, 8, 575];
@@ -499,41 +525,14 @@ fn graph_replay_reads_and_writes_changing_caller_buffers() {
     for seed in 70..75 {
         let x = input(2, seed);
         let x_dev = upload(&dev, &x);
-        let out_bufs: Vec<_> = shapes
-            .iter()
-            .map(|s| {
-                dev.allocator()
-                    .alloc(s.iter().product::<usize>() * 4)
-                    .expect("alloc")
-            })
-            .collect();
-        let inputs = [DeviceIo {
-            ptr: x_dev.ptr(),
-            dtype: DType::F32,
-            shape: x.shape().to_vec(),
-        }];
-        let outputs: Vec<DeviceIo> = shapes
-            .iter()
-            .zip(&out_bufs)
-            .map(|(s, b)| DeviceIo {
-                ptr: b.ptr(),
-                dtype: DType::F32,
-                shape: s.clone(),
-            })
-            .collect();
+        let out = DeviceOutputs::new(&dev, &shapes);
+        let inputs = [f32_io(&x_dev, x.shape())];
+        let outputs = out.io();
         // SAFETY: the buffers hold the tensors and outlive the synchronised stream.
         unsafe { ctx.enqueue(&inputs, &outputs, stream.raw()) }.expect("enqueue");
         stream.synchronize().expect("sync");
-        let got: Vec<Tensor> = shapes
-            .iter()
-            .zip(&out_bufs)
-            .map(|(s, b)| {
-                let mut bytes = vec![0u8; b.len()];
-                stream.download(b, &mut bytes).expect("download");
-                Tensor::from_vec(s, from_bytes(&bytes)).expect("tensor")
-            })
-            .collect();
-        assert_close(&got, &cpu.execute(&[&x]).expect("cpu runs"), 1e-4);
+        let want = cpu.execute(&[&x]).expect("cpu runs");
+        assert_close(&out.download(&stream), &want, 1e-4);
         if seed == 74 {
             let mut wrong = outputs.clone();
             wrong[1].shape = vec![2, 8, 12, 11];

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{device_or_skip, random_f32};
-use torchtrt_core::layers::{Convolution, MatMul};
+use torchtrt_core::layers::{Convolution, LayerKind, MatMul};
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{Backend, BuildConfig, Dim, Engine, NetworkDefinition, Runtime, Tensor, build};
 use torchtrt_cpu::CpuBackend;
@@ -17,24 +17,30 @@ const M: usize = 64;
 const K: usize = 512;
 const N: usize = 96;
 
-fn network() -> NetworkDefinition {
+/// `y = layer(x, w)` with `x` an input of `x_shape` and `w` random constant weights.
+fn network(
+    x_shape: &[usize],
+    w_shape: &[usize],
+    w_seed: u64,
+    layer: impl Into<LayerKind>,
+) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
-    let a = net
-        .add_input(
-            "a",
-            DType::F32,
-            &[Dim::Fixed(M as i64), Dim::Fixed(K as i64)],
-        )
-        .expect("input");
-    let w = Tensor::from_vec(&[K, N], random_f32(K * N, 2)).expect("weights");
-    let b = net.add_constant("w", w).expect("constant");
+    let dims: Vec<Dim> = x_shape.iter().map(|&d| Dim::Fixed(d as i64)).collect();
+    let x = net.add_input("x", DType::F32, &dims).expect("input");
+    let count = w_shape.iter().product();
+    let w = Tensor::from_vec(w_shape, random_f32(count, w_seed)).expect("weights");
+    let w = net.add_constant("w", w).expect("constant");
+    let y = net.add("layer", layer, &[x, w]).expect("layer");
+    net.mark_output(y, "y").expect("output");
+    net
+}
+
+fn matmul_network() -> NetworkDefinition {
     let kind = MatMul {
         transpose_a: false,
         transpose_b: false,
     };
-    let y = net.add("mm", kind, &[a, b]).expect("matmul");
-    net.mark_output(y, "y").expect("output");
-    net
+    network(&[M, K], &[K, N], 2, kind)
 }
 
 /// Largest error of `got` against the f64 product, in units of `Σ|a·b|` per element.
@@ -61,22 +67,10 @@ const CO: usize = 32;
 const S: usize = 12;
 
 fn conv_network() -> NetworkDefinition {
-    let mut net = NetworkDefinition::new();
-    let x = net
-        .add_input(
-            "x",
-            DType::F32,
-            &[B, CI, S, S].map(|d| Dim::Fixed(d as i64)),
-        )
-        .expect("input");
-    let w = Tensor::from_vec(&[CO, CI, 3, 3], random_f32(CO * CI * 9, 4)).expect("weights");
-    let w = net.add_constant("w", w).expect("constant");
     let mut conv = Convolution::new(2);
     conv.pads_begin = vec![1, 1];
     conv.pads_end = vec![1, 1];
-    let y = net.add_layer("conv", conv, &[x, w]).expect("conv")[0];
-    net.mark_output(y, "y").expect("output");
-    net
+    network(&[B, CI, S, S], &[CO, CI, 3, 3], 4, conv)
 }
 
 /// Largest error of the convolution's `got` against the f64 result, in units of `Σ|x·w|`.
@@ -125,8 +119,18 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
     let x = Tensor::from_vec(&[M, K], a.clone()).expect("input");
     let backends = [cuda.clone(), cpu.clone()];
 
-    let exact = build(&network(), &config(DeviceKind::Cuda, false), &backends).expect("f32");
-    let fast = build(&network(), &config(DeviceKind::Cuda, true), &backends).expect("tf32");
+    let exact = build(
+        &matmul_network(),
+        &config(DeviceKind::Cuda, false),
+        &backends,
+    )
+    .expect("f32");
+    let fast = build(
+        &matmul_network(),
+        &config(DeviceKind::Cuda, true),
+        &backends,
+    )
+    .expect("tf32");
     let e_exact = relative_error(&run_cuda(&exact, &dev, &x), &a, &w);
     let e_fast = relative_error(&run_cuda(&fast, &dev, &x), &a, &w);
     assert!(e_exact < 4e-6, "f32 error {e_exact}");
@@ -150,7 +154,7 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
     );
 
     let on_cpu = build(
-        &network(),
+        &matmul_network(),
         &config(DeviceKind::Cpu, true),
         std::slice::from_ref(&cpu),
     )
