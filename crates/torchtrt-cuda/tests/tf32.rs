@@ -98,6 +98,19 @@ fn conv_relative_error(got: &[f32], x: &[f32], w: &[f32]) -> f64 {
     worst
 }
 
+/// The f32 build is exact to f32 rounding; the TF32 build is not, but within TF32's.
+fn assert_errors(e_exact: f64, e_fast: f64) {
+    assert!(e_exact < 4e-6, "f32 error {e_exact}");
+    assert!(
+        e_fast > 1e-5,
+        "TF32 gave f32 accuracy ({e_fast}): TF32 was not used"
+    );
+    assert!(
+        e_fast < 2f64.powi(-9),
+        "TF32 error {e_fast} beyond its rounding"
+    );
+}
+
 fn run_cuda(engine: &Engine, device: &torchtrt_cuda::CudaDevice, x: &Tensor) -> Vec<f32> {
     let mut ctx = CudaExecutionContext::new(engine, device).expect("context");
     let out = ctx.execute(&[x]).expect("runs");
@@ -133,15 +146,7 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
     .expect("tf32");
     let e_exact = relative_error(&run_cuda(&exact, &dev, &x), &a, &w);
     let e_fast = relative_error(&run_cuda(&fast, &dev, &x), &a, &w);
-    assert!(e_exact < 4e-6, "f32 error {e_exact}");
-    assert!(
-        e_fast > 1e-5,
-        "TF32 gave f32 accuracy ({e_fast}): TF32 was not used"
-    );
-    assert!(
-        e_fast < 2f64.powi(-9),
-        "TF32 error {e_fast} beyond its rounding"
-    );
+    assert_errors(e_exact, e_fast);
 
     let reloaded = Runtime::new(vec![cuda.clone()])
         .deserialize(&fast.serialize())
@@ -183,13 +188,5 @@ fn tf32_convolution_rounds_like_tf32() {
         conv_relative_error(&run_cuda(&engine, &dev, &input), &x, &w)
     };
     let (e_exact, e_fast) = (error(false), error(true));
-    assert!(e_exact < 4e-6, "f32 error {e_exact}");
-    assert!(
-        e_fast > 1e-5,
-        "TF32 gave f32 accuracy ({e_fast}): TF32 was not used"
-    );
-    assert!(
-        e_fast < 2f64.powi(-9),
-        "TF32 error {e_fast} beyond its rounding"
-    );
+    assert_errors(e_exact, e_fast);
 }
