@@ -220,3 +220,11 @@ __device__ __forceinline__ void direct_impl(const void* x, const void* w, const 
         OH, OW, planes, code, p0, p1); }
 FOR_EACH_DTYPE(DIRECT)
 "#;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        super::super::prelude::assert_compiles(&super::CONV);
+    }
+}

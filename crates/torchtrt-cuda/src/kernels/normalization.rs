@@ -1,17 +1,21 @@
 //! Mean/variance normalization (`Normalization` layers: layer, instance and group norm)
 //! over one run of consecutive axes, two passes in f32 per group, then
 //! `(x − mean) / √(var + eps) · scale + bias` with scale and bias broadcast to `x`. Axis
-//! sets that are not consecutive run on the host.
+//! sets that are not consecutive run on the host. Layer norm over contiguous rows of up to
+//! [`REG_ROW_MAX`] elements, with scale and bias (if any) indexed by the position in the row,
+//! keeps each row in one warp's registers (`norm_regs`): x is read once, and no broadcast
+//! index is computed per element.
 
 use torchtrt_core::layers::{InferInput, LayerKind, Normalization};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
-use super::operands::{dims, expect_dtype, expect_inputs};
-use super::prelude::{Program, with_prelude};
+use super::operands::{arg_i32, dims, expect_dtype, expect_inputs};
+use super::prelude::{Program, dtype_suffix, with_prelude};
 use super::reduce::axis_run;
 use super::rows::{ROWS, RowKernels, entry_points, split};
 use super::{DeviceKernel, PrepareCtx};
 use crate::launch::KernelArgs;
+use crate::module::Function;
 use crate::stream::Stream;
 
 const WHAT: &str = "Normalization";
@@ -24,8 +28,30 @@ const ARGS: &str = ", eps, Bcast{s0, s1, s2, s3, s4, s5, s6, s7, s8}, \
 
 static PROGRAM: Program = Program::new("core_normalization", || {
     let ep = entry_points("norm", PTRS, "x, y, scale, bias", PARAMS, ARGS);
-    with_prelude(&format!("{ROWS}{BODY}{ep}"))
+    let mut regs = String::new();
+    for n in REG_COUNTS {
+        for (dt, d) in [("f32", "F32"), ("f16", "F16"), ("bf16", "BF16")] {
+            regs.push_str(&format!(
+                "extern \"C\" __global__ void __launch_bounds__(128) norm_regs_{n}_{dt}({PTRS}, \
+                 i64 outer, int R, float eps) \
+                 {{ norm_regs<{d}, {n}>(x, y, scale, bias, outer, R, eps); }}\n"
+            ));
+        }
+    }
+    with_prelude(&format!("{ROWS}{BODY}{ep}{regs}"))
 });
+
+/// Elements per lane of the register-row kernels (`norm_regs_<n>_<dt>`): rows of up to
+/// 32 · n elements.
+const REG_COUNTS: [usize; 4] = [4, 8, 16, 32];
+
+/// The longest row the register kernels take.
+pub(crate) const REG_ROW_MAX: usize = 32 * 32;
+
+/// A broadcast table (see `broadcast_index`) reading element `r` of the reduced run.
+fn indexed_by_row(table: &[i32; 9], r: usize) -> bool {
+    table == &[1, 1, 0, 1, r as i32, 1, 1, 1, 0]
+}
 
 const BODY: &str = r#"
 /* Where a broadcast operand reads for (outer o, reduced r, inner i): per part,
@@ -65,6 +91,42 @@ __device__ __forceinline__ void norm_rows(const void* x, void* y, const void* sc
     }
 }
 
+/* A warp per contiguous row of R <= 32 N elements, the row in registers (lane l holds
+   elements l, l + 32, ...); scale and bias, when given, are indexed by the position r. */
+template <typename D, int N>
+__device__ __forceinline__ void norm_regs(const void* x, void* y, const void* scale,
+    const void* bias, i64 outer, int R, float eps) {
+    i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= outer) return;
+    int lane = threadIdx.x & 31;
+    i64 base = row * R;
+    float v[N];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        int r = lane + 32 * k;
+        v[k] = r < R ? LOAD(D, x, base + r) : 0.0f;
+        s += v[k];
+    }
+    float mean = warp_reduce(0, s) / (float)R;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        float d = lane + 32 * k < R ? v[k] - mean : 0.0f;
+        q += d * d;
+    }
+    float inv = 1.0f / sqrtf(warp_reduce(0, q) / (float)R + eps);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        int r = lane + 32 * k;
+        if (r >= R) break;
+        float o = (v[k] - mean) * inv;
+        if (scale) o *= LOAD(D, scale, r);
+        if (bias) o += LOAD(D, bias, r);
+        STORE(D, y, base + r, o);
+    }
+}
+
 template <typename D>
 __device__ __forceinline__ void norm_cols(const void* x, void* y, const void* scale,
     const void* bias, i64 outer, int R, int inner, float eps, Bcast sb, Bcast bb) {
@@ -92,6 +154,8 @@ struct NormKernel {
     dtype: DType,
     layer: Normalization,
     rows: RowKernels,
+    /// `norm_regs_<n>_<dt>` for each of [`REG_COUNTS`].
+    regs: Vec<Function>,
 }
 
 pub(super) fn prepare(
@@ -108,12 +172,23 @@ pub(super) fn prepare(
     }
     axis_run(&l.resolved_axes(x.shape.len()).ok()?)?;
     let rows = RowKernels::load(ctx, &PROGRAM.source(), "norm", x.dtype)?;
-    Some(rows.map(|rows| {
-        Box::new(NormKernel {
+    let suffix = dtype_suffix(x.dtype)?;
+    let regs = REG_COUNTS
+        .iter()
+        .map(|n| {
+            let entry = format!("norm_regs_{n}_{suffix}");
+            ctx.programs
+                .function(&PROGRAM.source(), &entry)
+                .map_err(|e| format!("loading {entry}: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>();
+    Some(rows.and_then(|rows| {
+        Ok(Box::new(NormKernel {
             dtype: x.dtype,
             layer: l.clone(),
             rows,
-        }) as Box<dyn DeviceKernel>
+            regs: regs?,
+        }) as Box<dyn DeviceKernel>)
     }))
 }
 
@@ -197,14 +272,53 @@ impl DeviceKernel for NormKernel {
             ptrs[2 + k] = t.ptr;
         }
         let eps = self.layer.epsilon;
+        let [outer, r, inner] = split(&x, first, last);
+        let by_row = (0..2).all(|k| ptrs[2 + k] == 0 || indexed_by_row(&tables[k], r));
+        if inner == 1 && r <= REG_ROW_MAX && by_row && outer > 0 {
+            return self.launch_regs(stream, &ptrs, outer, r, eps);
+        }
         let extra = |a: KernelArgs| tables.iter().flatten().fold(a.f32(eps), |a, &v| a.i32(v));
         self.rows
-            .launch(stream, &ptrs, split(&x, first, last), extra, WHAT)
+            .launch(stream, &ptrs, [outer, r, inner], extra, WHAT)
+    }
+}
+
+impl NormKernel {
+    /// Queues `norm_regs` with the fewest elements per lane that hold a row of `r`.
+    fn launch_regs(
+        &self,
+        stream: &Stream,
+        ptrs: &[u64; 4],
+        outer: usize,
+        r: usize,
+        eps: f32,
+    ) -> Result<(), String> {
+        let k = REG_COUNTS
+            .iter()
+            .position(|&n| r <= 32 * n)
+            .ok_or_else(|| format!("{WHAT}: a row of {r} is too long for the register kernel"))?;
+        let mut args = ptrs
+            .iter()
+            .fold(KernelArgs::new(), |a, &p| a.ptr(p))
+            .i64(outer as i64)
+            .i32(arg_i32(r, WHAT)?)
+            .f32(eps);
+        let grid = u32::try_from(outer.div_ceil(4))
+            .map_err(|_| format!("{WHAT}: {outer} rows exceed the CUDA grid"))?;
+        // SAFETY: `norm_regs` takes the four pointers, `i64 outer`, `int R`, `float eps`; the
+        // tensors hold `outer · r` elements (scale and bias `r`), checked by `execute`.
+        unsafe { self.regs[k].launch(stream, (grid, 1, 1), (128, 1, 1), 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        super::super::prelude::assert_compiles(&super::PROGRAM);
+    }
+
     use super::broadcast_index;
 
     #[test]

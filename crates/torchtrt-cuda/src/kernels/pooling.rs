@@ -183,3 +183,11 @@ impl DeviceKernel for PoolKernel {
         .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        super::super::prelude::assert_compiles(&super::PROGRAM);
+    }
+}

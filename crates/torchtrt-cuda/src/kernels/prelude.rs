@@ -83,6 +83,26 @@ impl Program {
     }
 }
 
+/// Compiles `program` with NVRTC for sm_75, sm_80 and sm_90 (the code paths that differ),
+/// panicking with the compiler's log on an error; skipped when NVRTC is not installed,
+/// unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets). Needs no GPU.
+#[cfg(test)]
+pub(crate) fn assert_compiles(program: &'static Program) {
+    use crate::nvrtc::{Arch, compile};
+    if crate::probe::nvrtc().is_err() {
+        let required = std::env::var("TORCHTRT_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+        assert!(!required, "NVRTC not found but TORCHTRT_REQUIRE_NVRTC=1");
+        eprintln!("NVRTC not found: `{}` not compiled", program.name);
+        return;
+    }
+    let src = program.source();
+    for arch in [(7, 5), (8, 0), (9, 0)] {
+        if let Err(e) = compile(src.name, src.source, Arch::new(arch), &[]) {
+            panic!("{e}");
+        }
+    }
+}
+
 /// `ELEMENTS` and `PRELUDE` followed by `body`.
 pub(crate) fn with_prelude(body: &str) -> String {
     format!("{ELEMENTS}{PRELUDE}{body}")

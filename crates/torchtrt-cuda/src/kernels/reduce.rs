@@ -157,6 +157,11 @@ impl DeviceKernel for ReduceKernel {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        super::super::prelude::assert_compiles(&super::PROGRAM);
+    }
+
     use super::axis_run;
 
     #[test]

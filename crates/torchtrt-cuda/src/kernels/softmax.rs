@@ -117,3 +117,11 @@ impl DeviceKernel for SoftmaxKernel {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        super::super::prelude::assert_compiles(&super::PROGRAM);
+    }
+}

@@ -290,6 +290,36 @@ fn normalization_matches_cpu() {
             scale: Some(&[3, 8]),
             bias: Some(&[2, 1, 1]),
         },
+        Case {
+            x: &[4, 197, 384],
+            axes: &[-1],
+            scale: Some(&[384]),
+            bias: Some(&[384]),
+        },
+        Case {
+            x: &[3, 1000],
+            axes: &[-1],
+            scale: Some(&[1000]),
+            bias: None,
+        },
+        Case {
+            x: &[5, 33],
+            axes: &[1],
+            scale: None,
+            bias: None,
+        },
+        Case {
+            x: &[2, 3, 64],
+            axes: &[-1],
+            scale: Some(&[1]),
+            bias: Some(&[64]),
+        },
+        Case {
+            x: &[2, 3, 4, 32],
+            axes: &[2, 3],
+            scale: Some(&[4, 32]),
+            bias: Some(&[1, 32]),
+        },
     ];
     for dtype in DTYPES {
         for (i, c) in cases.iter().enumerate() {
