@@ -66,10 +66,14 @@ __device__ __forceinline__ void gelu_impl(const typename D::T* __restrict__ x,
             if (i >= nvec) break;
             float a[V];
             Vec16<D>::unpack(raw[u], a);
+            i64 c = BIAS ? (i * V) % last : 0;
 #pragma unroll
             for (int k = 0; k < V; ++k) {
                 float t = a[k];
-                if (BIAS) t += bias[(i * V + k) % last];
+                if (BIAS) {
+                    t += bias[c];
+                    if (++c == last) c = 0;
+                }
                 a[k] = gelu<FORM>(t);
             }
             Vec16<D>::store(y, i * V, a);
@@ -82,9 +86,12 @@ __device__ __forceinline__ void gelu_impl(const typename D::T* __restrict__ x,
     }
 }
 
-#define GELU_U(name, D, F, U) \
-extern "C" __global__ void __launch_bounds__(256) gelu_##F##_##U##_##name(const D::T* x, D::T* y, const float* b, i64 n, i64 last, int vec) \
-{ if (b) gelu_impl<D, F, U, 1>(x, y, b, n, last, vec); else gelu_impl<D, F, U, 0>(x, y, b, n, last, vec); }
+/* One entry point per bias choice, so that the bias-free kernel is not given the registers
+   of the bias path (which would cost occupancy). */
+#define GELU_B(name, D, F, U, B) \
+extern "C" __global__ void __launch_bounds__(256) gelu_##F##_##U##_##B##_##name(const D::T* x, D::T* y, const float* b, i64 n, i64 last, int vec) \
+{ gelu_impl<D, F, U, B>(x, y, b, n, last, vec); }
+#define GELU_U(name, D, F, U) GELU_B(name, D, F, U, 0) GELU_B(name, D, F, U, 1)
 #define GELU(name, D) GELU_U(name, D, 0, 1) GELU_U(name, D, 0, 2) GELU_U(name, D, 1, 1) \
 GELU_U(name, D, 1, 2)
 FOR_EACH_DTYPE(GELU)
@@ -110,7 +117,7 @@ pub(super) fn enqueue(
     // with two; streaming (evict-first) hints made no difference.
     let unroll = if dtype.size() == 4 { 1 } else { 2 };
     let threads = 256;
-    let name = format!("gelu_{form}_{unroll}_{suffix}");
+    let name = format!("gelu_{form}_{unroll}_{}_{suffix}", bias.is_some() as u8);
     let last = x.desc.shape.last().copied().unwrap_or(1).max(1);
     let bias_ptr = match bias {
         Some(b) => cuda::constant(cuda, bytemuck::cast_slice(b))?,
