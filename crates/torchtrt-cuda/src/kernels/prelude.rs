@@ -85,7 +85,8 @@ impl Program {
 
 /// Compiles `program` with NVRTC for sm_75, sm_80 and sm_90 (the code paths that differ),
 /// panicking with the compiler's log on an error; skipped when NVRTC is not installed,
-/// unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets). Needs no GPU.
+/// unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets). Needs no GPU. With
+/// `TORCHTRT_CUBIN_DIR` set, the cubins are written there (`scripts/kernel_resources`).
 #[cfg(test)]
 pub(crate) fn assert_compiles(program: &'static Program) {
     use crate::nvrtc::{Arch, compile};
@@ -97,8 +98,11 @@ pub(crate) fn assert_compiles(program: &'static Program) {
     }
     let src = program.source();
     for arch in [(7, 5), (8, 0), (9, 0)] {
-        if let Err(e) = compile(src.name, src.source, Arch::new(arch), &[]) {
-            panic!("{e}");
+        let image =
+            compile(src.name, src.source, Arch::new(arch), &[]).unwrap_or_else(|e| panic!("{e}"));
+        if let Ok(dir) = std::env::var("TORCHTRT_CUBIN_DIR") {
+            let path = format!("{dir}/{}_sm{}{}.cubin", src.name, arch.0, arch.1);
+            std::fs::write(&path, image.cubin).unwrap_or_else(|e| panic!("writing {path}: {e}"));
         }
     }
 }

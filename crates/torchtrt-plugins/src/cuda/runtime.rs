@@ -186,6 +186,7 @@ fn image(program: &Program, arch: (u32, u32)) -> PluginResult<Vec<u8>> {
 /// Compiles `program` with NVRTC for every architecture whose code paths differ (sm_75,
 /// sm_80, sm_90), panicking with the compiler's log on an error; skipped when NVRTC is not
 /// installed, unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets). Needs no GPU.
+/// With `TORCHTRT_CUBIN_DIR` set, the cubins are written there (`scripts/kernel_resources`).
 #[cfg(test)]
 pub(crate) fn assert_compiles(program: &Program) {
     // SAFETY: only tries to dlopen NVRTC by its candidate names.
@@ -196,8 +197,10 @@ pub(crate) fn assert_compiles(program: &Program) {
         return;
     }
     for arch in [(7, 5), (8, 0), (9, 0)] {
-        if let Err(e) = compile(program, arch) {
-            panic!("{e}");
+        let cubin = compile(program, arch).unwrap_or_else(|e| panic!("{e}"));
+        if let Ok(dir) = std::env::var("TORCHTRT_CUBIN_DIR") {
+            let path = format!("{dir}/{}_sm{}{}.cubin", program.name, arch.0, arch.1);
+            std::fs::write(&path, cubin).unwrap_or_else(|e| panic!("writing {path}: {e}"));
         }
     }
 }
