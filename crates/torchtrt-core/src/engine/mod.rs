@@ -98,6 +98,30 @@ pub struct EnginePlan {
     pub options: PrepareOptions,
 }
 
+impl EnginePlan {
+    /// For each layer, whether it is foldable and every input comes from a constant or from
+    /// another such layer, so its outputs are the same on every run (constants themselves
+    /// are `false`: they are not computed).
+    pub fn constant_derived(&self) -> Vec<bool> {
+        let mut constant = vec![false; self.tensor_names.len()];
+        self.layers
+            .iter()
+            .map(|layer| {
+                let derived = match &layer.kind {
+                    LayerKind::Constant(_) => true,
+                    kind => {
+                        kind.op().foldable() && layer.inputs.iter().all(|t| constant[t.index()])
+                    }
+                };
+                for t in &layer.outputs {
+                    constant[t.index()] = derived;
+                }
+                derived && !matches!(layer.kind, LayerKind::Constant(_))
+            })
+            .collect()
+    }
+}
+
 /// Re-runs shape and dtype inference over a plan, checking that it is well-formed: every
 /// tensor defined once before use, arities, dtypes as recorded. Returns each tensor's type.
 pub(crate) fn infer_plan(plan: &EnginePlan) -> Result<Vec<TypeShape>> {

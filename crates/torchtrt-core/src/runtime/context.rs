@@ -60,7 +60,7 @@ pub struct ExecutionContext {
 
 impl ExecutionContext {
     pub(crate) fn new(engine: Engine) -> ExecutionContext {
-        let derived = constant_derived(engine.plan());
+        let derived = engine.plan().constant_derived();
         ExecutionContext {
             cached: vec![None; derived.len()],
             derived,
@@ -280,25 +280,6 @@ impl ExecutionContext {
             .collect();
         super::concrete_dims(layer, &inputs)
     }
-}
-
-/// For each layer of `plan`, whether it is foldable and every input comes from a constant
-/// or from another such layer, so its outputs are the same on every run.
-fn constant_derived(plan: &crate::engine::EnginePlan) -> Vec<bool> {
-    let mut constant = vec![false; plan.tensor_names.len()];
-    plan.layers
-        .iter()
-        .map(|layer| {
-            let derived = match &layer.kind {
-                LayerKind::Constant(_) => true,
-                kind => kind.op().foldable() && layer.inputs.iter().all(|t| constant[t.index()]),
-            };
-            for t in &layer.outputs {
-                constant[t.index()] = derived;
-            }
-            derived && !matches!(layer.kind, LayerKind::Constant(_))
-        })
-        .collect()
 }
 
 fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<()> {

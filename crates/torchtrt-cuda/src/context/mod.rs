@@ -131,7 +131,7 @@ impl CudaExecutionContext {
         let places: Vec<Placement> = (0..plan.layers.len())
             .map(|li| placement(engine, li))
             .collect();
-        let derived = constant_derived(engine);
+        let derived = engine.plan().constant_derived();
         let mut is_kept = vec![false; plan.tensor_names.len()];
         for (li, layer) in plan.layers.iter().enumerate() {
             if derived[li] || places[li] == Placement::Constant {
@@ -468,24 +468,4 @@ pub(crate) fn placement(engine: &Engine, li: usize) -> Placement {
         Some(a) if a.is::<DevicePluginKernel>() => Placement::Plugin,
         _ => Placement::Host,
     }
-}
-
-/// For each layer, whether it is foldable and every input comes from a constant or from
-/// another such layer, so its outputs are the same on every run.
-fn constant_derived(engine: &Engine) -> Vec<bool> {
-    let plan = engine.plan();
-    let mut constant = vec![false; plan.tensor_names.len()];
-    plan.layers
-        .iter()
-        .map(|layer| {
-            let derived = match &layer.kind {
-                LayerKind::Constant(_) => true,
-                kind => kind.op().foldable() && layer.inputs.iter().all(|t| constant[t.index()]),
-            };
-            for t in &layer.outputs {
-                constant[t.index()] = derived;
-            }
-            derived && !matches!(layer.kind, LayerKind::Constant(_))
-        })
-        .collect()
 }
