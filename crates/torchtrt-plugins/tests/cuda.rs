@@ -293,6 +293,10 @@ fn vector_fast_paths_match_cpu() {
         (pool("adaptive_max_pool2d", &[3, 5]), vec![1, 2, 9, 24]),
         (pool("adaptive_avg_pool2d", &[7, 7]), vec![2, 3, 30, 64]),
         (pool("adaptive_avg_pool2d", &[2, 9]), vec![1, 3, 5, 520]),
+        (pool("adaptive_max_pool2d", &[7, 7]), vec![2, 3, 128, 128]),
+        (pool("adaptive_avg_pool2d", &[5, 3]), vec![1, 2, 37, 40]),
+        (pool("adaptive_avg_pool2d", &[9, 4]), vec![1, 2, 6, 16]),
+        (pool("adaptive_max_pool2d", &[1, 4]), vec![1, 1, 300, 160]),
     ];
     for (i, (f, shape)) in cases.iter().enumerate() {
         compare(
@@ -310,6 +314,8 @@ fn vector_fast_paths_match_cpu() {
         (f32::INFINITY, vec![1, 9, 264]),
         (3.0, vec![2, 40, 16]),
         (2.0, vec![2, 64, 3, 12]),
+        (2.0, vec![2, 33, 5, 40]),
+        (f32::INFINITY, vec![3, 48, 64]),
     ] {
         let f = FieldCollection::new()
             .with("order", order)

@@ -1,7 +1,9 @@
 //! The adaptive-pool CUDA kernels of Interpolate (tap tables from `pool`, windows summed or
-//! maxed): two-dimensional pools over rows of whole 16-byte vectors (`pool_rows`, a warp
-//! per output row) and other two-dimensional pools whose row folds fit in shared memory
-//! (`pool2d`, a block per plane). Other pools run the general kernels of `cuda`.
+//! maxed): two-dimensional pools over rows of whole 16-byte vectors (f16/bf16: `pool_span`, a
+//! block per band of output rows staging the input rows it spans in shared memory, by one bulk
+//! copy on sm_90; f32 or too wide a span: `pool_rows`, a warp per output row) and other
+//! two-dimensional pools whose row folds fit in shared memory (`pool2d`, a block per plane).
+//! Other pools run the general kernels of `cuda`.
 
 use torchtrt_plugin_api::{CudaLaunch, DType, PluginResult};
 
@@ -125,6 +127,125 @@ __device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
         Elem<D>::store(y, e * OX + o, acc);
     }
 }
+/* Elementwise maximum of two words of packed 16-bit values, NaN-dropping as fmaxf. */
+template <typename D>
+__device__ __forceinline__ unsigned max_pair(unsigned a, unsigned b) {
+    u16 x[2] = {(u16)(a & 0xffffu), (u16)(a >> 16)}, z[2] = {(u16)(b & 0xffffu), (u16)(b >> 16)};
+    u16 r[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) Elem<D>::store(r, k, fmaxf(Elem<D>::load(x, k), Elem<D>::load(z, k)));
+    return (unsigned)r[0] | ((unsigned)r[1] << 16);
+}
+#if __CUDA_ARCH__ >= 800
+template <>
+__device__ __forceinline__ unsigned max_pair<F16>(unsigned a, unsigned b) {
+    unsigned r; asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+}
+template <>
+__device__ __forceinline__ unsigned max_pair<BF16>(unsigned a, unsigned b) {
+    unsigned r; asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+}
+#endif
+template <typename D>
+__device__ __forceinline__ uint4 max_vec(uint4 a, uint4 b) {
+    return make_uint4(max_pair<D>(a.x, b.x), max_pair<D>(a.y, b.y), max_pair<D>(a.z, b.z),
+                      max_pair<D>(a.w, b.w));
+}
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+/* Two-dimensional pooling of 16-bit rows of whole vectors, one block per (plane, `br` output
+   rows): the input rows the block's windows span (contiguous, at most `span`) are staged in
+   shared memory, on sm_90 by one bulk copy, then threads fold (plane-row window, vector
+   column) pairs, max pools on the packed values, and fold the output columns. */
+template <typename D, int MAX>
+__device__ __forceinline__ void pool_span(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, const int* __restrict__ tab, Geo g, int br, int span) {
+    extern __shared__ __align__(16) unsigned char staged[];
+    __shared__ __align__(8) unsigned long long bar;
+    __shared__ int first, count;
+    const int V = Vec16<D>::V;
+    const float* wt = reinterpret_cast<const float*>(tab);
+    int H = (int)g.in[1], W = (int)g.in[2], OY = (int)g.out[1], OX = (int)g.out[2];
+    int nvw = W / V;
+    int bands = (OY + br - 1) / br;
+    i64 p = blockIdx.x / bands;
+    int b0 = (int)(blockIdx.x - p * bands) * br, nb = min(OY - b0, br);
+    uint4* rows = reinterpret_cast<uint4*>(staged);
+    float* cols = reinterpret_cast<float*>(staged + (size_t)span * nvw * 16);
+    const uint4* plane = reinterpret_cast<const uint4*>(x + p * H * W);
+    if (threadIdx.x == 0) {
+        const int* t = tab + g.idx[1] + b0 * g.n[1];
+        int lo = t[0], hi = t[0];
+        for (int k = 1; k < nb * g.n[1]; ++k) { lo = min(lo, t[k]); hi = max(hi, t[k]); }
+        first = lo;
+#if __CUDA_ARCH__ >= 900
+        unsigned bytes = (unsigned)((hi + 1 - lo) * nvw * 16);
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bar)));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                     :: "r"(smem_addr(&bar)), "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(smem_addr(rows)), "l"(plane + (i64)lo * nvw), "r"(bytes),
+                        "r"(smem_addr(&bar)) : "memory");
+#else
+        count = (hi + 1 - lo) * nvw;
+#endif
+    }
+    __syncthreads();
+#if __CUDA_ARCH__ >= 900
+    int lo = first;
+    for (unsigned done = 0; !done;)
+        asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], 0; selp.u32 %0, 1, 0, q; }"
+                     : "=r"(done) : "r"(smem_addr(&bar)) : "memory");
+#else
+    int lo = first;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) rows[i] = plane[(i64)lo * nvw + i];
+    __syncthreads();
+#endif
+    for (int e = threadIdx.x; e < nb * nvw; e += blockDim.x) {
+        int bb = e / nvw, j = e - bb * nvw, b = b0 + bb;
+        const int* rt = tab + g.idx[1] + b * g.n[1];
+        float a[V];
+        if (MAX) {
+            uint4 acc = rows[(rt[0] - lo) * nvw + j];
+            for (int k = 1; k < g.n[1]; ++k) acc = max_vec<D>(acc, rows[(rt[k] - lo) * nvw + j]);
+            Vec16<D>::unpack(acc, a);
+        } else {
+#pragma unroll
+            for (int q = 0; q < V; ++q) a[q] = 0.0f;
+            for (int k = 0; k < g.n[1]; ++k) {
+                float w = wt[g.w[1] + b * g.n[1] + k];
+                if (w == 0.0f) continue;
+                float v[V];
+                Vec16<D>::unpack(rows[(rt[k] - lo) * nvw + j], v);
+#pragma unroll
+                for (int q = 0; q < V; ++q) a[q] = fmaf(w, v[q], a[q]);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < V; ++q) cols[bb * W + j * V + q] = a[q];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < nb * OX; e += blockDim.x) {
+        int bb = e / OX, o = e - bb * OX;
+        float acc = tap_init<MAX>();
+        for (int k = 0; k < g.n[2]; ++k) {
+            int t = o * g.n[2] + k;
+            float w = wt[g.w[2] + t];
+            float v = cols[bb * W + tab[g.idx[2] + t]];
+            acc = MAX ? fmaxf(acc, v) : (w == 0.0f ? acc : fmaf(w, v, acc));
+        }
+        Elem<D>::store(y, (p * OY + b0) * OX + e, acc);
+    }
+}
+#define POOLSPAN(name, D) \
+extern "C" __global__ void pool_span_sum_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int br, int s) \
+{ pool_span<D, 0>(x, y, t, g, br, s); } \
+extern "C" __global__ void pool_span_max_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int br, int s) \
+{ pool_span<D, 1>(x, y, t, g, br, s); }
+POOLSPAN(f16, F16)
+POOLSPAN(bf16, BF16)
 #define POOLROWS_U(name, D, U) \
 extern "C" __global__ void pool_rows_sum_##U##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int l) \
 { pool_rows<D, 0, U>(x, y, t, g, p, l); } \
@@ -168,6 +289,13 @@ pub(super) fn enqueue(
 ) -> Option<PluginResult<()>> {
     let t = p.tables;
     let w = t[2].input;
+    if p.planar
+        && p.aligned
+        && dtype.size() == 2
+        && let Some(band) = Band::plan(t, dtype.size())
+    {
+        return Some(pool_span(p, &band, dtype, cuda));
+    }
     if p.planar && p.aligned && w * 4 * 4 <= 48 << 10 {
         return Some(pool_rows(p, dtype, cuda));
     }
@@ -176,6 +304,36 @@ pub(super) fn enqueue(
         return Some(pool2d(p, rows_bytes, dtype, cuda));
     }
     None
+}
+
+/// Shared memory `pool_span` may take: staged rows and column folds (48 KiB less its statics).
+const SPAN_SHARED: usize = 46 << 10;
+
+/// How `pool_span` covers a pool: output rows per block, and the most input rows they span.
+struct Band {
+    rows: usize,
+    span: usize,
+    shared: usize,
+}
+
+impl Band {
+    /// Output rows per block so that a block stages about 16 input rows; `None` when that
+    /// band's rows and column folds exceed [`SPAN_SHARED`].
+    fn plan(t: &[AxisTaps], elem: usize) -> Option<Band> {
+        let (h, oy, w, n) = (t[1].input, t[1].outputs(), t[2].input, t[1].n);
+        let rows = (16 * oy).div_ceil(h.max(1)).clamp(1, oy.max(1));
+        let span = t[1]
+            .index
+            .chunks(rows * n)
+            .map(|taps| {
+                let lo = taps.iter().min().copied().unwrap_or(0);
+                let hi = taps.iter().max().copied().unwrap_or(0);
+                hi + 1 - lo
+            })
+            .max()?;
+        let shared = span * w * elem + rows * w * 4;
+        (shared <= SPAN_SHARED).then_some(Band { rows, span, shared })
+    }
 }
 
 fn kind(max: bool) -> &'static str {
@@ -213,6 +371,31 @@ fn pool_rows(p: &Pools<'_>, dtype: DType, cuda: &CudaLaunch<'_>) -> PluginResult
     }
 }
 
+fn pool_span(p: &Pools<'_>, band: &Band, dtype: DType, cuda: &CudaLaunch<'_>) -> PluginResult<()> {
+    let lanes = 16 / dtype.size();
+    let nvw = p.tables[2].input / lanes;
+    let blocks = p.planes * p.tables[1].outputs().div_ceil(band.rows);
+    let name = format!("pool_span_{}_{}", kind(p.max), dtype_name(dtype)?);
+    let grid = u32::try_from(blocks)
+        .map_err(|_| invalid(format!("{blocks} row bands exceed the CUDA grid")))?;
+    let threads = (band.rows * nvw).next_power_of_two().clamp(32, 128) as u32;
+    let args = p.args.clone().i32(band.rows as i32).i32(band.span as i32);
+    // SAFETY: the arguments match the kernel (`Geo` by value, then rows per band and the widest
+    // span); the tensors were checked by the plugin, 16-byte aligned with rows of whole vectors;
+    // `band.shared` bytes hold `span` staged rows and the band's column folds.
+    unsafe {
+        cuda::launch(
+            &PROGRAM,
+            &name,
+            cuda,
+            (grid, 1, 1),
+            (threads, 1, 1),
+            band.shared as u32,
+            args,
+        )
+    }
+}
+
 fn pool2d(
     p: &Pools<'_>,
     rows_bytes: usize,
@@ -239,6 +422,22 @@ fn pool2d(
 
 #[cfg(test)]
 mod tests {
+    use super::Band;
+    use crate::interpolate::pool;
+
+    #[test]
+    fn bands_cover_the_rows_their_windows_span() {
+        let t = [pool::taps(1, 1), pool::taps(128, 7), pool::taps(128, 7)];
+        let band = Band::plan(&t, 2).expect("fits");
+        assert_eq!((band.rows, band.span), (1, 20));
+        assert_eq!(band.shared, 20 * 128 * 2 + 128 * 4);
+        let t = [pool::taps(1, 1), pool::taps(6, 9), pool::taps(16, 4)];
+        let band = Band::plan(&t, 2).expect("fits");
+        assert_eq!((band.rows, band.span), (9, 6));
+        let tall = [pool::taps(1, 1), pool::taps(300, 1), pool::taps(160, 4)];
+        assert!(Band::plan(&tall, 2).is_none());
+    }
+
     #[test]
     fn program_compiles_with_nvrtc() {
         crate::cuda::assert_compiles(&super::PROGRAM);
