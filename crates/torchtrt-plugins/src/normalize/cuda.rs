@@ -33,6 +33,10 @@ __device__ __forceinline__ float finish(int ord, float p, float acc) {
         default: return acc;
     }
 }
+/* The order fixed at compile time (ORD >= 0) or read at run time (ORD = -1): a per-element
+   switch in an unrolled loop costs the 16-bit kernels their memory bound. */
+template <int ORD> __device__ __forceinline__ int order(int ord) { return ORD >= 0 ? ORD : ord; }
+
 /* geo: nk, nr, kdim[nk], kstride[nk], rdim[nr], rstride[nr]; runs outer to inner. */
 __device__ __forceinline__ i64 offset(const i64* dim, const i64* stride, int n, i64 i) {
     i64 off = 0;
@@ -150,10 +154,11 @@ __device__ __forceinline__ void norm_tile(const typename D::T* x, typename D::T*
 /* x viewed as [O, R, S] normalised over R (R <= W ITEMS, S a multiple of the vector width):
    a block of W warps covers 32 vectors of S for one o; warp w holds rows w, w + W, … of its
    lane's vector in registers, so x is read once with 16-byte loads and y written once. */
-template <typename D, int ITEMS, int W>
+template <typename D, int ITEMS, int W, int ORD>
 __device__ __forceinline__ void norm_regs(const typename D::T* __restrict__ x,
-        typename D::T* __restrict__ y, i64 R, i64 S, int ord, float p, float eps) {
+        typename D::T* __restrict__ y, i64 R, i64 S, int ord_arg, float p, float eps) {
     const int V = Vec16<D>::V;
+    const int ord = order<ORD>(ord_arg);
     __shared__ float part[W][V][32];
     __shared__ float inv[V][32];
     i64 groups = S / V;
@@ -209,15 +214,15 @@ __device__ __forceinline__ void norm_regs(const typename D::T* __restrict__ x,
         }
     }
 }
-#define REGS_I(name, D, I) \
-extern "C" __global__ void __launch_bounds__(256) norm_regs_##I##_##name(const D::T* x, D::T* y, i64 R, i64 S, int o, float p, float e) \
-{ norm_regs<D, I, 8>(x, y, R, S, o, p, e); }
-#define REGS(name, D) REGS_I(name, D, 1) REGS_I(name, D, 2) REGS_I(name, D, 4) REGS_I(name, D, 8)
+/* Entry points per order: `l2` (p = 2, the common case) compiled for it, `any` reading it. */
+#define REGS_O(name, D, I, P, NT, O, OT) \
+extern "C" __global__ void __launch_bounds__(NT) P##_##I##_##OT##_##name(const D::T* x, D::T* y, i64 R, i64 S, int o, float p, float e) \
+{ norm_regs<D, I, NT / 32, O>(x, y, R, S, o, p, e); }
+#define REGS_I(name, D, I, P, NT) REGS_O(name, D, I, P, NT, 1, l2) REGS_O(name, D, I, P, NT, -1, any)
+#define REGS(name, D) REGS_I(name, D, 1, norm_regs, 256) REGS_I(name, D, 2, norm_regs, 256) \
+REGS_I(name, D, 4, norm_regs, 256) REGS_I(name, D, 8, norm_regs, 256)
 FOR_EACH_DTYPE(REGS)
-#define REGS16_I(name, D, I) \
-extern "C" __global__ void __launch_bounds__(512) norm_regs16_##I##_##name(const D::T* x, D::T* y, i64 R, i64 S, int o, float p, float e) \
-{ norm_regs<D, I, 16>(x, y, R, S, o, p, e); }
-#define REGS16(name, D) REGS16_I(name, D, 2) REGS16_I(name, D, 4)
+#define REGS16(name, D) REGS_I(name, D, 2, norm_regs16, 512) REGS_I(name, D, 4, norm_regs16, 512)
 REGS16(f16, F16) REGS16(bf16, BF16)
 
 #define TILED(name, D) \
@@ -340,9 +345,10 @@ pub(super) fn enqueue(origin: &Origin, p: &Params<'_>, cuda: &CudaLaunch<'_>) ->
     {
         let warps = if lanes == 8 && big_r >= WIDE_R { 16 } else { 8 };
         let items = big_r.div_ceil(warps).next_power_of_two();
+        let order = if ord == 1 { "l2" } else { "any" };
         let name = match warps {
-            16 => format!("norm_regs16_{items}_{}", dtype_name(dtype)?),
-            _ => format!("norm_regs_{items}_{}", dtype_name(dtype)?),
+            16 => format!("norm_regs16_{items}_{order}_{}", dtype_name(dtype)?),
+            _ => format!("norm_regs_{items}_{order}_{}", dtype_name(dtype)?),
         };
         let outer = big_k / inner;
         let tiles = outer * (inner / lanes).div_ceil(32);
