@@ -1,7 +1,7 @@
 //! CUDA C shared by every plugin program, after plugin-api's
 //! [`ELEMENTS`](torchtrt_plugin_api::cuda_c::ELEMENTS) (f16/bf16 loads widening to f32, stores
-//! rounding to nearest even): 16-byte vector access and reductions. No toolkit headers are
-//! needed (NVRTC compiles it as is).
+//! rounding to nearest even): 16-byte vector access, paired f16/bf16 rounding and reductions.
+//! No toolkit headers are needed (NVRTC compiles it as is).
 
 /// Prepended (after `ELEMENTS`) to every plugin program.
 pub(crate) const COMMON: &str = r#"
@@ -61,6 +61,40 @@ template <typename D> struct Vec16 {
     }
     static __device__ __forceinline__ void store(typename D::T* p, i64 i, const float* in) {
         *reinterpret_cast<uint4*>(p + i) = pack(in);
+    }
+};
+
+/* Two f32 rounded to nearest even into one packed f16x2 / bf16x2 word (`lo` in the low half):
+   one instruction on sm_80+. Pack16 packs a vector's V floats into a uint4 with them. */
+__device__ __forceinline__ unsigned f2h2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+    unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+    return (unsigned)f2h(lo) | ((unsigned)f2h(hi) << 16);
+#endif
+}
+__device__ __forceinline__ unsigned f2b2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+    unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+    return (unsigned)f2b(lo) | ((unsigned)f2b(hi) << 16);
+#endif
+}
+template <typename D> struct Pack16;
+template <> struct Pack16<F32> {
+    static __device__ __forceinline__ uint4 pack(const float* v) {
+        return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
+                          __float_as_uint(v[3]));
+    }
+};
+template <> struct Pack16<F16> {
+    static __device__ __forceinline__ uint4 pack(const float* v) {
+        return make_uint4(f2h2(v[0], v[1]), f2h2(v[2], v[3]), f2h2(v[4], v[5]), f2h2(v[6], v[7]));
+    }
+};
+template <> struct Pack16<BF16> {
+    static __device__ __forceinline__ uint4 pack(const float* v) {
+        return make_uint4(f2b2(v[0], v[1]), f2b2(v[2], v[3]), f2b2(v[4], v[5]), f2b2(v[6], v[7]));
     }
 };
 

@@ -5,12 +5,14 @@
 //! of the input elements its taps name. Small tap sets run one thread per output element
 //! (neighbouring threads read neighbouring inputs); large windows (adaptive pools) run one
 //! warp per output element, lanes spread over the window's rows. Exact ×2 upsampling has a
-//! vectorised kernel (`up2`); two-dimensional adaptive pools have their own (`cuda_pool`).
+//! vectorised kernel (`up2`); two-dimensional adaptive pools have their own (`cuda_pool`), and
+//! so do tables of at most two taps per axis over rows of whole vectors (`cuda_linear`).
 
 use torchtrt_plugin_api::{CudaLaunch, DType, DeviceTensor, PluginError, PluginResult};
 
 use super::config::Config;
 use super::coord::AxisGeom;
+use super::cuda_linear::{self, Linear};
 use super::cuda_pool::{self, Pools};
 use super::mode::Mode;
 use super::taps::AxisTaps;
@@ -417,6 +419,17 @@ pub(super) fn enqueue(
             aligned,
         };
         if let Some(queued) = cuda_pool::enqueue(&pools, dtype, cuda) {
+            return queued;
+        }
+    }
+    if !max {
+        let linear = Linear {
+            tables: &tables,
+            args: &args,
+            planes,
+            aligned: x.ptr.is_multiple_of(16) && y.ptr.is_multiple_of(16),
+        };
+        if let Some(queued) = cuda_linear::enqueue(&linear, dtype, cuda) {
             return queued;
         }
     }

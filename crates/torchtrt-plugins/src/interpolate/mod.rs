@@ -21,6 +21,7 @@ mod coord;
 mod creator;
 mod cubic;
 mod cuda;
+mod cuda_linear;
 mod cuda_pool;
 mod element;
 mod launch;
