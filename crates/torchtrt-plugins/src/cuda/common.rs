@@ -5,65 +5,6 @@
 
 /// Prepended (after `ELEMENTS`) to every plugin program.
 pub(crate) const COMMON: &str = r#"
-/* Word k of a vector: one f32, or two 16-bit values converted by one paired instruction
-   (round to nearest even, the lower index in the low half). */
-template <typename D> struct Pack2;
-template <> struct Pack2<F32> {
-    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
-        return __float_as_uint(v[k]);
-    }
-};
-#if __CUDA_ARCH__ >= 800
-template <> struct Pack2<F16> {
-    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
-        unsigned r;
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
-        return r;
-    }
-};
-template <> struct Pack2<BF16> {
-    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
-        unsigned r;
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(v[2 * k + 1]), "f"(v[2 * k]));
-        return r;
-    }
-};
-#else
-template <> struct Pack2<F16> {
-    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
-        return (unsigned)f2h(v[2 * k]) | ((unsigned)f2h(v[2 * k + 1]) << 16);
-    }
-};
-template <> struct Pack2<BF16> {
-    static __device__ __forceinline__ unsigned pack(const float* v, int k) {
-        return (unsigned)f2b(v[2 * k]) | ((unsigned)f2b(v[2 * k + 1]) << 16);
-    }
-};
-#endif
-
-/* 16-byte vectors: V elements per uint4. */
-template <typename D> struct Vec16 {
-    static const int V = 16 / sizeof(typename D::T);
-    static __device__ __forceinline__ void load(const typename D::T* p, i64 i, float* out) {
-        uint4 raw = *reinterpret_cast<const uint4*>(p + i);
-        unpack(raw, out);
-    }
-    static __device__ __forceinline__ void unpack(uint4 raw, float* out) {
-        const typename D::T* e = reinterpret_cast<const typename D::T*>(&raw);
-#pragma unroll
-        for (int k = 0; k < V; ++k) out[k] = Elem<D>::load(e, k);
-    }
-    static __device__ __forceinline__ uint4 pack(const float* in) {
-        unsigned w[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) w[k] = Pack2<D>::pack(in, k);
-        return make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    static __device__ __forceinline__ void store(typename D::T* p, i64 i, const float* in) {
-        *reinterpret_cast<uint4*>(p + i) = pack(in);
-    }
-};
-
 /* Two f32 rounded to nearest even into one packed f16x2 / bf16x2 word (`lo` in the low half):
    one instruction on sm_80+. Pack16 packs a vector's V floats into a uint4 with them. */
 __device__ __forceinline__ unsigned f2h2(float lo, float hi) {
@@ -95,6 +36,24 @@ template <> struct Pack16<F16> {
 template <> struct Pack16<BF16> {
     static __device__ __forceinline__ uint4 pack(const float* v) {
         return make_uint4(f2b2(v[0], v[1]), f2b2(v[2], v[3]), f2b2(v[4], v[5]), f2b2(v[6], v[7]));
+    }
+};
+
+/* 16-byte vectors: V elements per uint4. */
+template <typename D> struct Vec16 {
+    static const int V = 16 / sizeof(typename D::T);
+    static __device__ __forceinline__ void load(const typename D::T* p, i64 i, float* out) {
+        uint4 raw = *reinterpret_cast<const uint4*>(p + i);
+        unpack(raw, out);
+    }
+    static __device__ __forceinline__ void unpack(uint4 raw, float* out) {
+        const typename D::T* e = reinterpret_cast<const typename D::T*>(&raw);
+#pragma unroll
+        for (int k = 0; k < V; ++k) out[k] = Elem<D>::load(e, k);
+    }
+    static __device__ __forceinline__ uint4 pack(const float* in) { return Pack16<D>::pack(in); }
+    static __device__ __forceinline__ void store(typename D::T* p, i64 i, const float* in) {
+        *reinterpret_cast<uint4*>(p + i) = pack(in);
     }
 };
 
