@@ -83,7 +83,35 @@ fn driver() -> PluginResult<()> {
 
 struct Loaded {
     module: cusys::CUmodule,
-    functions: HashMap<String, cusys::CUfunction>,
+    functions: HashMap<String, Kernel>,
+}
+
+/// A loaded kernel and the byte sizes of its parameters (`None` where the driver cannot
+/// tell: `cuFuncGetParamInfo` is CUDA 12.4+).
+#[derive(Clone)]
+struct Kernel {
+    f: cusys::CUfunction,
+    params: Option<Vec<usize>>,
+}
+
+/// The byte size of each of `f`'s parameters, from the driver.
+fn param_sizes(f: cusys::CUfunction) -> Option<Vec<usize>> {
+    let mut sizes = Vec::new();
+    loop {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: `f` is a loaded kernel; an index past its parameters is an error result.
+        // A driver without the entry point makes cudarc panic: caught, and nothing is known.
+        let index = sizes.len();
+        let query = std::panic::AssertUnwindSafe(|| unsafe {
+            cusys::cuFuncGetParamInfo(f, index, &mut offset, &mut size)
+        });
+        let r = std::panic::catch_unwind(query).ok()?;
+        if r != cusys::CUresult::CUDA_SUCCESS || sizes.len() > 1024 {
+            break;
+        }
+        sizes.push(size);
+    }
+    (!sizes.is_empty()).then_some(sizes)
 }
 
 struct DeviceState {
@@ -132,7 +160,7 @@ fn device_state(
 
 /// The kernel `kernel` of `program` on the launch's device, compiling and loading the
 /// program on first use. Leaves the device's primary context current.
-fn function(program: &Program, kernel: &str, ordinal: i32) -> PluginResult<cusys::CUfunction> {
+fn function(program: &Program, kernel: &str, ordinal: i32) -> PluginResult<Kernel> {
     driver()?;
     let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
     let state = device_state(&mut devices, ordinal)?;
@@ -155,8 +183,8 @@ fn function(program: &Program, kernel: &str, ordinal: i32) -> PluginResult<cusys
         .modules
         .get_mut(program.name)
         .ok_or_else(|| PluginError::Execution("module cache lost an entry".into()))?;
-    if let Some(&f) = loaded.functions.get(kernel) {
-        return Ok(f);
+    if let Some(k) = loaded.functions.get(kernel) {
+        return Ok(k.clone());
     }
     let name = CString::new(kernel).map_err(|_| PluginError::Execution("kernel name".into()))?;
     // SAFETY: the module is loaded for the process's life.
@@ -166,8 +194,12 @@ fn function(program: &Program, kernel: &str, ordinal: i32) -> PluginResult<cusys
             program.name
         ))
     })?;
-    loaded.functions.insert(kernel.to_string(), f);
-    Ok(f)
+    let k = Kernel {
+        f,
+        params: param_sizes(f),
+    };
+    loaded.functions.insert(kernel.to_string(), k.clone());
+    Ok(k)
 }
 
 fn image(program: &Program, arch: (u32, u32)) -> PluginResult<Vec<u8>> {
@@ -294,7 +326,9 @@ impl Args {
     }
 }
 
-/// Queues `kernel` of `program` on the launch's stream.
+/// Queues `kernel` of `program` on the launch's stream. Where the driver describes the
+/// kernel's parameters, a launch whose argument count or sizes differ is refused with an
+/// error instead of letting the kernel read past its arguments.
 ///
 /// # Safety
 /// `args` must match the kernel's parameters, and every pointer in them must be valid device
@@ -311,14 +345,28 @@ pub(crate) unsafe fn launch(
     if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
         return Ok(());
     }
-    let f = function(program, kernel, cuda.device)?;
+    let k = function(program, kernel, cuda.device)?;
+    if let Some(sizes) = &k.params {
+        let fits = sizes.len() == args.0.len()
+            && sizes
+                .iter()
+                .zip(&args.0)
+                .all(|(&size, a)| a.len() * 8 >= size);
+        if !fits {
+            return Err(PluginError::Execution(format!(
+                "kernel `{kernel}` of `{}` takes parameters of {sizes:?} bytes, the launch passed {:?}",
+                program.name,
+                args.0.iter().map(|a| a.len() * 8).collect::<Vec<_>>()
+            )));
+        }
+    }
     let mut params: Vec<*mut c_void> = args
         .0
         .iter_mut()
         .map(|s| s.as_mut_ptr() as *mut c_void)
         .collect();
     // SAFETY: per the function's contract; the stream is the caller's, on this device.
-    unsafe { cu::launch_kernel(f, grid, block, shared, cuda.stream.cast(), &mut params) }
+    unsafe { cu::launch_kernel(k.f, grid, block, shared, cuda.stream.cast(), &mut params) }
         .map_err(|e| drv("cuLaunchKernel", e))
 }
 
