@@ -238,7 +238,7 @@ proptest! {
     /// odd and even output sizes (partial last tiles), asymmetric padding, a fused
     /// activation, one and several threads.
     #[test]
-    fn winograd(c in 32usize..48, m in 16usize..40, h in 7usize..30, w in 7usize..30,
+    fn winograd(c in 64usize..72, m in 16usize..40, h in 7usize..30, w in 7usize..30,
                 pads in proptest::array::uniform4(0usize..3), relu: bool, seed: u64) {
         check_3x3(2, c, m, h, w, pads, relu, seed, 4.0)?;
     }
