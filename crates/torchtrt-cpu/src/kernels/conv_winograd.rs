@@ -111,8 +111,8 @@ impl Winograd {
 
     /// True when the transform pays for `geom`: the channels match the prepared weights, there
     /// are enough of them for the products to dominate the transforms (measured against the
-    /// packed AVX-512 product: squeezenet's 32 → 128 layers on 27×27 took 0.235 ms through
-    /// F(2×2) and 0.144 through the product on one thread, its 48 → 192 on 13×13 0.34 and
+    /// packed AVX-512 product on one thread: squeezenet's 48 → 192 layers on 13×13 took
+    /// 0.21 ms through F(2×2) and 0.15 through the product, its 32 → 128 on 27×27 0.29 and
     /// 0.28), and the image is at least 7×7 (res5 of resnet50 is faster here: its products
     /// stream the weights once per run, as im2col does).
     pub(super) fn applies(&self, geom: &ConvGeom) -> bool {
