@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::ffi::{CString, c_void};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{result as cu, sys as cusys};
 use cudarc::nvrtc::{result as rtc, sys as rtcsys};
@@ -87,15 +87,15 @@ struct Loaded {
 }
 
 /// A loaded kernel and the byte sizes of its parameters (`None` where the driver cannot
-/// tell: `cuFuncGetParamInfo` is CUDA 12.4+).
+/// tell: `cuFuncGetParamInfo` is CUDA 12.4+). Shared, so a launch's lookup copies no list.
 #[derive(Clone)]
 struct Kernel {
     f: cusys::CUfunction,
-    params: Option<Vec<usize>>,
+    params: Option<Arc<[usize]>>,
 }
 
 /// The byte size of each of `f`'s parameters, from the driver.
-fn param_sizes(f: cusys::CUfunction) -> Option<Vec<usize>> {
+fn param_sizes(f: cusys::CUfunction) -> Option<Arc<[usize]>> {
     let mut sizes = Vec::new();
     loop {
         let (mut offset, mut size) = (0usize, 0usize);
@@ -111,7 +111,7 @@ fn param_sizes(f: cusys::CUfunction) -> Option<Vec<usize>> {
         }
         sizes.push(size);
     }
-    (!sizes.is_empty()).then_some(sizes)
+    (!sizes.is_empty()).then(|| sizes.into())
 }
 
 struct DeviceState {
