@@ -222,6 +222,11 @@ fn interpolate_matches_cpu_in_every_mode() {
         (sized("trilinear", &[16, 16, 16], 1), vec![1, 2, 8, 8, 8]),
         (sized("trilinear", &[7, 18, 64], 0), vec![2, 3, 5, 12, 40]),
         (sized("trilinear", &[4, 16, 24], 1), vec![1, 3, 9, 8, 8]),
+        (
+            sized("trilinear", &[6, 256, 256], 1),
+            vec![1, 2, 3, 128, 128],
+        ),
+        (sized("trilinear", &[3, 20, 32], 0), vec![1, 2, 7, 50, 64]),
         (sized("bilinear", &[9, 24], 0), vec![1, 2, 20, 48]),
         (sized("bilinear", &[20, 8], 1), vec![1, 2, 300, 16]),
         (sized("bilinear", &[11, 20], 1), vec![1, 2, 6, 12]),

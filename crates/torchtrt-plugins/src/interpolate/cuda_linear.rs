@@ -1,11 +1,12 @@
-//! The separable CUDA kernels of Interpolate for tap tables of at most two taps per axis
-//! (linear, bilinear and trilinear at any scale and coordinate mode, nearest): one block per
-//! (plane, output slice) walks batches of output rows. Rows a whole number of 16-byte vectors
-//! wide, in and out. Stage one reads input rows with vector loads and blends them into f32
-//! rows in shared memory; stage two blends columns and stores whole output vectors, a warp's
-//! stores covering contiguous runs. `lin_span` blends depth only in stage one (the batch's
-//! span of input rows, each read once) and rows in stage two; `lin_rows`, for spans too tall
-//! for the block, blends depth and rows per output row in stage one.
+//! The separable CUDA kernel of Interpolate for tap tables of at most two taps per axis
+//! (linear, bilinear and trilinear at any scale and coordinate mode, nearest), whose row taps
+//! never move back: one block per (plane, output slice) walks batches of output rows. Input
+//! rows a whole number of 16-byte vectors wide. Each batch blends the depth taps of the input
+//! rows it spans into f32 rows in shared memory (one vector load an item a tap). Then each
+//! thread walks a run of output rows over four output columns: it keeps the column blends of
+//! the two input rows the current output row needs in registers, computes a new one only when
+//! the row taps move on (every second output row at ×2), and blends them into the output.
+//! Every column blend is thus computed once per run instead of once per output row.
 
 use torchtrt_plugin_api::{DType, PluginResult};
 
@@ -18,31 +19,6 @@ const PROGRAM: Program = Program {
     source: concat!(
         geo_c!(),
         r#"
-/* One output vector's column taps: packed shared-memory offsets (low, high 16 bits; rows are
-   padded one float per 32, so lanes V / 2 columns apart hit distinct banks) and weights. */
-template <typename D> struct XTaps {
-    unsigned at[Vec16<D>::V];
-    float w0[Vec16<D>::V], w1[Vec16<D>::V];
-    __device__ __forceinline__ void load(const int* tab, const Geo& g, int c0) {
-        const float* wt = reinterpret_cast<const float*>(tab);
-#pragma unroll
-        for (int k = 0; k < Vec16<D>::V; ++k) {
-            int t = (c0 + k) * g.n[2];
-            int a = tab[g.idx[2] + t], b = a;
-            w0[k] = wt[g.w[2] + t];
-            w1[k] = 0.0f;
-            if (g.n[2] > 1) {
-                b = tab[g.idx[2] + t + 1];
-                w1[k] = wt[g.w[2] + t + 1];
-            }
-            at[k] = (unsigned)(a + (a >> 5)) | ((unsigned)(b + (b >> 5)) << 16);
-        }
-    }
-    __device__ __forceinline__ float at_row(const float* row, int k) const {
-        return fmaf(w1[k], row[at[k] >> 16], w0[k] * row[at[k] & 0xffffu]);
-    }
-};
-
 struct Tap2 { int i0, i1; float w0, w1; };
 __device__ __forceinline__ Tap2 tap2(const int* tab, const Geo& g, int axis, int o) {
     const float* wt = reinterpret_cast<const float*>(tab);
@@ -58,178 +34,187 @@ __device__ __forceinline__ Tap2 tap2(const int* tab, const Geo& g, int axis, int
     return r;
 }
 
-__device__ __forceinline__ float* padded(float* row, int j, int V) {
-    int w = j * V;
-    return row + w + (w >> 5);
+/* Column c of a shared row lives at c ^ ((c >> 5) & 1): the lanes of a warp reading columns
+   2L + k (a ×2 upsample) hit distinct banks, and aligned float4 groups stay aligned. */
+__device__ __forceinline__ int swz(int c) { return c ^ ((c >> 5) & 1); }
+__device__ __forceinline__ void store4_swz(float* row, int c, const float* v) {
+    *reinterpret_cast<float4*>(row + c) = (c >> 5) & 1 ? make_float4(v[1], v[0], v[3], v[2])
+                                                       : make_float4(v[0], v[1], v[2], v[3]);
 }
 
-/* One batch of output rows and the stage-one items it needs (input rows a vector wide). */
-struct Batch { int r0, rows, lo, items; };
-
-template <int SPAN>
-__device__ __forceinline__ Batch batch_at(const int* tab, const Geo& g, int r0, int R, int nvi) {
-    Batch b;
-    b.r0 = r0;
-    b.rows = min(R, (int)g.out[1] - r0);
-    b.lo = 0;
-    b.items = b.rows * nvi;
-    if (SPAN) {
-        Tap2 first = tap2(tab, g, 1, r0), last = tap2(tab, g, 1, r0 + b.rows - 1);
-        b.lo = min(first.i0, first.i1);
-        b.items = (max(last.i0, last.i1) + 1 - b.lo) * nvi;
-    }
-    return b;
-}
-
-/* Stage one, a chunk of ITEMS vector items a thread from item `base`: `load` issues every
-   load before `store` uses any. `lin_rows` blends the depth and row taps of output row r0 + r
-   (4 loads an item), `lin_span` the depth taps of input row lo + r (2 loads). */
-template <typename D, int ITEMS, int SPAN> struct StageOne {
-    uint4 raw[ITEMS][SPAN ? 2 : 4];
-    float wy[ITEMS][2];
-    __device__ __forceinline__ void load(const uint4* s0, const uint4* s1, const int* tab,
-            const Geo& g, const Tap2& z, const Batch& b, int nvi, int base) {
+/* A thread's four output columns: byte offsets of their taps in a shared row, and weights. */
+struct ColTaps {
+    unsigned o0[4], o1[4];
+    float w0[4], w1[4];
+    __device__ __forceinline__ void load(const int* tab, const Geo& g, int c0) {
 #pragma unroll
-        for (int u = 0; u < ITEMS; ++u) {
-            int it = base + threadIdx.x + u * blockDim.x;
-            if (it < b.items) {
-                int r = it / nvi, j = it - r * nvi;
-                if constexpr (SPAN) {
-                    raw[u][0] = __ldg(s0 + (b.lo + r) * nvi + j);
-                    if (z.w1 != 0.0f) raw[u][1] = __ldg(s1 + (b.lo + r) * nvi + j);
-                } else {
-                    Tap2 t = tap2(tab, g, 1, b.r0 + r);
-                    wy[u][0] = t.w0;
-                    wy[u][1] = t.w1;
-                    raw[u][0] = __ldg(s0 + t.i0 * nvi + j);
-                    raw[u][1] = __ldg(s0 + t.i1 * nvi + j);
-                    if (z.w1 != 0.0f) {
-                        raw[u][2] = __ldg(s1 + t.i0 * nvi + j);
-                        raw[u][3] = __ldg(s1 + t.i1 * nvi + j);
-                    }
-                }
-            }
+        for (int k = 0; k < 4; ++k) {
+            Tap2 t = tap2(tab, g, 2, c0 + k);
+            o0[k] = 4u * swz(t.i0);
+            o1[k] = 4u * swz(t.i1);
+            w0[k] = t.w0;
+            w1[k] = t.w1;
         }
     }
-    __device__ __forceinline__ void store(float* sh, const Tap2& z, const Batch& b, int nvi, int P,
-            int base) {
-        const int V = Vec16<D>::V;
+    __device__ __forceinline__ void blend(const char* row, float* out) const {
 #pragma unroll
-        for (int u = 0; u < ITEMS; ++u) {
-            int it = base + threadIdx.x + u * blockDim.x;
-            if (it < b.items) {
-                int r = it / nvi, j = it - r * nvi;
-                float a[V], c[V], v[V];
-                if constexpr (SPAN) {
-                    Vec16<D>::unpack(raw[u][0], a);
-#pragma unroll
-                    for (int k = 0; k < V; ++k) v[k] = z.w0 * a[k];
-                    if (z.w1 != 0.0f) {
-                        Vec16<D>::unpack(raw[u][1], c);
-#pragma unroll
-                        for (int k = 0; k < V; ++k) v[k] = fmaf(z.w1, c[k], v[k]);
-                    }
-                } else {
-                    Vec16<D>::unpack(raw[u][0], a);
-                    Vec16<D>::unpack(raw[u][1], c);
-#pragma unroll
-                    for (int k = 0; k < V; ++k) v[k] = z.w0 * fmaf(wy[u][1], c[k], wy[u][0] * a[k]);
-                    if (z.w1 != 0.0f) {
-                        Vec16<D>::unpack(raw[u][2], a);
-                        Vec16<D>::unpack(raw[u][3], c);
-#pragma unroll
-                        for (int k = 0; k < V; ++k)
-                            v[k] = fmaf(z.w1, fmaf(wy[u][1], c[k], wy[u][0] * a[k]), v[k]);
-                    }
-                }
-                float* row = padded(sh + r * P, j, V);
-#pragma unroll
-                for (int k = 0; k < V; ++k) row[k] = v[k];
-            }
-        }
+        for (int k = 0; k < 4; ++k)
+            out[k] = fmaf(w1[k], *reinterpret_cast<const float*>(row + o1[k]),
+                          w0[k] * *reinterpret_cast<const float*>(row + o0[k]));
     }
 };
 
-/* Stage two: one output vector of each of the thread's rows of batch `b`, blended from the
-   stage-one rows at `cur` and stored whole. */
-template <typename D, int SPAN>
-__device__ __forceinline__ void stage_two(const float* cur, const Batch& b, const XTaps<D>& xt,
-        const int* tab, const Geo& g, typename D::T* dst, int P, int roff, int rstep) {
+/* Four outputs stored at once (16 bytes of f32, 8 of f16/bf16). */
+template <typename D> struct Store4;
+template <> struct Store4<F32> {
+    static __device__ __forceinline__ void at(float* p, const float* o) {
+        *reinterpret_cast<float4*>(p) = make_float4(o[0], o[1], o[2], o[3]);
+    }
+};
+template <> struct Store4<F16> {
+    static __device__ __forceinline__ void at(u16* p, const float* o) {
+        *reinterpret_cast<uint2*>(p) = make_uint2(f2h2(o[0], o[1]), f2h2(o[2], o[3]));
+    }
+};
+template <> struct Store4<BF16> {
+    static __device__ __forceinline__ void at(u16* p, const float* o) {
+        *reinterpret_cast<uint2*>(p) = make_uint2(f2b2(o[0], o[1]), f2b2(o[2], o[3]));
+    }
+};
+
+/* Input rows lo..lo + n of the two depth planes, blended by the depth taps into the shared rows
+   A (P floats apart); two rows' loads in flight a thread. */
+template <typename D>
+__device__ __forceinline__ void blend_depth(float* A, const uint4* s0, const uint4* s1,
+        const Tap2& z, int lo, int n, int nvi, int P) {
     const int V = Vec16<D>::V;
-    if (roff >= rstep) return;
-    for (int r = roff; r < b.rows; r += rstep) {
-        float o[V];
-        if constexpr (SPAN) {
-            Tap2 t = tap2(tab, g, 1, b.r0 + r);
-            const float* ra = cur + (t.i0 - b.lo) * P;
-            const float* rb = cur + (t.i1 - b.lo) * P;
+    const bool fit = nvi <= (int)blockDim.x;
+    const int jt = fit ? threadIdx.x % nvi : threadIdx.x, jstep = fit ? nvi : blockDim.x;
+    const int rt = fit ? threadIdx.x / nvi : 0, rstep = fit ? blockDim.x / nvi : 1;
+    if (rt >= rstep) return;
+    for (int j = jt; j < nvi; j += jstep) {
+        const uint4* b0 = s0 + lo * nvi + j;
+        const uint4* b1 = s1 + lo * nvi + j;
+        for (int r = rt; r < n; r += 2 * rstep) {
+            const bool two = r + rstep < n;
+            uint4 ra[2], rb[2];
+            ra[0] = __ldg(b0 + r * nvi);
+            if (two) ra[1] = __ldg(b0 + (r + rstep) * nvi);
+            if (z.w1 != 0.0f) {
+                rb[0] = __ldg(b1 + r * nvi);
+                if (two) rb[1] = __ldg(b1 + (r + rstep) * nvi);
+            }
 #pragma unroll
-            for (int k = 0; k < V; ++k)
-                o[k] = fmaf(t.w1, xt.at_row(rb, k), t.w0 * xt.at_row(ra, k));
-        } else {
+            for (int u = 0; u < 2; ++u) {
+                if (u == 1 && !two) break;
+                float a[V], c[V];
+                Vec16<D>::unpack(ra[u], a);
 #pragma unroll
-            for (int k = 0; k < V; ++k) o[k] = xt.at_row(cur + r * P, k);
+                for (int k = 0; k < V; ++k) a[k] *= z.w0;
+                if (z.w1 != 0.0f) {
+                    Vec16<D>::unpack(rb[u], c);
+#pragma unroll
+                    for (int k = 0; k < V; ++k) a[k] = fmaf(z.w1, c[k], a[k]);
+                }
+                float* row = A + (r + u * rstep) * P;
+#pragma unroll
+                for (int k = 0; k < V; k += 4) store4_swz(row, j * V + k, a + k);
+            }
         }
-        *reinterpret_cast<uint4*>(dst + (i64)(b.r0 + r) * g.out[2]) = Pack16<D>::pack(o);
     }
 }
 
-/* grid: blocks over (plane, output slice); R output rows a batch, P floats a padded row. Each
-   batch: stage one into shared memory, a barrier, stage two, a barrier. */
-template <typename D, int ITEMS, int SPAN>
-__device__ __forceinline__ void lin(const typename D::T* __restrict__ x,
+/* grid: blocks over (plane, output slice); R output rows a batch, P floats a shared row.
+   Shared memory: the batch's row taps (R int4: byte offsets of both rows, weights), then its
+   input rows. Each batch: taps and depth blend, a barrier, the row walks, a barrier. */
+template <typename D>
+__device__ __forceinline__ void lin_win(const typename D::T* __restrict__ x,
         typename D::T* __restrict__ y, const int* __restrict__ tab, Geo g, i64 planes, int R,
         int P) {
-    extern __shared__ float sh[];
+    extern __shared__ float4 lin_sh[];
     typedef typename D::T T;
     const int V = Vec16<D>::V;
     const int OZ = (int)g.out[0], OY = (int)g.out[1], OX = (int)g.out[2];
-    const int nvi = (int)g.in[2] / V, nvo = OX / V;
-    const int cv = threadIdx.x % nvo, rstep = blockDim.x / nvo, roff = threadIdx.x / nvo;
-    XTaps<D> xt;
-    xt.load(tab, g, cv * V);
+    const int nvi = (int)g.in[2] / V, nxq = OX / 4;
+    const int cg = threadIdx.x % nxq, runs = blockDim.x / nxq, run = threadIdx.x / nxq;
+    const int per = (R + runs - 1) / runs;
+    int4* ytab = reinterpret_cast<int4*>(lin_sh);
+    float* A = reinterpret_cast<float*>(lin_sh + R);
+    const char* Ab = reinterpret_cast<const char*>(A);
+    ColTaps xt;
+    xt.load(tab, g, cg * 4);
     const i64 slice = g.in[1] * g.in[2];
-    StageOne<D, ITEMS, SPAN> one;
     for (i64 bi = blockIdx.x; bi < planes * OZ; bi += gridDim.x) {
         i64 p = bi / OZ;
         int oz = (int)(bi - p * OZ);
         Tap2 z = tap2(tab, g, 0, oz);
         const uint4* s0 = reinterpret_cast<const uint4*>(x + (p * g.in[0] + z.i0) * slice);
         const uint4* s1 = reinterpret_cast<const uint4*>(x + (p * g.in[0] + z.i1) * slice);
-        T* dst = y + (p * OZ + oz) * (i64)OY * OX + cv * V;
+        T* dst = y + (p * OZ + oz) * (i64)OY * OX + cg * 4;
         for (int r0 = 0; r0 < OY; r0 += R) {
-            Batch b = batch_at<SPAN>(tab, g, r0, R, nvi);
-            for (int base = 0; base < b.items; base += ITEMS * blockDim.x) {
-                one.load(s0, s1, tab, g, z, b, nvi, base);
-                one.store(sh, z, b, nvi, P, base);
+            const int rows = min(R, OY - r0);
+            Tap2 f = tap2(tab, g, 1, r0), l = tap2(tab, g, 1, r0 + rows - 1);
+            const int lo = min(f.i0, f.i1), n = max(l.i0, l.i1) + 1 - lo;
+            for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+                Tap2 t = tap2(tab, g, 1, r0 + r);
+                ytab[r] = make_int4((t.i0 - lo) * P * 4, (t.i1 - lo) * P * 4,
+                                    __float_as_int(t.w0), __float_as_int(t.w1));
             }
+            blend_depth<D>(A, s0, s1, z, lo, n, nvi, P);
             __syncthreads();
-            stage_two<D, SPAN>(sh, b, xt, tab, g, dst, P, roff, rstep);
+            if (run < runs) {
+                const int rs = run * per, re = min(rs + per, rows);
+                int h0 = -1, h1 = -1;
+                float c0[4], c1[4];
+                T* out = dst + (i64)(r0 + rs) * OX;
+                for (int r = rs; r < re; ++r, out += OX) {
+                    int4 t = ytab[r];
+                    if (t.x == h1 && t.y != t.x) {
+#pragma unroll
+                        for (int k = 0; k < 4; ++k) c0[k] = c1[k];
+                        xt.blend(Ab + t.y, c1);
+                    } else if (t.x != h0 || t.y != h1) {
+                        xt.blend(Ab + t.x, c0);
+                        if (t.y != t.x) {
+                            xt.blend(Ab + t.y, c1);
+                        } else {
+#pragma unroll
+                            for (int k = 0; k < 4; ++k) c1[k] = c0[k];
+                        }
+                    }
+                    h0 = t.x;
+                    h1 = t.y;
+                    const float w0 = __int_as_float(t.z), w1 = __int_as_float(t.w);
+                    float o[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) o[k] = fmaf(w1, c1[k], w0 * c0[k]);
+                    Store4<D>::at(out, o);
+                }
+            }
             __syncthreads();
         }
     }
 }
 
-/* lin_{rows,span}_{ITEMS}_{dtype}, held to 64 registers (8 blocks of 128 threads an SM). */
-#define LIN1(name, D, I) \
-extern "C" __global__ void __launch_bounds__(256, 4) lin_rows_##I##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int r, int w) \
-{ lin<D, I, 0>(x, y, t, g, p, r, w); } \
-extern "C" __global__ void __launch_bounds__(256, 4) lin_span_##I##_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int r, int w) \
-{ lin<D, I, 1>(x, y, t, g, p, r, w); }
-#define LIN(name, D) LIN1(name, D, 1)
+/* lin_win_{dtype}, held to 64 registers (8 blocks of 128 threads an SM; more blocks at fewer
+   registers spilled and measured slower on an H200). */
+#define LIN(name, D) \
+extern "C" __global__ void __launch_bounds__(256, 4) lin_win_##name(const D::T* x, D::T* y, const int* t, Geo g, i64 p, int r, int w) \
+{ lin_win<D>(x, y, t, g, p, r, w); }
 FOR_EACH_DTYPE(LIN)
 "#
     ),
 };
 
-/// Shared memory a block's stage-one rows may take: 8 blocks of 128 threads fit an SM's
-/// 228 KiB, and larger batches (fewer barriers) measured faster up to there on an H200.
+/// Shared memory a block's batch may take (row taps and input rows): 8 blocks of 128 threads
+/// fit an SM's 228 KiB, and whole ×2 trilinear slices (one batch, fewer barriers) measured
+/// fastest on an H200.
 const BUFFER: usize = 20 << 10;
 
 /// Rows per batch tried at most.
 const MAX_BATCH: usize = 256;
 
-/// A launch the kernels take: the geometry as `cuda::enqueue` prepared it.
+/// A launch the kernel takes: the geometry as `cuda::enqueue` prepared it.
 pub(super) struct Linear<'a> {
     /// The three axes' tap tables (depth, rows, columns).
     pub tables: &'a [AxisTaps],
@@ -241,23 +226,21 @@ pub(super) struct Linear<'a> {
     pub aligned: bool,
 }
 
-/// One launch of the kernels, as [`plan`] chose it.
+/// One launch of the kernel, as [`plan`] chose it.
 #[derive(Debug, PartialEq)]
 struct Plan {
-    /// `lin_span` rather than `lin_rows`.
-    span: bool,
     /// Blocks (grid-stride over planes × output slices) and threads a block.
     grid: u32,
     threads: u32,
-    /// Output rows a batch, floats a padded shared row, shared bytes a block.
+    /// Output rows a batch, floats a shared input row, shared bytes a block.
     batch: usize,
-    padded: usize,
+    row: usize,
     shared: usize,
 }
 
-/// The launch for `tables` on `planes` planes of `dtype`, when these kernels take it: at most
-/// two taps per axis, aligned pointers, input and output rows whole 16-byte vectors, at most
-/// 256 output vectors a row.
+/// The launch for `tables` on `planes` planes of `dtype`, when the kernel takes it: at most two
+/// taps per axis, row taps that never move back, aligned pointers, input rows whole 16-byte
+/// vectors, output rows whole groups of four and at most 1024 wide.
 fn plan(tables: &[AxisTaps], planes: usize, aligned: bool, dtype: DType) -> Option<Plan> {
     let t = tables;
     let lanes = 16 / dtype.size();
@@ -266,53 +249,32 @@ fn plan(tables: &[AxisTaps], planes: usize, aligned: bool, dtype: DType) -> Opti
     let ok = aligned
         && t.iter().all(|a| (1..=2).contains(&a.n))
         && ix.is_multiple_of(lanes)
-        && ox.is_multiple_of(lanes)
+        && ox.is_multiple_of(4)
         && ox > 0
         && oy > 0
-        && t[1].input * ix < (1 << 31);
+        && t[1].input * ix < (1 << 31)
+        && monotone(&t[1]);
     if !ok {
         return None;
     }
-    let nvo = ox / lanes;
-    let threads = if nvo <= 128 {
-        128
-    } else if nvo <= 256 {
-        256
-    } else {
-        return None;
+    let groups = ox / 4;
+    let threads = match groups {
+        0..=128 => 128,
+        129..=256 => 256,
+        _ => return None,
     };
-    let padded = {
-        let p = ix + ix / 32;
-        p + (6 - p % 4) % 4
-    };
-    let rstep = threads / nvo;
-    let fits = |rows: usize| rows * padded * 4 <= BUFFER;
-    let by_span = || {
-        monotone(&t[1])
-            .then(|| batch(oy, rstep, |r| span(&t[1], r), fits))
-            .flatten()
-            .map(|b| (true, b))
-    };
-    let by_rows = || batch(oy, rstep, |r| r, fits).map(|b| (false, b));
-    // On an H200 (×2 trilinear) f32 ran faster with lin_span (fewer loads), f16 and bf16 with
-    // lin_rows (half the shared-memory reads in stage two).
-    let chosen = if dtype.size() == 4 {
-        by_span().or_else(by_rows)
-    } else {
-        by_rows().or_else(by_span)
-    };
-    let (span, (batch, rows)) = chosen?;
+    let bytes = |rows: usize| rows * 16 + span(&t[1], rows) * ix * 4;
+    let batch = batch(oy, threads / groups, |rows| bytes(rows) <= BUFFER)?;
     Some(Plan {
-        span,
         grid: (planes * slices).min(1 << 24) as u32,
         threads: threads as u32,
         batch,
-        padded,
-        shared: rows * padded * 4,
+        row: ix,
+        shared: bytes(batch),
     })
 }
 
-/// Queues the layer when these kernels take it; `None` leaves it to the general ones.
+/// Queues the layer when the kernel takes it; `None` leaves it to the general ones.
 pub(super) fn enqueue(
     l: &Linear<'_>,
     dtype: DType,
@@ -320,13 +282,13 @@ pub(super) fn enqueue(
 ) -> Option<PluginResult<()>> {
     let p = plan(l.tables, l.planes, l.aligned, dtype)?;
     let name = match dtype_name(dtype) {
-        Ok(d) => format!("lin_{}_1_{d}", if p.span { "span" } else { "rows" }),
+        Ok(d) => format!("lin_win_{d}"),
         Err(e) => return Some(Err(e)),
     };
-    let args = l.args.clone().i32(p.batch as i32).i32(p.padded as i32);
-    // SAFETY: the arguments match the kernel (`Geo` by value, then rows per batch and the
-    // padded row length); the tensors were checked by the plugin and the table lives for the
-    // process; `p.shared` bytes of shared memory hold every batch's stage-one rows.
+    let args = l.args.clone().i32(p.batch as i32).i32(p.row as i32);
+    // SAFETY: the arguments match the kernel (`Geo` by value, then rows per batch and floats a
+    // shared row); the tensors were checked by the plugin and the table lives for the process;
+    // `p.shared` bytes of shared memory hold every batch's row taps and input rows.
     Some(unsafe {
         cuda::launch(
             &PROGRAM,
@@ -340,24 +302,14 @@ pub(super) fn enqueue(
     })
 }
 
-/// The largest batch (a multiple of `step` output rows, at most [`MAX_BATCH`] or the rounded-up
-/// output) whose stage-one rows `need(batch)` fit: `(batch, rows)`.
-fn batch(
-    outputs: usize,
-    step: usize,
-    need: impl Fn(usize) -> usize,
-    fits: impl Fn(usize) -> bool,
-) -> Option<(usize, usize)> {
+/// The largest batch of output rows (a multiple of `step`, at most [`MAX_BATCH`] or the
+/// rounded-up output) that `fits`.
+fn batch(outputs: usize, step: usize, fits: impl Fn(usize) -> bool) -> Option<usize> {
     let top = outputs.next_multiple_of(step).min(MAX_BATCH.max(step));
-    let mut best = None;
-    for r in (step..=top).step_by(step) {
-        let rows = need(r);
-        if !fits(rows) {
-            break;
-        }
-        best = Some((r, rows));
-    }
-    best
+    (step..=top)
+        .step_by(step)
+        .take_while(|&rows| fits(rows))
+        .last()
 }
 
 /// The lowest and highest input index of output `o`'s taps.
@@ -419,25 +371,35 @@ mod tests {
     }
 
     #[test]
-    fn plan_takes_the_benchmark_trilinear_by_dtype() {
+    fn plan_takes_the_benchmark_trilinear_in_whole_slices() {
         let tables = [aligned2(32), aligned2(64), aligned2(64)];
-        let f32 = plan(&tables, 256, true, DType::F32).expect("taken");
-        let (padded, blocks) = (66, 256 * 64);
-        assert_eq!(
-            f32,
-            Plan {
-                span: true,
-                grid: blocks,
-                threads: 128,
-                batch: 128,
-                padded,
-                shared: span(&tables[1], 128) * padded * 4,
-            }
-        );
-        let f16 = plan(&tables, 256, true, DType::F16).expect("taken");
-        assert!(!f16.span);
-        assert_eq!((f16.batch % 8, f16.shared), (0, f16.batch * padded * 4));
-        assert!(f16.shared <= BUFFER && (f16.batch + 8) * padded * 4 > BUFFER);
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let p = plan(&tables, 256, true, dtype).expect("taken");
+            let shared = 128 * 16 + 64 * 64 * 4;
+            assert_eq!(
+                p,
+                Plan {
+                    grid: 256 * 64,
+                    threads: 128,
+                    batch: 128,
+                    row: 64,
+                    shared,
+                },
+                "{dtype:?}"
+            );
+            assert!(shared <= BUFFER);
+        }
+    }
+
+    #[test]
+    fn plan_batches_rows_whose_inputs_do_not_fit() {
+        let tables = [aligned2(2), aligned2(128), aligned2(128)];
+        let p = plan(&tables, 2, true, DType::F32).expect("taken");
+        assert_eq!((p.threads, p.row), (128, 128));
+        assert!(p.batch < 256 && p.batch.is_multiple_of(2), "{p:?}");
+        assert!(p.shared <= BUFFER);
+        let next = p.batch + 2;
+        assert!(next * 16 + span(&tables[1], next) * 128 * 4 > BUFFER);
     }
 
     #[test]
@@ -456,9 +418,19 @@ mod tests {
             plan(&[aligned2(4), aligned2(8), cubic], 2, true, DType::F32),
             None
         );
-        let wide = [AxisTaps::identity(1), aligned2(2), aligned2(1024)];
-        assert_eq!(plan(&wide, 2, true, DType::F32), None);
-        assert!(plan(&wide, 2, true, DType::F16).is_some());
+        let mut back = AxisTaps::with_taps(2, 4, 3);
+        back.push_taps(&[1, 2, 0, 1, 2, 3], &[0.5; 6]);
+        assert_eq!(
+            plan(&[aligned2(4), back, aligned2(8)], 2, true, DType::F32),
+            None
+        );
+        let wide = [AxisTaps::identity(1), aligned2(2), aligned2(512)];
+        assert_eq!(
+            plan(&wide, 2, true, DType::F16).map(|p| p.threads),
+            Some(256)
+        );
+        let wider = [AxisTaps::identity(1), aligned2(2), aligned2(1024)];
+        assert_eq!(plan(&wider, 2, true, DType::F32), None);
     }
 
     #[test]
@@ -485,12 +457,10 @@ mod tests {
     #[test]
     fn batch_takes_the_largest_batch_that_fits() {
         let t = doubled(8);
-        assert_eq!(
-            batch(16, 4, |r| span(&t, r), |rows| rows <= 4),
-            Some((4, 4))
-        );
-        assert_eq!(batch(16, 4, |r| r, |rows| rows <= 13), Some((12, 12)));
-        assert_eq!(batch(16, 4, |r| r, |_| true), Some((16, 16)));
-        assert_eq!(batch(16, 4, |r| r, |_| false), None);
+        assert_eq!(batch(16, 4, |r| span(&t, r) <= 4), Some(4));
+        assert_eq!(batch(16, 4, |r| r <= 13), Some(12));
+        assert_eq!(batch(16, 4, |_| true), Some(16));
+        assert_eq!(batch(16, 4, |_| false), None);
+        assert_eq!(batch(1000, 2, |_| true), Some(MAX_BATCH));
     }
 }

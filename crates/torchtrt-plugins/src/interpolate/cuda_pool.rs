@@ -16,6 +16,22 @@ const PROGRAM: Program = Program {
     source: concat!(
         geo_c!(),
         r#"
+/* Output column o folded from a row of column folds. Weight-0 taps are padding on a window's
+   first index, so skipping them leaves a maximum unchanged too. */
+template <int MAX>
+__device__ __forceinline__ float fold_columns(const float* row, const int* tab, const Geo& g, int o) {
+    const float* wt = reinterpret_cast<const float*>(tab);
+    float acc = tap_init<MAX>();
+    for (int k = 0; k < g.n[2]; ++k) {
+        int t = o * g.n[2] + k;
+        float w = wt[g.w[2] + t];
+        if (w == 0.0f) continue;
+        float v = row[tab[g.idx[2] + t]];
+        acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+    }
+    return acc;
+}
+
 /* Two-dimensional pooling, one block per plane: threads take input columns and fold each
    output row's window of input rows (coalesced loads, each row read once per window that
    covers it) into shared memory; then one thread per output folds its columns. Taps with
@@ -45,15 +61,7 @@ __device__ __forceinline__ void pool2d(const typename D::T* x, typename D::T* y,
         __syncthreads();
         for (int e = threadIdx.x; e < oy * ox; e += blockDim.x) {
             int b = e / ox, o = e - b * ox;
-            float acc = tap_init<MAX>();
-            for (int k = 0; k < g.n[2]; ++k) {
-                int t = o * g.n[2] + k;
-                float w = wt[g.w[2] + t];
-                if (w == 0.0f) continue;
-                float v = cols[b * ix + tab[g.idx[2] + t]];
-                acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
-            }
-            Elem<D>::store(y, p * oy * ox + e, acc);
+            Elem<D>::store(y, p * oy * ox + e, fold_columns<MAX>(cols + b * ix, tab, g, o));
         }
         __syncthreads();
     }
@@ -116,16 +124,7 @@ __device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
         }
     }
     __syncwarp();
-    for (int o = lane; o < OX; o += 32) {
-        float acc = tap_init<MAX>();
-        for (int k = 0; k < g.n[2]; ++k) {
-            int t = o * g.n[2] + k;
-            float w = wt[g.w[2] + t];
-            float v = cm[tab[g.idx[2] + t]];
-            acc = MAX ? fmaxf(acc, v) : (w == 0.0f ? acc : fmaf(w, v, acc));
-        }
-        Elem<D>::store(y, e * OX + o, acc);
-    }
+    for (int o = lane; o < OX; o += 32) Elem<D>::store(y, e * OX + o, fold_columns<MAX>(cm, tab, g, o));
 }
 /* Elementwise maximum of two words of packed 16-bit values, NaN-dropping as fmaxf. */
 template <typename D>
@@ -229,14 +228,7 @@ __device__ __forceinline__ void pool_span(const typename D::T* __restrict__ x,
     __syncthreads();
     for (int e = threadIdx.x; e < nb * OX; e += blockDim.x) {
         int bb = e / OX, o = e - bb * OX;
-        float acc = tap_init<MAX>();
-        for (int k = 0; k < g.n[2]; ++k) {
-            int t = o * g.n[2] + k;
-            float w = wt[g.w[2] + t];
-            float v = cols[bb * W + tab[g.idx[2] + t]];
-            acc = MAX ? fmaxf(acc, v) : (w == 0.0f ? acc : fmaf(w, v, acc));
-        }
-        Elem<D>::store(y, (p * OY + b0) * OX + e, acc);
+        Elem<D>::store(y, (p * OY + b0) * OX + e, fold_columns<MAX>(cols + bb * W, tab, g, o));
     }
 }
 #define POOLSPAN(name, D) \
