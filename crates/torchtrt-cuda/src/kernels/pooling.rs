@@ -1,12 +1,13 @@
 //! Max, average and Lp pooling over 1 or 2 spatial dims (1-D as one row), a thread per
-//! output, with the CPU kernel's window rules: padding never wins a max, averages divide by
+//! output (a kernel per kind, blocks over output columns, rows and planes: no index
+//! divisions), with the CPU kernel's window rules: padding never wins a max, averages divide by
 //! the taps inside the input (or inside input and padding with `count_include_pad`), an
 //! output whose window misses the input is −∞ (max) or 0 (average). 3-D runs on the host.
 
 use torchtrt_core::layers::{InferInput, LayerKind, PoolKind, Pooling};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
-use super::operands::{arg_i32, dims, expect_arity, expect_dtype, grid_for};
+use super::operands::{arg_i32, dims, expect_arity, expect_dtype};
 use super::prelude::{Program, dtype_suffix, with_prelude};
 use super::{DeviceKernel, PrepareCtx};
 use crate::launch::KernelArgs;
@@ -19,56 +20,62 @@ const THREADS: u32 = 256;
 static PROGRAM: Program = Program::new("core_pooling", || with_prelude(BODY));
 
 const BODY: &str = r#"
-template <typename D>
+/* One thread per output: blocks over (output columns, output rows, planes), the rows and
+   planes beyond the grid walked in a loop. KIND 0 max, 1 average, 2 Lp. */
+template <typename D, int KIND>
 __device__ __forceinline__ void pool_impl(const void* x, void* y, i64 planes, int H, int W,
     int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int PHE, int PWE, int DH,
-    int DW, int kind, int p, int include_pad) {
-    GRID_LOOP(i, planes * OH * OW) {
-        int ow = (int)(i % OW);
-        i64 t = i / OW;
-        int oh = (int)(t % OH);
-        i64 base = (t / OH) * (i64)H * W;
-        int h0 = oh * SH - PH, w0 = ow * SW - PW;
-        int vh = 0, vw = 0, ph = 0, pw = 0;
-        for (int k = 0; k < KH; ++k) {
-            int c = h0 + k * DH;
-            vh += c >= 0 && c < H;
-            ph += c >= -PH && c < H + PHE;
-        }
+    int DW, int p, int include_pad) {
+    const int ow = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ow >= OW) return;
+    const int w0 = ow * SW - PW;
+    int vw = 0, pw = 0;
+    if (KIND == 1) {
         for (int k = 0; k < KW; ++k) {
             int c = w0 + k * DW;
             vw += c >= 0 && c < W;
             pw += c >= -PW && c < W + PWE;
         }
-        float acc = kind == 0 ? -__int_as_float(0x7f800000) : 0.0f;
-        for (int kh = 0; kh < KH; ++kh) {
-            int ih = h0 + kh * DH;
-            if (ih < 0 || ih >= H) continue;
-            for (int kw = 0; kw < KW; ++kw) {
-                int iw = w0 + kw * DW;
-                if (iw < 0 || iw >= W) continue;
-                float v = LOAD(D, x, base + (i64)ih * W + iw);
-                if (kind == 0) acc = v > acc ? v : acc;
-                else if (kind == 1) acc += v;
-                else if (p == 1) acc += fabsf(v);
-                else if (p == 2) acc += v * v;
-                else acc += powf(fabsf(v), (float)p);
+    }
+    for (i64 pl = blockIdx.z; pl < planes; pl += gridDim.z) {
+        const i64 base = pl * (i64)H * W;
+        for (int oh = blockIdx.y; oh < OH; oh += gridDim.y) {
+            const int h0 = oh * SH - PH;
+            float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.0f;
+            int vh = 0, ph = 0;
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = h0 + kh * DH;
+                if (KIND == 1) ph += ih >= -PH && ih < H + PHE;
+                if (ih < 0 || ih >= H) continue;
+                vh += 1;
+                const i64 row = base + (i64)ih * W;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = w0 + kw * DW;
+                    if (iw < 0 || iw >= W) continue;
+                    const float v = LOAD(D, x, row + iw);
+                    if (KIND == 0) acc = v > acc ? v : acc;
+                    else if (KIND == 1) acc += v;
+                    else if (p == 1) acc += fabsf(v);
+                    else if (p == 2) acc += v * v;
+                    else acc += powf(fabsf(v), (float)p);
+                }
             }
+            if (KIND == 1) {
+                const int count = include_pad ? ph * pw : vh * vw;
+                acc = count == 0 ? 0.0f : acc / (float)count;
+            } else if (KIND == 2) {
+                acc = p == 1 ? acc : p == 2 ? sqrtf(acc) : powf(acc, 1.0f / (float)p);
+            }
+            STORE(D, y, (pl * OH + oh) * OW + ow, acc);
         }
-        if (kind == 1) {
-            int count = include_pad ? ph * pw : vh * vw;
-            acc = count == 0 ? 0.0f : acc / (float)count;
-        } else if (kind == 2) {
-            acc = p == 1 ? acc : p == 2 ? sqrtf(acc) : powf(acc, 1.0f / (float)p);
-        }
-        STORE(D, y, i, acc);
     }
 }
-#define POOL(S, D) extern "C" __global__ void pool2d_##S(const void* x, void* y, i64 planes, \
-    int H, int W, int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int PHE, \
-    int PWE, int DH, int DW, int kind, int p, int include_pad) { \
-    pool_impl<D>(x, y, planes, H, W, OH, OW, KH, KW, SH, SW, PH, PW, PHE, PWE, DH, DW, kind, \
+#define POOL_KIND(S, D, NAME, KIND) extern "C" __global__ void pool2d_##NAME##_##S(const void* x, \
+    void* y, i64 planes, int H, int W, int OH, int OW, int KH, int KW, int SH, int SW, int PH, \
+    int PW, int PHE, int PWE, int DH, int DW, int p, int include_pad) { \
+    pool_impl<D, KIND>(x, y, planes, H, W, OH, OW, KH, KW, SH, SW, PH, PW, PHE, PWE, DH, DW, \
         p, include_pad); }
+#define POOL(S, D) POOL_KIND(S, D, max, 0) POOL_KIND(S, D, avg, 1) POOL_KIND(S, D, lp, 2)
 FOR_EACH_DTYPE(POOL)
 "#;
 
@@ -93,9 +100,14 @@ pub(super) fn prepare(
     if !(1..=2).contains(&spatial) {
         return None;
     }
+    let kind = match l.kind {
+        PoolKind::Max => "max",
+        PoolKind::Average => "avg",
+        PoolKind::Lp { .. } => "lp",
+    };
     Some(
         ctx.programs
-            .function(&PROGRAM.source(), &format!("pool2d_{suffix}"))
+            .function(&PROGRAM.source(), &format!("pool2d_{kind}_{suffix}"))
             .map_err(|e| format!("{WHAT}: {e}"))
             .map(|f| {
                 Box::new(PoolKernel {
@@ -150,14 +162,12 @@ impl DeviceKernel for PoolKernel {
             param(&l.dilations, 1)?,
         ];
         let planes = x[0] * x[1];
-        let total = planes * ohw[0] * ohw[1];
-        if total == 0 {
+        if planes * ohw[0] * ohw[1] == 0 {
             return Ok(());
         }
-        let (kind, p) = match l.kind {
-            PoolKind::Max => (0, 0),
-            PoolKind::Average => (1, 0),
-            PoolKind::Lp { p } => (2, p),
+        let p = match l.kind {
+            PoolKind::Lp { p } => p,
+            PoolKind::Max | PoolKind::Average => 0,
         };
         let mut args = KernelArgs::new()
             .ptr(inputs[0].ptr)
@@ -167,20 +177,17 @@ impl DeviceKernel for PoolKernel {
             args = args.i32(arg_i32(v, WHAT)?);
         }
         let mut args = args
-            .i32(kind)
             .i32(i32::try_from(p).map_err(|_| format!("{WHAT}: p = {p}"))?)
             .i32(i32::from(l.count_include_pad));
+        let threads = (ohw[1].next_power_of_two() as u32).clamp(32, THREADS);
+        let grid = (
+            ohw[1].div_ceil(threads as usize) as u32,
+            ohw[0].min(65_535) as u32,
+            planes.min(65_535) as u32,
+        );
         // SAFETY: the arguments match `pool2d_*`; the tensors hold the checked shapes.
-        unsafe {
-            self.f.launch(
-                stream,
-                (grid_for(total, THREADS), 1, 1),
-                (THREADS, 1, 1),
-                0,
-                &mut args,
-            )
-        }
-        .map_err(|e| format!("{WHAT}: {e}"))
+        unsafe { self.f.launch(stream, grid, (threads, 1, 1), 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 

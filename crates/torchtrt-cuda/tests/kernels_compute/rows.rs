@@ -131,6 +131,32 @@ fn pooling_matches_cpu() {
                 false,
             ),
         ),
+        (
+            &[1, 70_000, 2, 3],
+            pool(
+                PoolKind::Average,
+                &[2, 2],
+                &[1, 1],
+                &[0, 1],
+                &[1, 0],
+                &[1, 1],
+                false,
+                true,
+            ),
+        ),
+        (
+            &[1, 2, 300, 40],
+            pool(
+                PoolKind::Max,
+                &[3, 3],
+                &[2, 2],
+                &[1, 1],
+                &[1, 1],
+                &[1, 1],
+                false,
+                false,
+            ),
+        ),
     ];
     for dtype in DTYPES {
         for (i, (shape, l)) in cases.iter().enumerate() {
