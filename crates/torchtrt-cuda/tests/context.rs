@@ -10,7 +10,10 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use common::scale::ScaleCreator;
 use common::{device_or_skip, from_bytes, random_f32};
-use torchtrt_core::layers::{Activation, ActivationKind, Concat, Convolution, Reshape, Shape};
+use torchtrt_core::layers::{
+    Activation, ActivationKind, Concat, Convolution, Elementwise, ElementwiseOp, Gather, Reshape,
+    Shape, Unsqueeze,
+};
 use torchtrt_core::plugin_api::{DType, DeviceKind, FieldCollection, PluginKey};
 use torchtrt_core::registry::registry;
 use torchtrt_core::{
@@ -750,5 +753,78 @@ fn residual_add_and_relu_fuse_into_the_gpu_convolution() {
             let want = reference.create_context().execute(&[&x]).expect("cpu");
             assert_close(&got, &want, tol);
         }
+    }
+}
+
+/// q, k and v selections the way exported attention takes them: Gathers of one constant
+/// index along the leading axis (also behind a unit dim and counting from the end), read by
+/// later layers, next to Gathers the runtime cannot alias (an engine output, a middle axis).
+fn constant_gathers() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[3.into(), 2.into(), 5.into(), 8.into()])
+        .expect("x");
+    let index = |net: &mut NetworkDefinition, name: &str, t: Tensor| {
+        net.add_constant(name, t).expect("index")
+    };
+    let (i1, last, i0) = (
+        index(&mut net, "i1", Tensor::scalar(1i64)),
+        index(&mut net, "last", Tensor::scalar(-1i64)),
+        index(&mut net, "i0", Tensor::scalar(0i64)),
+    );
+    let mid = index(
+        &mut net,
+        "mid",
+        Tensor::from_vec(&[1], vec![2i64]).expect("mid"),
+    );
+    let gather = |net: &mut NetworkDefinition, name: &str, axis: i64, ins: &[_]| {
+        net.add_layer(name, Gather { axis }, ins).expect(name)[0]
+    };
+    let q = gather(&mut net, "q", 0, &[x, i1]);
+    let v = gather(&mut net, "v", 0, &[x, last]);
+    let add = Elementwise {
+        op: ElementwiseOp::Add,
+        fmod: false,
+    };
+    let sum = net.add_layer("sum", add, &[q, v]).expect("sum")[0];
+    let first = gather(&mut net, "first", 0, &[x, i0]);
+    let u = net
+        .add_layer("unsqueeze", Unsqueeze { axes: vec![0] }, &[x])
+        .expect("unsqueeze")[0];
+    let behind_unit = gather(&mut net, "behind_unit", 1, &[u, last]);
+    let columns = gather(&mut net, "columns", 2, &[x, mid]);
+    let relu = |net: &mut NetworkDefinition, name: &str, t| {
+        let kind = ActivationKind::Relu;
+        net.add_layer(name, Activation { kind }, &[t]).expect(name)[0]
+    };
+    let (a, b) = (
+        relu(&mut net, "relu_a", behind_unit),
+        relu(&mut net, "relu_b", columns),
+    );
+    for (t, name) in [(sum, "sum"), (first, "first"), (a, "a"), (b, "b")] {
+        net.mark_output(t, name).expect(name);
+    }
+    net
+}
+
+#[test]
+fn constant_index_gathers_alias_their_input_and_match_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let net = constant_gathers();
+    let config = |device| BuildConfig {
+        device,
+        ..BuildConfig::default()
+    };
+    let gpu = build(&net, &config(DeviceKind::Cuda), &[cuda, cpu.clone()]).expect("cuda");
+    let cpu = build(&net, &config(DeviceKind::Cpu), &[cpu]).expect("cpu");
+    let mut ctx = CudaExecutionContext::new(&gpu, &dev).expect("context");
+    for (seed, graphs) in [(60, false), (61, true), (62, true), (63, true)] {
+        ctx.set_graphs(graphs);
+        let x = Tensor::from_vec(&[3, 2, 5, 8], random_f32(240, seed)).expect("x");
+        let want = cpu.create_context().execute(&[&x]).expect("cpu runs");
+        assert_close(&ctx.execute(&[&x]).expect("cuda runs"), &want, 0.0);
     }
 }

@@ -35,6 +35,8 @@ impl Host<'_> {
 pub(crate) enum Dev {
     /// Memory of the context (or of a constant), shared by views of it.
     Owned(Arc<DeviceBuffer>),
+    /// A view `offset` bytes into memory of the context.
+    Slice(Arc<DeviceBuffer>, usize),
     /// A caller's buffer.
     External(u64),
 }
@@ -43,7 +45,17 @@ impl Dev {
     pub(crate) fn ptr(&self) -> u64 {
         match self {
             Dev::Owned(b) => b.ptr(),
+            Dev::Slice(b, offset) => b.ptr() + *offset as u64,
             Dev::External(p) => *p,
+        }
+    }
+
+    /// The same memory `bytes` further on.
+    pub(crate) fn offset(&self, bytes: usize) -> Dev {
+        match self {
+            Dev::Owned(b) => Dev::Slice(b.clone(), bytes),
+            Dev::Slice(b, offset) => Dev::Slice(b.clone(), offset + bytes),
+            Dev::External(p) => Dev::External(p + bytes as u64),
         }
     }
 }
@@ -106,7 +118,7 @@ impl DevicePool {
 
     /// Gives a device copy back: to the pool when no view shares it.
     pub(crate) fn release(&mut self, dev: Dev) {
-        if let Dev::Owned(arc) = dev
+        if let Dev::Owned(arc) | Dev::Slice(arc, _) = dev
             && let Ok(buffer) = Arc::try_unwrap(arc)
         {
             self.put(buffer);

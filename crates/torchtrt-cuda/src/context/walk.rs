@@ -189,6 +189,11 @@ impl CudaExecutionContext {
                 }]);
             }
         }
+        if self.places[li] == Placement::Device
+            && let Some(v) = slice_view(layer, slots, &dims, &engine.plan().outputs)
+        {
+            return Ok(vec![v]);
+        }
         let kernel = engine.kernel(li).ok_or_else(|| Error::Execution {
             layer: name.to_string(),
             message: "no kernel was prepared".into(),
@@ -533,6 +538,47 @@ fn infer_dims(
 }
 
 /// Whether outputs are small enough to compute on the host next to host inputs.
+/// A `Gather` of one constant index along an axis with only unit dims before it, whose output
+/// is not an engine output: that output is one contiguous block of the input, so it aliases
+/// the input's device memory at an offset (how exported attention selects q, k and v).
+fn slice_view<'a>(
+    layer: &torchtrt_core::Layer,
+    slots: &[Option<Value<'a>>],
+    dims: &[(DType, Vec<usize>)],
+    outputs: &[(String, torchtrt_core::network::TensorId)],
+) -> Option<Value<'a>> {
+    let LayerKind::Gather(g) = &layer.kind else {
+        return None;
+    };
+    if dims.len() != 1 || outputs.iter().any(|(_, t)| *t == layer.outputs[0]) {
+        return None;
+    }
+    let x = slots[layer.inputs[0].index()].as_ref()?;
+    let index = slots[layer.inputs[1].index()]
+        .as_ref()?
+        .host
+        .as_ref()?
+        .get();
+    let [i] = index.to_i64_vec()?[..] else {
+        return None;
+    };
+    let rank = x.shape.len() as i64;
+    let axis = usize::try_from(if g.axis < 0 { g.axis + rank } else { g.axis }).ok()?;
+    let len = *x.shape.get(axis)? as i64;
+    let i = usize::try_from(if i < 0 { i + len } else { i }).ok()?;
+    let inner: usize = x.shape[axis + 1..].iter().product();
+    let dev = x.dev.as_ref()?;
+    let leading_units = x.shape[..axis].iter().all(|&d| d == 1);
+    let fits =
+        i < len as usize && dims[0].0 == x.dtype && dims[0].1.iter().product::<usize>() == inner;
+    (leading_units && fits).then(|| Value {
+        dtype: x.dtype,
+        shape: dims[0].1.clone(),
+        host: None,
+        dev: Some(dev.offset(i * inner * x.dtype.size())),
+    })
+}
+
 pub(super) fn small(dims: &[(DType, Vec<usize>)]) -> bool {
     dims.iter()
         .all(|(_, s)| s.iter().product::<usize>() <= SHAPE_TENSOR_ELEMENTS)
