@@ -338,3 +338,65 @@ fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
         assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
     }
 }
+
+/// A `Transpose` of a `Transpose` becomes one (and, when the two compose to a swap of the
+/// last two dims feeding a `MatMul`, none); a first transpose with another reader stays.
+#[test]
+fn chains_of_transposes_merge() {
+    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
+    let mut net = NetworkDefinition::new();
+    let dims = [2i64, 3, 5, 4].map(Dim::Fixed);
+    let x = net.add_input("x", DType::F32, &dims).expect("x");
+    let w = net
+        .add_input("w", DType::F32, &[5, 3].map(Dim::Fixed))
+        .expect("w");
+    let perm = |p: &[usize]| Transpose { perm: p.to_vec() };
+    let t1 = net.add("t1", perm(&[1, 0, 2, 3]), &[x]).expect("t1");
+    let t2 = net.add("t2", perm(&[0, 2, 1, 3]), &[t1]).expect("t2");
+    let s1 = net.add("s1", perm(&[1, 0, 2, 3]), &[x]).expect("s1");
+    let s2 = net.add("s2", perm(&[1, 0, 3, 2]), &[s1]).expect("s2");
+    let plain = MatMul {
+        transpose_a: false,
+        transpose_b: false,
+    };
+    let y = net.add("mm", plain, &[s2, w]).expect("mm");
+    let shared = net
+        .add("shared", perm(&[3, 2, 1, 0]), &[x])
+        .expect("shared");
+    let after = net
+        .add("after", perm(&[1, 0, 2, 3]), &[shared])
+        .expect("after");
+    for (t, name) in [(t2, "t2"), (y, "y"), (after, "after"), (shared, "kept")] {
+        net.mark_output(t, name).expect(name);
+    }
+    let on = |fuse| BuildConfig {
+        fuse_elementwise: fuse,
+        ..BuildConfig::default()
+    };
+    let merged = build(&net, &on(true), std::slice::from_ref(&backend)).expect("merged");
+    let kept = build(&net, &on(false), std::slice::from_ref(&backend)).expect("kept");
+    let names: Vec<&str> = merged
+        .plan()
+        .layers
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect();
+    assert_eq!(names, ["t2", "mm", "shared", "after"]);
+    let a = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 10)).expect("x");
+    let b = Tensor::from_vec(&[5, 3], random_f32(15, 11)).expect("w");
+    let got = merged
+        .create_context()
+        .execute(&[&a, &b])
+        .expect("merged runs");
+    let want = kept.create_context().execute(&[&a, &b]).expect("kept runs");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), w.shape());
+        let (g, w) = (
+            g.as_slice::<f32>().expect("f32"),
+            w.as_slice::<f32>().expect("f32"),
+        );
+        for (i, (p, q)) in g.iter().zip(w).enumerate() {
+            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
+        }
+    }
+}

@@ -2,10 +2,12 @@
 //! only one `MatMul` reads becomes that MatMul's `transpose_a`/`transpose_b` flag (a GEMM
 //! reads either layout at no cost), so the transposed copy is never made; also through the
 //! reshapes and the scalar multiplication that exported attention puts around the key's
-//! transpose. The layers bypassed are left unread, for `compact` to drop.
+//! transpose. First, a `Transpose` of a `Transpose` nothing else reads becomes one
+//! `Transpose` of the first one's input (the key's two permutations in exported attention).
+//! The layers bypassed are left unread, for `compact` to drop.
 
 use super::Work;
-use crate::layers::{ElementwiseOp, LayerKind};
+use crate::layers::{ElementwiseOp, LayerKind, Transpose};
 use crate::network::TensorId;
 
 /// Whether `perm` swaps the last two of its dims and keeps the others.
@@ -100,9 +102,40 @@ fn scaled(work: &Work, uses: &Uses, t: TensorId) -> Option<(usize, usize)> {
     }
 }
 
-/// Folds every such transpose of `work` into the MatMul that reads it, also through a
-/// multiplication by a scalar between them (`(kᵀ·s)` becomes `(k·s)ᵀ`).
+/// `outer` applied to the result of `inner`, as one permutation (output dim `i` of a
+/// `Transpose` is input dim `perm[i]`).
+fn compose(inner: &[usize], outer: &[usize]) -> Vec<usize> {
+    outer.iter().map(|&j| inner[j]).collect()
+}
+
+/// Makes every `Transpose` whose input is a `Transpose` nothing else reads (on the same
+/// device) read that one's input instead, with the permutations composed.
+fn merge_chains(work: &mut Work, outputs: &[(String, TensorId)]) {
+    for b in 0..work.layers.len() {
+        let LayerKind::Transpose(outer) = &work.layers[b].kind else {
+            continue;
+        };
+        let uses = Uses::new(work, outputs);
+        let Some(a) = uses.sole(work, work.layers[b].inputs[0]) else {
+            continue;
+        };
+        let LayerKind::Transpose(inner) = &work.layers[a].kind else {
+            continue;
+        };
+        if work.devices[a] != work.devices[b] || inner.perm.len() != outer.perm.len() {
+            continue;
+        }
+        let perm = compose(&inner.perm, &outer.perm);
+        work.layers[b].inputs[0] = work.layers[a].inputs[0];
+        work.layers[b].kind = LayerKind::Transpose(Transpose { perm });
+    }
+}
+
+/// Merges chains of transposes, then folds every transpose of `work` that swaps the last two
+/// dims into the MatMul that reads it, also through a multiplication by a scalar between them
+/// (`(kᵀ·s)` becomes `(k·s)ᵀ`).
 pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
+    merge_chains(work, outputs);
     for m in 0..work.layers.len() {
         if !matches!(work.layers[m].kind, LayerKind::MatMul(_)) {
             continue;
@@ -138,7 +171,14 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
 
 #[cfg(test)]
 mod tests {
-    use super::swaps_last_two;
+    use super::{compose, swaps_last_two};
+
+    #[test]
+    fn composed_permutations_apply_the_inner_one_first() {
+        assert_eq!(compose(&[1, 0, 2], &[0, 2, 1]), [1, 2, 0]);
+        assert_eq!(compose(&[1, 0, 2, 3], &[1, 0, 3, 2]), [0, 1, 3, 2]);
+        assert_eq!(compose(&[2, 0, 1], &[1, 2, 0]), [0, 1, 2]);
+    }
 
     #[test]
     fn only_a_swap_of_the_last_two_dims_folds() {
