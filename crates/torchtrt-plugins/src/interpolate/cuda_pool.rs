@@ -16,18 +16,21 @@ const PROGRAM: Program = Program {
     source: concat!(
         geo_c!(),
         r#"
-/* Output column o folded from a row of column folds. Weight-0 taps are padding on a window's
-   first index, so skipping them leaves a maximum unchanged too. */
+/* Output column o folded from a row of column folds. A maximum reads no weights: padding
+   taps repeat a window's first index, which leaves it unchanged. */
 template <int MAX>
 __device__ __forceinline__ float fold_columns(const float* row, const int* tab, const Geo& g, int o) {
     const float* wt = reinterpret_cast<const float*>(tab);
     float acc = tap_init<MAX>();
     for (int k = 0; k < g.n[2]; ++k) {
         int t = o * g.n[2] + k;
-        float w = wt[g.w[2] + t];
-        if (w == 0.0f) continue;
         float v = row[tab[g.idx[2] + t]];
-        acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+        if (MAX) {
+            acc = fmaxf(acc, v);
+        } else {
+            float w = wt[g.w[2] + t];
+            acc = w == 0.0f ? acc : fmaf(w, v, acc);
+        }
     }
     return acc;
 }
