@@ -1,6 +1,6 @@
 //! Max, average and Lp pooling over 1 or 2 spatial dims (1-D as one row), a thread per
 //! output (a kernel per kind, blocks over output columns, rows and planes: no index
-//! divisions; windows of at most 4 × 4 taps unrolled, their loads in flight together), with the CPU kernel's window rules: padding never wins a max, averages divide by
+//! divisions), with the CPU kernel's window rules: padding never wins a max, averages divide by
 //! the taps inside the input (or inside input and padding with `count_include_pad`), an
 //! output whose window misses the input is −∞ (max) or 0 (average). 3-D runs on the host.
 
@@ -16,26 +16,13 @@ use crate::stream::Stream;
 
 const WHAT: &str = "Pooling";
 const THREADS: u32 = 256;
-/// Windows of at most this many taps a side run the unrolled kernels (`UK` in their source).
-const SMALL: i64 = 4;
 
 static PROGRAM: Program = Program::new("core_pooling", || with_prelude(BODY));
 
 const BODY: &str = r#"
 /* One thread per output: blocks over (output columns, output rows, planes), the rows and
-   planes beyond the grid walked in a loop. KIND 0 max, 1 average, 2 Lp. UK > 0: windows of
-   at most UK × UK taps, unrolled with predicated loads so that a window's loads are in flight
-   together; 0: any window. */
+   planes beyond the grid walked in a loop. KIND 0 max, 1 average, 2 Lp. */
 template <typename D, int KIND>
-__device__ __forceinline__ void pool_tap(float& acc, const void* x, i64 at, int p) {
-    const float v = LOAD(D, x, at);
-    if (KIND == 0) acc = v > acc ? v : acc;
-    else if (KIND == 1) acc += v;
-    else if (p == 1) acc += fabsf(v);
-    else if (p == 2) acc += v * v;
-    else acc += powf(fabsf(v), (float)p);
-}
-template <typename D, int KIND, int UK>
 __device__ __forceinline__ void pool_impl(const void* x, void* y, i64 planes, int H, int W,
     int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int PHE, int PWE, int DH,
     int DW, int p, int include_pad) {
@@ -56,43 +43,21 @@ __device__ __forceinline__ void pool_impl(const void* x, void* y, i64 planes, in
             const int h0 = oh * SH - PH;
             float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.0f;
             int vh = 0, ph = 0;
-            if constexpr (UK > 0) {
-                float v[UK > 0 ? UK * UK : 1];
-#pragma unroll
-                for (int kh = 0; kh < UK; ++kh) {
-                    const int ih = h0 + kh * DH;
-                    const bool row = kh < KH && ih >= 0 && ih < H;
-#pragma unroll
-                    for (int kw = 0; kw < UK; ++kw) {
-                        const int iw = w0 + kw * DW;
-                        const bool in = row && kw < KW && iw >= 0 && iw < W;
-                        v[kh * UK + kw] = in ? LOAD(D, x, base + (i64)ih * W + iw)
-                                             : (KIND == 0 ? -__int_as_float(0x7f800000) : 0.0f);
-                    }
-                    if (KIND == 1) {
-                        ph += kh < KH && ih >= -PH && ih < H + PHE;
-                        vh += row;
-                    }
-                }
-#pragma unroll
-                for (int k = 0; k < UK * UK; ++k) {
-                    if (KIND == 0) acc = v[k] > acc ? v[k] : acc;
-                    else if (KIND == 1) acc += v[k];
-                    else if (p == 1) acc += fabsf(v[k]);
-                    else if (p == 2) acc += v[k] * v[k];
-                    else if (v[k] != 0.0f) acc += powf(fabsf(v[k]), (float)p);
-                }
-            } else {
-                for (int kh = 0; kh < KH; ++kh) {
-                    const int ih = h0 + kh * DH;
-                    if (KIND == 1) ph += ih >= -PH && ih < H + PHE;
-                    if (ih < 0 || ih >= H) continue;
-                    vh += 1;
-                    const i64 row = base + (i64)ih * W;
-                    for (int kw = 0; kw < KW; ++kw) {
-                        const int iw = w0 + kw * DW;
-                        if (iw >= 0 && iw < W) pool_tap<D, KIND>(acc, x, row + iw, p);
-                    }
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = h0 + kh * DH;
+                if (KIND == 1) ph += ih >= -PH && ih < H + PHE;
+                if (ih < 0 || ih >= H) continue;
+                vh += 1;
+                const i64 row = base + (i64)ih * W;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = w0 + kw * DW;
+                    if (iw < 0 || iw >= W) continue;
+                    const float v = LOAD(D, x, row + iw);
+                    if (KIND == 0) acc = v > acc ? v : acc;
+                    else if (KIND == 1) acc += v;
+                    else if (p == 1) acc += fabsf(v);
+                    else if (p == 2) acc += v * v;
+                    else acc += powf(fabsf(v), (float)p);
                 }
             }
             if (KIND == 1) {
@@ -105,13 +70,12 @@ __device__ __forceinline__ void pool_impl(const void* x, void* y, i64 planes, in
         }
     }
 }
-#define POOL_KIND(S, D, NAME, KIND, UK) extern "C" __global__ void pool2d_##NAME##_##S( \
-    const void* x, void* y, i64 planes, int H, int W, int OH, int OW, int KH, int KW, int SH, \
-    int SW, int PH, int PW, int PHE, int PWE, int DH, int DW, int p, int include_pad) { \
-    pool_impl<D, KIND, UK>(x, y, planes, H, W, OH, OW, KH, KW, SH, SW, PH, PW, PHE, PWE, DH, \
-        DW, p, include_pad); }
-#define POOL(S, D) POOL_KIND(S, D, max, 0, 0) POOL_KIND(S, D, avg, 1, 0) POOL_KIND(S, D, lp, 2, 0) \
-    POOL_KIND(S, D, max4, 0, 4) POOL_KIND(S, D, avg4, 1, 4) POOL_KIND(S, D, lp4, 2, 4)
+#define POOL_KIND(S, D, NAME, KIND) extern "C" __global__ void pool2d_##NAME##_##S(const void* x, \
+    void* y, i64 planes, int H, int W, int OH, int OW, int KH, int KW, int SH, int SW, int PH, \
+    int PW, int PHE, int PWE, int DH, int DW, int p, int include_pad) { \
+    pool_impl<D, KIND>(x, y, planes, H, W, OH, OW, KH, KW, SH, SW, PH, PW, PHE, PWE, DH, DW, \
+        p, include_pad); }
+#define POOL(S, D) POOL_KIND(S, D, max, 0) POOL_KIND(S, D, avg, 1) POOL_KIND(S, D, lp, 2)
 FOR_EACH_DTYPE(POOL)
 "#;
 
@@ -141,14 +105,9 @@ pub(super) fn prepare(
         PoolKind::Average => "avg",
         PoolKind::Lp { .. } => "lp",
     };
-    let small = if l.kernel.iter().all(|&k| (1..=SMALL).contains(&k)) {
-        SMALL.to_string()
-    } else {
-        String::new()
-    };
     Some(
         ctx.programs
-            .function(&PROGRAM.source(), &format!("pool2d_{kind}{small}_{suffix}"))
+            .function(&PROGRAM.source(), &format!("pool2d_{kind}_{suffix}"))
             .map_err(|e| format!("{WHAT}: {e}"))
             .map(|f| {
                 Box::new(PoolKernel {
