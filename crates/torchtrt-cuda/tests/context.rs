@@ -420,19 +420,25 @@ fn reshape_by_input() -> NetworkDefinition {
     net
 }
 
-#[test]
-fn shape_inputs_on_the_device_are_read_for_inference() {
-    let Some(dev) = device_or_skip() else { return };
-    let _gpu = shared();
+/// `net` built for the GPU (CPU fallback) and for the CPU, default options.
+fn gpu_and_cpu(net: &NetworkDefinition) -> (Engine, Engine) {
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
-    let net = reshape_by_input();
     let config = |device| BuildConfig {
         device,
         ..BuildConfig::default()
     };
-    let gpu = build(&net, &config(DeviceKind::Cuda), &[cuda, cpu.clone()]).expect("cuda");
-    let cpu = build(&net, &config(DeviceKind::Cpu), &[cpu]).expect("cpu");
+    (
+        build(net, &config(DeviceKind::Cuda), &[cuda, cpu.clone()]).expect("cuda"),
+        build(net, &config(DeviceKind::Cpu), &[cpu]).expect("cpu"),
+    )
+}
+
+#[test]
+fn shape_inputs_on_the_device_are_read_for_inference() {
+    let Some(dev) = device_or_skip() else { return };
+    let _gpu = shared();
+    let (gpu, cpu) = gpu_and_cpu(&reshape_by_input());
     let x = Tensor::from_vec(&[2, 6], random_f32(12, 50)).expect("x");
     let s = Tensor::from_vec(&[2], vec![4i64, 3]).expect("s");
     let want = cpu.create_context().execute(&[&x, &s]).expect("cpu runs");
@@ -811,15 +817,7 @@ fn constant_gathers() -> NetworkDefinition {
 fn constant_index_gathers_alias_their_input_and_match_cpu() {
     let Some(dev) = device_or_skip() else { return };
     let _gpu = shared();
-    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
-    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
-    let net = constant_gathers();
-    let config = |device| BuildConfig {
-        device,
-        ..BuildConfig::default()
-    };
-    let gpu = build(&net, &config(DeviceKind::Cuda), &[cuda, cpu.clone()]).expect("cuda");
-    let cpu = build(&net, &config(DeviceKind::Cpu), &[cpu]).expect("cpu");
+    let (gpu, cpu) = gpu_and_cpu(&constant_gathers());
     let mut ctx = CudaExecutionContext::new(&gpu, &dev).expect("context");
     for (seed, graphs) in [(60, false), (61, true), (62, true), (63, true)] {
         ctx.set_graphs(graphs);

@@ -158,6 +158,49 @@ impl Backend for FusingCpu {
     }
 }
 
+/// `net` built for [`FusingCpu`] with the builder's folding and fusion on and off.
+fn folded_and_kept(net: &NetworkDefinition) -> (Engine, Engine) {
+    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
+    let on = |fuse| BuildConfig {
+        fuse_elementwise: fuse,
+        ..BuildConfig::default()
+    };
+    (
+        build(net, &on(true), std::slice::from_ref(&backend)).expect("folded"),
+        build(net, &on(false), std::slice::from_ref(&backend)).expect("kept"),
+    )
+}
+
+/// The names of the layers `engine` runs.
+fn layer_names(engine: &Engine) -> Vec<&str> {
+    engine
+        .plan()
+        .layers
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect()
+}
+
+/// Both engines on `inputs`: the same shapes and f32 values within 1e-5 (relative).
+fn assert_same_outputs(folded: &Engine, kept: &Engine, inputs: &[&Tensor]) {
+    let got = folded
+        .create_context()
+        .execute(inputs)
+        .expect("folded runs");
+    let want = kept.create_context().execute(inputs).expect("kept runs");
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), w.shape());
+        let (g, w) = (
+            g.as_slice::<f32>().expect("f32"),
+            w.as_slice::<f32>().expect("f32"),
+        );
+        for (i, (p, q)) in g.iter().zip(w).enumerate() {
+            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
+        }
+    }
+}
+
 #[test]
 fn grouping_keeps_shared_results_and_matches_on_the_cpu() {
     let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
@@ -213,7 +256,6 @@ fn grouping_keeps_shared_results_and_matches_on_the_cpu() {
 
 #[test]
 fn transposes_of_the_last_two_dims_fold_into_matmul() {
-    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
     let mut net = NetworkDefinition::new();
     let fixed = |d: &[i64]| d.iter().map(|&v| Dim::Fixed(v)).collect::<Vec<_>>();
     let a = net
@@ -235,47 +277,22 @@ fn transposes_of_the_last_two_dims_fold_into_matmul() {
     let z = net.add("mm2", plain, &[other, u]).expect("mm2");
     net.mark_output(y, "y").expect("y");
     net.mark_output(z, "z").expect("z");
-    let on = |fuse| BuildConfig {
-        fuse_elementwise: fuse,
-        ..BuildConfig::default()
-    };
-    let folded = build(&net, &on(true), std::slice::from_ref(&backend)).expect("folded");
-    let kept = build(&net, &on(false), std::slice::from_ref(&backend)).expect("kept");
-    let names: Vec<&str> = folded
-        .plan()
-        .layers
-        .iter()
-        .map(|l| l.name.as_str())
-        .collect();
-    assert_eq!(names, ["a_p", "mm", "mm2"], "only a_t and w_t fold");
+    let (folded, kept) = folded_and_kept(&net);
+    assert_eq!(
+        layer_names(&folded),
+        ["a_p", "mm", "mm2"],
+        "only a_t and w_t fold"
+    );
     let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 5)).expect("a");
     let v = Tensor::from_vec(&[6, 5], random_f32(30, 6)).expect("w");
     let r = Tensor::from_vec(&[4, 6], random_f32(24, 7)).expect("u");
-    let got = folded
-        .create_context()
-        .execute(&[&x, &v, &r])
-        .expect("folded runs");
-    let want = kept
-        .create_context()
-        .execute(&[&x, &v, &r])
-        .expect("kept runs");
-    for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g.shape(), w.shape());
-        let (g, w) = (
-            g.as_slice::<f32>().expect("f32"),
-            w.as_slice::<f32>().expect("f32"),
-        );
-        for (i, (p, q)) in g.iter().zip(w).enumerate() {
-            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
-        }
-    }
+    assert_same_outputs(&folded, &kept, &[&x, &v, &r]);
 }
 
 /// Attention scores as ONNX exporters write them: the key's last two dims swapped through
 /// `Reshape → Transpose → Reshape`, both operands scaled, then `MatMul`.
 #[test]
 fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
-    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
     let mut net = NetworkDefinition::new();
     let dims = [2i64, 3, 5, 4].map(Dim::Fixed);
     let q = net.add_input("q", DType::F32, &dims).expect("q");
@@ -305,12 +322,7 @@ fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
     };
     let y = net.add("scores", plain, &[qs, ks]).expect("scores");
     net.mark_output(y, "y").expect("y");
-    let on = |fuse| BuildConfig {
-        fuse_elementwise: fuse,
-        ..BuildConfig::default()
-    };
-    let folded = build(&net, &on(true), std::slice::from_ref(&backend)).expect("folded");
-    let kept = build(&net, &on(false), std::slice::from_ref(&backend)).expect("kept");
+    let (folded, kept) = folded_and_kept(&net);
     let kinds: Vec<&str> = folded
         .plan()
         .layers
@@ -323,27 +335,15 @@ fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
     );
     let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 8)).expect("q");
     let v = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 9)).expect("k");
-    let got = folded
-        .create_context()
-        .execute(&[&x, &v])
-        .expect("folded runs");
-    let want = kept.create_context().execute(&[&x, &v]).expect("kept runs");
-    assert_eq!(got[0].shape(), [2, 3, 5, 5]);
-    assert_eq!(got[0].shape(), want[0].shape());
-    let (g, w) = (
-        got[0].as_slice::<f32>().expect("f32"),
-        want[0].as_slice::<f32>().expect("f32"),
-    );
-    for (i, (p, q)) in g.iter().zip(w).enumerate() {
-        assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
-    }
+    assert_same_outputs(&folded, &kept, &[&x, &v]);
+    let out = folded.create_context().execute(&[&x, &v]).expect("runs");
+    assert_eq!(out[0].shape(), [2, 3, 5, 5]);
 }
 
 /// A `Transpose` of a `Transpose` becomes one (and, when the two compose to a swap of the
 /// last two dims feeding a `MatMul`, none); a first transpose with another reader stays.
 #[test]
 fn chains_of_transposes_merge() {
-    let backend: Arc<dyn Backend> = Arc::new(FusingCpu(CpuBackend::new()));
     let mut net = NetworkDefinition::new();
     let dims = [2i64, 3, 5, 4].map(Dim::Fixed);
     let x = net.add_input("x", DType::F32, &dims).expect("x");
@@ -369,34 +369,9 @@ fn chains_of_transposes_merge() {
     for (t, name) in [(t2, "t2"), (y, "y"), (after, "after"), (shared, "kept")] {
         net.mark_output(t, name).expect(name);
     }
-    let on = |fuse| BuildConfig {
-        fuse_elementwise: fuse,
-        ..BuildConfig::default()
-    };
-    let merged = build(&net, &on(true), std::slice::from_ref(&backend)).expect("merged");
-    let kept = build(&net, &on(false), std::slice::from_ref(&backend)).expect("kept");
-    let names: Vec<&str> = merged
-        .plan()
-        .layers
-        .iter()
-        .map(|l| l.name.as_str())
-        .collect();
-    assert_eq!(names, ["t2", "mm", "shared", "after"]);
+    let (merged, kept) = folded_and_kept(&net);
+    assert_eq!(layer_names(&merged), ["t2", "mm", "shared", "after"]);
     let a = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 10)).expect("x");
     let b = Tensor::from_vec(&[5, 3], random_f32(15, 11)).expect("w");
-    let got = merged
-        .create_context()
-        .execute(&[&a, &b])
-        .expect("merged runs");
-    let want = kept.create_context().execute(&[&a, &b]).expect("kept runs");
-    for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g.shape(), w.shape());
-        let (g, w) = (
-            g.as_slice::<f32>().expect("f32"),
-            w.as_slice::<f32>().expect("f32"),
-        );
-        for (i, (p, q)) in g.iter().zip(w).enumerate() {
-            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
-        }
-    }
+    assert_same_outputs(&merged, &kept, &[&a, &b]);
 }
