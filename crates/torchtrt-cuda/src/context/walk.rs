@@ -537,10 +537,10 @@ fn infer_dims(
     torchtrt_core::runtime::concrete_dims(layer, &inputs)
 }
 
-/// Whether outputs are small enough to compute on the host next to host inputs.
-/// A `Gather` of one constant index along an axis with only unit dims before it, whose output
-/// is not an engine output: that output is one contiguous block of the input, so it aliases
-/// the input's device memory at an offset (how exported attention selects q, k and v).
+/// A `Gather` of one constant index (a constant, or a value derived from constants only, so
+/// the same in every run and graph replay) along an axis with only unit dims before it, whose
+/// output is not an engine output: that output is one contiguous block of the input, so it
+/// aliases the input's device memory at an offset (how exported attention selects q, k, v).
 fn slice_view<'a>(
     layer: &torchtrt_core::Layer,
     slots: &[Option<Value<'a>>],
@@ -554,11 +554,9 @@ fn slice_view<'a>(
         return None;
     }
     let x = slots[layer.inputs[0].index()].as_ref()?;
-    let index = slots[layer.inputs[1].index()]
-        .as_ref()?
-        .host
-        .as_ref()?
-        .get();
+    let Some(Host::Shared(index)) = &slots[layer.inputs[1].index()].as_ref()?.host else {
+        return None;
+    };
     let [i] = index.to_i64_vec()?[..] else {
         return None;
     };
@@ -579,6 +577,7 @@ fn slice_view<'a>(
     })
 }
 
+/// Whether outputs are small enough to compute on the host next to host inputs.
 pub(super) fn small(dims: &[(DType, Vec<usize>)]) -> bool {
     dims.iter()
         .all(|(_, s)| s.iter().product::<usize>() <= SHAPE_TENSOR_ELEMENTS)
