@@ -36,6 +36,12 @@ impl KernelArgs {
         self
     }
 
+    /// Appends a 32-bit unsigned integer.
+    pub fn u32(mut self, v: u32) -> KernelArgs {
+        self.slots.push(v as u64);
+        self
+    }
+
     /// Appends a 32-bit float.
     pub fn f32(mut self, v: f32) -> KernelArgs {
         self.slots.push(v.to_bits() as u64);

@@ -11,54 +11,100 @@ pub(crate) static CONV: Program = Program::new("core_convolution", || {
 });
 
 const BODY: &str = r#"
-/* Each thread handles VEC consecutive output positions of one row (plane kernels). */
+/* Each thread handles VEC consecutive outputs (im2col and the direct kernels). */
 #define VEC 8
 
-/* col[row][p] = x[plane][oh*SH-PH+kh*DH][ow*SW-PW+kw*DW] for row = (image·group, r) with
-   r = (channel in group, kh, kw) below REAL = Cg·KH·KW and zero rows from REAL up to
-   PADDED; p = (oh, ow). Blocks along y walk the rows (the decomposition is uniform per
-   block), threads along x take VEC positions each (independent loads, one 16-byte store
-   when rows are a multiple of VEC long). With NB > 0 (one group) the rows of the NB images
-   interleave instead: col[r][image][p], one [PADDED, NB·OH·OW] matrix. */
+/* Elements of a 16-byte vector of D, and its lanes as floats. */
+template <typename D> struct Lanes {
+    static const int V = 16 / sizeof(typename D::T);
+    union U { uint4 q; typename D::T e[V]; };
+    static __device__ __forceinline__ void load(const void* p, unsigned long long i, float* out) {
+        U u;
+        u.q = *reinterpret_cast<const uint4*>((const typename D::T*)p + i);
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[j] = Elem<D>::load(u.e, j);
+    }
+    static __device__ __forceinline__ void store(void* p, unsigned long long i, const float* in) {
+        U u;
+#pragma unroll
+        for (int j = 0; j < V; ++j) Elem<D>::store(u.e, j, in[j]);
+        *reinterpret_cast<uint4*>((typename D::T*)p + i) = u.q;
+    }
+};
+
+/* The input plane, kernel tap and padding flag of one im2col row. */
+template <typename T>
+struct ColRow {
+    const T* plane;
+    int ih0, iw0;
+    bool zero;
+    /* Row `rowc` of the gathered matrix: (image·group, r) rows, or with NB > 0 (r, image). */
+    __device__ __forceinline__ void at(const T* x, unsigned rowc, int REAL, int PADDED, int H,
+            int W, int KH, int KW, int PH, int PW, int DH, int DW, int NB) {
+        unsigned img, r;
+        if (NB > 0) {
+            r = rowc / NB;
+            img = rowc - r * NB;
+        } else {
+            img = rowc / PADDED;
+            r = rowc - img * PADDED;
+        }
+        int kk = KH * KW;
+        zero = (int)r >= REAL;
+        int c = (int)r / kk, kidx = (int)r - c * kk;
+        int kh = kidx / KW, kw = kidx - kh * KW;
+        ih0 = kh * DH - PH;
+        iw0 = kw * DW - PW;
+        plane = x + ((i64)img * (REAL / kk) + c) * H * W;
+    }
+};
+
+/* col[rowc][p] = x[plane][oh*SH + kh*DH - PH][ow*SW + kw*DW - PW] for p = (oh, ow), rows as
+   ColRow decodes them (zero rows from REAL up to PADDED, zeros in the padding). A flat pass
+   over `total` (< 2^32) elements, VEC consecutive a thread stored as 16-byte vectors; the
+   row is decoded once per vector and again only where the thread's run crosses a row. */
 template <typename T>
 __device__ __forceinline__ void im2col_impl(
     const T* __restrict__ x, T* __restrict__ col, int REAL, int PADDED, int H, int W, int KH,
-    int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, i64 rows, int NB) {
-    int ohw = OH * OW, kk = KH * KW;
-    bool vec = ohw % VEC == 0;
-    for (i64 row = blockIdx.y; row < rows; row += gridDim.y) {
-        int r = (int)(row % PADDED);
-        bool zero = r >= REAL;
-        int c = r / kk, kidx = r - c * kk;
-        int kh = kidx / KW, kw = kidx - kh * KW;
-        const T* __restrict__ plane = x + ((row / PADDED) * (REAL / kk) + c) * (i64)H * W;
-        T* dst = col + (NB > 0 ? ((i64)r * NB + row / PADDED) : row) * ohw;
-        for (int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; p0 < ohw;
-             p0 += gridDim.x * blockDim.x * VEC) {
-            int oh = p0 / OW, ow = p0 - oh * OW;
-            union { T e[VEC]; uint4 q[VEC * sizeof(T) / 16]; } v;
+    int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, unsigned total,
+    int NB) {
+    const unsigned ohw = (unsigned)OH * OW;
+    for (unsigned e = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; e < total;
+         e += gridDim.x * blockDim.x * VEC) {
+        unsigned rowc = e / ohw;
+        int p = (int)(e - rowc * ohw);
+        int oh = p / OW, ow = p - oh * OW;
+        ColRow<T> row;
+        row.at(x, rowc, REAL, PADDED, H, W, KH, KW, PH, PW, DH, DW, NB);
+        union { T e[VEC]; uint4 q[VEC * sizeof(T) / 16]; } v;
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) {
-                int ih = oh * SH - PH + kh * DH, iw = ow * SW - PW + kw * DW;
-                bool ok = !zero && p0 + j < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W;
-                v.e[j] = ok ? plane[ih * W + iw] : (T)0;
-                if (++ow == OW) { ow = 0; ++oh; }
+        for (int j = 0; j < VEC; ++j) {
+            int ih = oh * SH + row.ih0, iw = ow * SW + row.iw0;
+            bool ok = !row.zero && e + j < total && (unsigned)ih < (unsigned)H &&
+                      (unsigned)iw < (unsigned)W;
+            v.e[j] = ok ? row.plane[ih * W + iw] : (T)0;
+            if (++ow == OW) {
+                ow = 0;
+                if (++oh == OH && j + 1 < VEC && e + j + 1 < total) {
+                    oh = 0;
+                    row.at(x, ++rowc, REAL, PADDED, H, W, KH, KW, PH, PW, DH, DW, NB);
+                }
             }
-            if (vec) {
+        }
+        if (e + VEC <= total) {
 #pragma unroll
-                for (int j = 0; j < VEC * (int)sizeof(T) / 16; ++j)
-                    reinterpret_cast<uint4*>(dst + p0)[j] = v.q[j];
-            } else {
+            for (int j = 0; j < VEC * (int)sizeof(T) / 16; ++j)
+                reinterpret_cast<uint4*>(col + e)[j] = v.q[j];
+        } else {
 #pragma unroll
-                for (int j = 0; j < VEC; ++j) if (p0 + j < ohw) dst[p0 + j] = v.e[j];
-            }
+            for (int j = 0; j < VEC; ++j) if (e + j < total) col[e + j] = v.e[j];
         }
     }
 }
 
 #define IM2COL_ARGS int REAL, int PADDED, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW, \
-    int DH, int DW, int OH, int OW, i64 rows, int NB
-#define IM2COL_PASS REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, rows, NB
+    int DH, int DW, int OH, int OW, unsigned total, int NB
+#define IM2COL_PASS REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, total, NB
 extern "C" __global__ void im2col_2(const u16* x, u16* col, IM2COL_ARGS) {
     im2col_impl<u16>(x, col, IM2COL_PASS);
 }
@@ -66,65 +112,83 @@ extern "C" __global__ void im2col_4(const float* x, float* col, IM2COL_ARGS) {
     im2col_impl<float>(x, col, IM2COL_PASS);
 }
 
-/* y[plane][p] = act(y[plane][p] + bias[plane % M] + res[plane][p]) in place, planes along
-   y; bias and res may be null. */
-template <typename D>
-__device__ __forceinline__ void epilogue_impl(void* y, const void* bias, const void* res,
-    int M, int HW, i64 planes, int code, float p0, float p1) {
-    for (i64 plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        float b = bias ? LOAD(D, bias, plane % M) : 0.0f;
-        i64 base = plane * HW;
-        for (int q = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; q < HW;
-             q += gridDim.x * blockDim.x * VEC) {
-            float v[VEC];
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) v[j] = q + j < HW ? LOAD(D, y, base + q + j) : 0.0f;
-            if (res) {
-#pragma unroll
-                for (int j = 0; j < VEC; ++j) if (q + j < HW) v[j] += LOAD(D, res, base + q + j);
-            }
-#pragma unroll
-            for (int j = 0; j < VEC; ++j)
-                if (q + j < HW) STORE(D, y, base + q + j, act(v[j] + b, code, p0, p1));
-        }
+/* Where a flat output element lies: plane (image·M + m) position p, and its source element
+   (the same, or for a wide product [M][NB][HW] element (m·NB + image)·HW + p). */
+template <typename I>
+struct EpiPos {
+    I src;
+    int m, p;
+    __device__ __forceinline__ void at(I e, int M, int HW, int NB) {
+        I plane = e / HW;
+        p = (int)(e - plane * HW);
+        I image = plane / M;
+        m = (int)(plane - image * M);
+        src = NB > 0 ? ((I)m * NB + image) * HW + p : e;
     }
-}
-#define EPILOGUE(S, D) extern "C" __global__ void conv_epilogue_##S(void* y, const void* bias, \
-    const void* res, int M, int HW, i64 planes, int code, float p0, float p1) { \
-    epilogue_impl<D>(y, bias, res, M, HW, planes, code, p0, p1); }
-FOR_EACH_DTYPE(EPILOGUE)
+    __device__ __forceinline__ void next(int M, int HW, int NB) {
+        ++src;
+        if (++p < HW) return;
+        p = 0;
+        bool wrap = ++m == M;
+        if (wrap) m = 0;
+        if (NB > 0) src = wrap ? src - (I)(M - 1) * NB * HW : src + (I)(NB - 1) * HW;
+    }
+};
 
-/* y[image][m][p] = act(src[m][image][p] + bias[m] + res[image][m][p]) for the product of
-   one GEMM over NB interleaved images; planes (image, m) along y; bias and res may be
-   null. */
-template <typename D>
-__device__ __forceinline__ void epilogue_t_impl(const void* src, void* y, const void* bias,
-    const void* res, int M, int HW, int NB, i64 planes, int code, float p0, float p1) {
-    for (i64 plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        int m = (int)(plane % M);
-        i64 image = plane / M;
-        float b = bias ? LOAD(D, bias, m) : 0.0f;
-        i64 from = ((i64)m * NB + image) * HW, to = plane * HW;
-        for (int q = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; q < HW;
-             q += gridDim.x * blockDim.x * VEC) {
-            float v[VEC];
+/* y[e] = act(src[·] + bias[m] + res[e]) over `total` flat output elements (src = y in place
+   for NB = 0, a wide product otherwise; bias and res may be null), V a thread: 16-byte loads
+   and stores where `vec` (y, src and res aligned, NB = 0 for src). */
+template <typename D, typename I>
+__device__ __forceinline__ void epilogue_flat(const void* src, void* y, const void* bias,
+    const void* res, int M, int HW, int NB, I total, bool vec, int code, float p0, float p1) {
+    const int V = Lanes<D>::V;
+    for (I e = ((I)blockIdx.x * blockDim.x + threadIdx.x) * V; e < total;
+         e += (I)gridDim.x * blockDim.x * V) {
+        EpiPos<I> at;
+        at.at(e, M, HW, NB);
+        const bool whole = vec && e + V <= total;
+        float v[V], r[V];
+        if (whole && NB == 0) {
+            Lanes<D>::load(src, e, v);
+        } else {
+            EpiPos<I> s = at;
 #pragma unroll
-            for (int j = 0; j < VEC; ++j)
-                v[j] = q + j < HW ? LOAD(D, src, from + q + j) + b : 0.0f;
-            if (res) {
-#pragma unroll
-                for (int j = 0; j < VEC; ++j) if (q + j < HW) v[j] += LOAD(D, res, to + q + j);
+            for (int j = 0; j < V; ++j) {
+                v[j] = e + j < total ? LOAD(D, src, s.src) : 0.0f;
+                s.next(M, HW, NB);
             }
+        }
+        if (res && whole) {
+            Lanes<D>::load(res, e, r);
+        } else {
 #pragma unroll
-            for (int j = 0; j < VEC; ++j)
-                if (q + j < HW) STORE(D, y, to + q + j, act(v[j], code, p0, p1));
+            for (int j = 0; j < V; ++j) r[j] = res && e + j < total ? LOAD(D, res, e + j) : 0.0f;
+        }
+        float b = bias ? LOAD(D, bias, at.m) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            v[j] = act(v[j] + r[j] + b, code, p0, p1);
+            at.next(M, HW, NB);
+            if (bias && at.p == 0) b = LOAD(D, bias, at.m);
+        }
+        if (whole) {
+            Lanes<D>::store(y, e, v);
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j) if (e + j < total) STORE(D, y, e + j, v[j]);
         }
     }
 }
-#define EPILOGUE_T(S, D) extern "C" __global__ void conv_epilogue_t_##S(const void* src, \
-    void* y, const void* bias, const void* res, int M, int HW, int NB, i64 planes, int code, \
-    float p0, float p1) { epilogue_t_impl<D>(src, y, bias, res, M, HW, NB, planes, code, p0, p1); }
-FOR_EACH_DTYPE(EPILOGUE_T)
+
+/* 32-bit indices when the output has fewer than 2^32 elements. */
+#define EPILOGUE(S, D) extern "C" __global__ void conv_epilogue_##S(const void* src, void* y, \
+    const void* bias, const void* res, int M, int HW, int NB, i64 total, int vec, int code, \
+    float p0, float p1) { \
+    if (total < (1ll << 32)) epilogue_flat<D, unsigned>(src, y, bias, res, M, HW, NB, \
+        (unsigned)total, vec != 0, code, p0, p1); \
+    else epilogue_flat<D, unsigned long long>(src, y, bias, res, M, HW, NB, \
+        (unsigned long long)total, vec != 0, code, p0, p1); }
+FOR_EACH_DTYPE(EPILOGUE)
 
 /* Depthwise K×K (one input channel per group): the plane's taps in registers, every tap's
    load issued unconditionally (predicated), VEC outputs per thread. */

@@ -37,8 +37,17 @@ const THREADS: u32 = 256;
 /// images, run one wide GEMM per chunk of images instead of one per image.
 const WIDE_HW: usize = 256;
 
-/// Output positions a thread of the plane kernels handles (`VEC` in their source).
+/// Elements a thread of im2col and the plane kernels handles (`VEC` in their source).
 const VEC: usize = 8;
+
+/// Launch geometry of the flat kernels (im2col, the epilogue): `per_thread` consecutive
+/// elements a thread over `total`, 256 threads a block, blocks grid-striding beyond 2^20.
+fn flat_grid(total: usize, per_thread: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
+    let blocks = total
+        .div_ceil(per_thread * THREADS as usize)
+        .clamp(1, 1 << 20);
+    ((blocks as u32, 1, 1), (THREADS, 1, 1))
+}
 
 /// Launch geometry of the plane kernels: `planes` along y (at most 65 535 blocks, kernels
 /// loop), `len` positions of each plane along x, [`VEC`] per thread.
@@ -71,7 +80,6 @@ struct ConvKernel {
     blas: Arc<Mutex<Blas>>,
     im2col: Function,
     finish: Function,
-    finish_t: Function,
     direct: Function,
     /// Constant weights repacked at prepare time (see `packed_rows`); the others are read
     /// from the input.
@@ -121,7 +129,6 @@ pub(super) fn prepare(
                 "im2col_4"
             })?,
             finish: f(&format!("conv_epilogue_{suffix}"))?,
-            finish_t: f(&format!("conv_epilogue_t_{suffix}"))?,
             direct: f(&format!("conv_direct_{suffix}"))?,
             packed: packed_rows
                 .map(|k8| upload_padded(ctx, inputs, k8))
@@ -308,22 +315,43 @@ impl ConvKernel {
         if bias == 0 && res == 0 && self.epilogue.code == 0 {
             return Ok(());
         }
+        self.epilogue_pass(s, s.n, 0, y, y, bias, res, stream)
+    }
+
+    /// `y = act(src + bias + res)` over `images` images of the output: `src` is `y` itself
+    /// (`wide` 0) or a product `[M, wide·ohw]` of `wide` images, transposed back to NCHW
+    /// (`y` and `res` at the images' first; `bias`, `res` may be 0).
+    #[allow(clippy::too_many_arguments)]
+    fn epilogue_pass(
+        &self,
+        s: &Shape,
+        images: usize,
+        wide: usize,
+        src: u64,
+        y: u64,
+        bias: u64,
+        res: u64,
+        stream: &Stream,
+    ) -> Result<(), String> {
         let i = |v: usize| arg_i32(v, WHAT);
-        let ohw = s.oh * s.ow;
-        let planes = s.n * s.m;
+        let total = images * s.m * s.oh * s.ow;
+        let aligned = [src, y, res].iter().all(|p| p % 16 == 0);
         let mut args = KernelArgs::new()
+            .ptr(src)
             .ptr(y)
             .ptr(bias)
             .ptr(res)
             .i32(i(s.m)?)
-            .i32(i(ohw)?)
-            .i64(planes as i64)
+            .i32(i(s.oh * s.ow)?)
+            .i32(i(wide)?)
+            .i64(total as i64)
+            .i32(i32::from(aligned))
             .i32(self.epilogue.code)
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1);
-        let (grid, block) = plane_grid(ohw, planes);
-        // SAFETY: the arguments match `conv_epilogue_*`; `y` (and `res`) hold `planes · ohw`
-        // elements.
+        let (grid, block) = flat_grid(total, 16 / self.dtype.size());
+        // SAFETY: the arguments match `conv_epilogue_*`; `y` (and `res`) hold `total`
+        // elements, `src` as many (`y` itself, or the product of `wide` images).
         unsafe { self.finish.launch(stream, grid, block, 0, &mut args) }
             .map_err(|e| format!("{WHAT}: {e}"))
     }
@@ -385,7 +413,8 @@ impl ConvKernel {
             let src = match &scratch {
                 None => xs,
                 Some(col) => {
-                    let total = nb * self.groups * rows;
+                    let total = u32::try_from(nb * self.groups * rows * ohw)
+                        .map_err(|_| format!("{WHAT}: im2col chunk exceeds 2^32 elements"))?;
                     let mut args = KernelArgs::new().ptr(xs).ptr(col.ptr());
                     for v in [s.cg * kk, rows, s.h, s.w, k[0], k[1]] {
                         args = args.i32(i(v)?);
@@ -393,14 +422,13 @@ impl ConvKernel {
                     for v in [g.stride, g.pad, g.dilation].concat() {
                         args = args.i32(i(v)?);
                     }
-                    let mut args = args
-                        .i32(i(s.oh)?)
-                        .i32(i(s.ow)?)
-                        .i64(total as i64)
-                        .i32(if wide { i(nb)? } else { 0 });
-                    let (grid, block) = plane_grid(ohw, total);
-                    // SAFETY: the arguments match `im2col_*`; `col` holds `total · ohw`
-                    // elements.
+                    let mut args = args.i32(i(s.oh)?).i32(i(s.ow)?).u32(total).i32(if wide {
+                        i(nb)?
+                    } else {
+                        0
+                    });
+                    let (grid, block) = flat_grid(total as usize, VEC);
+                    // SAFETY: the arguments match `im2col_*`; `col` holds `total` elements.
                     unsafe { self.im2col.launch(stream, grid, block, 0, &mut args) }
                         .map_err(|e| format!("{WHAT}: {e}"))?;
                     col.ptr()
@@ -427,7 +455,7 @@ impl ConvKernel {
                 } else {
                     res + (n0 * s.m * ohw * size) as u64
                 };
-                self.finish_wide(s, nb, out.ptr(), ys, bias, rs, stream)?;
+                self.epilogue_pass(s, nb, nb, out.ptr(), ys, bias, rs, stream)?;
                 n0 += nb;
                 continue;
             }
@@ -463,41 +491,6 @@ impl ConvKernel {
             return Ok(());
         }
         self.finish(s, bias, res, y, stream)
-    }
-
-    /// `y = act(product + bias + res)` for `nb` images whose product is one `[M, nb·ohw]`
-    /// matrix (`y` and `res` at the chunk's first image; `bias`, `res` may be 0).
-    #[allow(clippy::too_many_arguments)]
-    fn finish_wide(
-        &self,
-        s: &Shape,
-        nb: usize,
-        product: u64,
-        y: u64,
-        bias: u64,
-        res: u64,
-        stream: &Stream,
-    ) -> Result<(), String> {
-        let i = |v: usize| arg_i32(v, WHAT);
-        let ohw = s.oh * s.ow;
-        let planes = nb * s.m;
-        let mut args = KernelArgs::new()
-            .ptr(product)
-            .ptr(y)
-            .ptr(bias)
-            .ptr(res)
-            .i32(i(s.m)?)
-            .i32(i(ohw)?)
-            .i32(i(nb)?)
-            .i64(planes as i64)
-            .i32(self.epilogue.code)
-            .f32(self.epilogue.p0)
-            .f32(self.epilogue.p1);
-        let (grid, block) = plane_grid(ohw, planes);
-        // SAFETY: the arguments match `conv_epilogue_t_*`; `product` holds `M · nb · ohw`
-        // elements, `y` (and `res`) `nb · M · ohw`.
-        unsafe { self.finish_t.launch(stream, grid, block, 0, &mut args) }
-            .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 
