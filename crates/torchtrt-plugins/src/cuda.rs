@@ -15,7 +15,7 @@ mod runtime;
 pub(crate) use common::COMMON;
 #[cfg(test)]
 pub(crate) use runtime::assert_compiles;
-pub(crate) use runtime::{Args, Program, constant, launch};
+pub(crate) use runtime::{Args, Program, constant, launch, resident_blocks};
 
 use torchtrt_plugin_api::DType;
 

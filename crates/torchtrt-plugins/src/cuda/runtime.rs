@@ -117,6 +117,7 @@ fn param_sizes(f: cusys::CUfunction) -> Option<Arc<[usize]>> {
 struct DeviceState {
     ctx: cusys::CUcontext,
     arch: (u32, u32),
+    sms: u32,
     modules: HashMap<&'static str, Loaded>,
 }
 
@@ -141,9 +142,11 @@ fn open_device(ordinal: i32) -> PluginResult<DeviceState> {
     use cusys::CUdevice_attribute::*;
     let major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     Ok(DeviceState {
         ctx,
         arch: (major as u32, minor as u32),
+        sms: sms.max(1) as u32,
         modules: HashMap::new(),
     })
 }
@@ -368,6 +371,29 @@ pub(crate) unsafe fn launch(
     // SAFETY: per the function's contract; the stream is the caller's, on this device.
     unsafe { cu::launch_kernel(k.f, grid, block, shared, cuda.stream.cast(), &mut params) }
         .map_err(|e| drv("cuLaunchKernel", e))
+}
+
+/// Blocks of `threads` threads with `shared` bytes of dynamic shared memory that `kernel` of
+/// `program` keeps resident on the launch's whole device at once (at least one), for kernels
+/// whose blocks stride over their work in whole waves.
+pub(crate) fn resident_blocks(
+    program: &Program,
+    kernel: &str,
+    cuda: &CudaLaunch<'_>,
+    threads: u32,
+    shared: u32,
+) -> PluginResult<u32> {
+    let k = function(program, kernel, cuda.device)?;
+    let sms = {
+        let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
+        device_state(&mut devices, cuda.device)?.sms
+    };
+    // SAFETY: a loaded kernel; `function` left its device's context current.
+    let per_sm = unsafe {
+        cu::occupancy::max_active_block_per_multiprocessor(k.f, threads as i32, shared as usize)
+    }
+    .map_err(|e| drv("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+    Ok((per_sm.max(1) as u32).saturating_mul(sms))
 }
 
 type Constants = Mutex<HashMap<(i32, Vec<u8>), u64>>;

@@ -1,7 +1,7 @@
 //! The separable CUDA kernel of Interpolate for tap tables of at most two taps per axis
 //! (linear, bilinear and trilinear at any scale and coordinate mode, nearest), whose row taps
-//! never move back: blocks walk (plane, output slice) items (eight a block for 16-bit types,
-//! one for f32), each in batches of output rows. Input
+//! never move back: blocks walk (plane, output slice) items (16-bit types in two waves of
+//! resident blocks, f32 a block an item), each in batches of output rows. Input
 //! rows a whole number of 16-byte vectors wide. Each batch blends the depth taps of the input
 //! rows it spans into f32 rows in shared memory (one vector load an item a tap). Then each
 //! thread walks a run of output rows over four output columns: it keeps the column blends of
@@ -223,10 +223,11 @@ FOR_EACH_DTYPE(LIN)
 /// fastest on an H200.
 const BUFFER: usize = 20 << 10;
 
-/// Output slices a block walks for 16-bit types: a block's column and row taps are then
-/// computed once for eight slices (×2 trilinear f16 on an H200: 0.1880 → 0.1765 ms; f32 blocks,
-/// twice the bytes a slice, measured 0.3211 ms at one slice a block and 0.3448 at eight).
-const SLICES_16: usize = 8;
+/// Waves of resident blocks a 16-bit launch takes, its blocks striding over the items: a
+/// block's column and row taps are then computed once for several items (×2 trilinear f16 on
+/// an H200: 0.1880 → 0.1765 ms at two waves, 0.1825 at eight). f32 blocks, twice the bytes an
+/// item, run one item each (0.3211 ms; two waves measured 0.3448).
+const WAVES_16: u32 = 2;
 
 /// Rows per batch tried at most.
 const MAX_BATCH: usize = 256;
@@ -246,8 +247,8 @@ pub(super) struct Linear<'a> {
 /// One launch of the kernel, as [`plan`] chose it.
 #[derive(Debug, PartialEq)]
 struct Plan {
-    /// Blocks (grid-stride over planes × output slices) and threads a block.
-    grid: u32,
+    /// (plane, output slice) items, which blocks stride over, and threads a block.
+    items: u32,
     threads: u32,
     /// Output rows a batch, floats a shared input row, shared bytes a block.
     batch: usize,
@@ -282,10 +283,8 @@ fn plan(tables: &[AxisTaps], planes: usize, aligned: bool, dtype: DType) -> Opti
     };
     let bytes = |rows: usize| rows * 16 + span(&t[1], rows) * ix * 4;
     let batch = batch(oy, threads / groups, |rows| bytes(rows) <= BUFFER)?;
-    let items = planes * slices;
-    let per_block = if dtype.size() == 2 { SLICES_16 } else { 1 };
     Some(Plan {
-        grid: items.div_ceil(per_block).min(1 << 24) as u32,
+        items: (planes * slices).min(1 << 24) as u32,
         threads: threads as u32,
         batch,
         row: ix,
@@ -304,6 +303,14 @@ pub(super) fn enqueue(
         Ok(d) => format!("lin_win_{d}"),
         Err(e) => return Some(Err(e)),
     };
+    let grid = if dtype.size() == 2 {
+        match cuda::resident_blocks(&PROGRAM, &name, cuda, p.threads, p.shared as u32) {
+            Ok(r) => p.items.min(r.saturating_mul(WAVES_16)),
+            Err(e) => return Some(Err(e)),
+        }
+    } else {
+        p.items
+    };
     let args = l.args.clone().i32(p.batch as i32).i32(p.row as i32);
     // SAFETY: the arguments match the kernel (`Geo` by value, then rows per batch and floats a
     // shared row); the tensors were checked by the plugin and the table lives for the process;
@@ -313,7 +320,7 @@ pub(super) fn enqueue(
             &PROGRAM,
             &name,
             cuda,
-            (p.grid, 1, 1),
+            (grid, 1, 1),
             (p.threads, 1, 1),
             p.shared as u32,
             args,
@@ -398,11 +405,7 @@ mod tests {
             assert_eq!(
                 p,
                 Plan {
-                    grid: if dtype == DType::F32 {
-                        256 * 64
-                    } else {
-                        256 * 64 / 8
-                    },
+                    items: 256 * 64,
                     threads: 128,
                     batch: 128,
                     row: 64,
