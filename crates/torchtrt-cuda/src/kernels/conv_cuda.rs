@@ -1,6 +1,6 @@
-//! CUDA C of the convolution: im2col (a raw copy of 2- or 4-byte elements, zeros in the
-//! padding), the bias + activation epilogue that follows the GEMM, and a direct kernel for
-//! depthwise convolutions (bias and activation fused).
+//! CUDA C of the convolution: the bias + residual + activation epilogue that follows the
+//! GEMM, and a direct kernel for depthwise convolutions (bias and activation fused); im2col
+//! is in `im2col`.
 
 use super::epilogue::ACTIVATIONS;
 use super::prelude::{Program, with_prelude};
@@ -11,7 +11,7 @@ pub(crate) static CONV: Program = Program::new("core_convolution", || {
 });
 
 const BODY: &str = r#"
-/* Each thread handles VEC consecutive outputs (im2col and the direct kernels). */
+/* Each thread handles VEC consecutive outputs (the direct kernels). */
 #define VEC 8
 
 /* Elements of a 16-byte vector of D, and its lanes as floats. */
@@ -31,86 +31,6 @@ template <typename D> struct Lanes {
         *reinterpret_cast<uint4*>((typename D::T*)p + i) = u.q;
     }
 };
-
-/* The input plane, kernel tap and padding flag of one im2col row. */
-template <typename T>
-struct ColRow {
-    const T* plane;
-    int ih0, iw0;
-    bool zero;
-    /* Row `rowc` of the gathered matrix: (image·group, r) rows, or with NB > 0 (r, image). */
-    __device__ __forceinline__ void at(const T* x, unsigned rowc, int REAL, int PADDED, int H,
-            int W, int KH, int KW, int PH, int PW, int DH, int DW, int NB) {
-        unsigned img, r;
-        if (NB > 0) {
-            r = rowc / NB;
-            img = rowc - r * NB;
-        } else {
-            img = rowc / PADDED;
-            r = rowc - img * PADDED;
-        }
-        int kk = KH * KW;
-        zero = (int)r >= REAL;
-        int c = (int)r / kk, kidx = (int)r - c * kk;
-        int kh = kidx / KW, kw = kidx - kh * KW;
-        ih0 = kh * DH - PH;
-        iw0 = kw * DW - PW;
-        plane = x + ((i64)img * (REAL / kk) + c) * H * W;
-    }
-};
-
-/* col[rowc][p] = x[plane][oh*SH + kh*DH - PH][ow*SW + kw*DW - PW] for p = (oh, ow), rows as
-   ColRow decodes them (zero rows from REAL up to PADDED, zeros in the padding). A flat pass
-   over `total` (< 2^32) elements, VEC consecutive a thread stored as 16-byte vectors; the
-   row is decoded once per vector and again only where the thread's run crosses a row. */
-template <typename T>
-__device__ __forceinline__ void im2col_impl(
-    const T* __restrict__ x, T* __restrict__ col, int REAL, int PADDED, int H, int W, int KH,
-    int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, unsigned total,
-    int NB) {
-    const unsigned ohw = (unsigned)OH * OW;
-    for (unsigned e = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; e < total;
-         e += gridDim.x * blockDim.x * VEC) {
-        unsigned rowc = e / ohw;
-        int p = (int)(e - rowc * ohw);
-        int oh = p / OW, ow = p - oh * OW;
-        ColRow<T> row;
-        row.at(x, rowc, REAL, PADDED, H, W, KH, KW, PH, PW, DH, DW, NB);
-        union { T e[VEC]; uint4 q[VEC * sizeof(T) / 16]; } v;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-            int ih = oh * SH + row.ih0, iw = ow * SW + row.iw0;
-            bool ok = !row.zero && e + j < total && (unsigned)ih < (unsigned)H &&
-                      (unsigned)iw < (unsigned)W;
-            v.e[j] = ok ? row.plane[ih * W + iw] : (T)0;
-            if (++ow == OW) {
-                ow = 0;
-                if (++oh == OH && j + 1 < VEC && e + j + 1 < total) {
-                    oh = 0;
-                    row.at(x, ++rowc, REAL, PADDED, H, W, KH, KW, PH, PW, DH, DW, NB);
-                }
-            }
-        }
-        if (e + VEC <= total) {
-#pragma unroll
-            for (int j = 0; j < VEC * (int)sizeof(T) / 16; ++j)
-                reinterpret_cast<uint4*>(col + e)[j] = v.q[j];
-        } else {
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) if (e + j < total) col[e + j] = v.e[j];
-        }
-    }
-}
-
-#define IM2COL_ARGS int REAL, int PADDED, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW, \
-    int DH, int DW, int OH, int OW, unsigned total, int NB
-#define IM2COL_PASS REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, total, NB
-extern "C" __global__ void im2col_2(const u16* x, u16* col, IM2COL_ARGS) {
-    im2col_impl<u16>(x, col, IM2COL_PASS);
-}
-extern "C" __global__ void im2col_4(const float* x, float* col, IM2COL_ARGS) {
-    im2col_impl<float>(x, col, IM2COL_PASS);
-}
 
 /* Where a flat output element lies: plane (image·M + m) position p, and its source element
    (the same, or for a wide product [M][NB][HW] element (m·NB + image)·HW + p). */

@@ -20,6 +20,7 @@ use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::conv_cuda::CONV;
 use super::epilogue::Epilogue;
+use super::im2col::{Gather, Im2col};
 use super::matmul::{BlasScope, shared_blas};
 use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs};
 use super::prelude::dtype_suffix;
@@ -37,10 +38,10 @@ const THREADS: u32 = 256;
 /// images, run one wide GEMM per chunk of images instead of one per image.
 const WIDE_HW: usize = 256;
 
-/// Elements a thread of im2col and the plane kernels handles (`VEC` in their source).
+/// Output positions a thread of the plane kernels handles (`VEC` in their source).
 const VEC: usize = 8;
 
-/// Launch geometry of the flat kernels (im2col, the epilogue): `per_thread` consecutive
+/// Launch geometry of the flat epilogue: `per_thread` consecutive
 /// elements a thread over `total`, 256 threads a block, blocks grid-striding beyond 2^20.
 fn flat_grid(total: usize, per_thread: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
     let blocks = total
@@ -78,7 +79,7 @@ struct ConvKernel {
     geo: Geometry,
     epilogue: Epilogue,
     blas: Arc<Mutex<Blas>>,
-    im2col: Function,
+    im2col: Im2col,
     finish: Function,
     direct: Function,
     /// Constant weights repacked at prepare time (see `packed_rows`); the others are read
@@ -123,11 +124,7 @@ pub(super) fn prepare(
             geo,
             epilogue,
             blas: shared_blas(ctx.device)?,
-            im2col: f(if ty.size() == 2 {
-                "im2col_2"
-            } else {
-                "im2col_4"
-            })?,
+            im2col: Im2col::load(ctx, ty.size())?,
             finish: f(&format!("conv_epilogue_{suffix}"))?,
             direct: f(&format!("conv_direct_{suffix}"))?,
             packed: packed_rows
@@ -404,7 +401,6 @@ impl ConvKernel {
             None
         };
         let blas = BlasScope::new(&self.blas, stream, WHAT)?;
-        let i = |v: usize| arg_i32(v, WHAT);
         let mut n0 = 0;
         while n0 < s.n {
             let nb = chunk.min(s.n - n0);
@@ -413,24 +409,21 @@ impl ConvKernel {
             let src = match &scratch {
                 None => xs,
                 Some(col) => {
-                    let total = u32::try_from(nb * self.groups * rows * ohw)
-                        .map_err(|_| format!("{WHAT}: im2col chunk exceeds 2^32 elements"))?;
-                    let mut args = KernelArgs::new().ptr(xs).ptr(col.ptr());
-                    for v in [s.cg * kk, rows, s.h, s.w, k[0], k[1]] {
-                        args = args.i32(i(v)?);
-                    }
-                    for v in [g.stride, g.pad, g.dilation].concat() {
-                        args = args.i32(i(v)?);
-                    }
-                    let mut args = args.i32(i(s.oh)?).i32(i(s.ow)?).u32(total).i32(if wide {
-                        i(nb)?
-                    } else {
-                        0
-                    });
-                    let (grid, block) = flat_grid(total as usize, VEC);
-                    // SAFETY: the arguments match `im2col_*`; `col` holds `total` elements.
-                    unsafe { self.im2col.launch(stream, grid, block, 0, &mut args) }
-                        .map_err(|e| format!("{WHAT}: {e}"))?;
+                    let gather = Gather {
+                        x: xs,
+                        col: col.ptr(),
+                        groups: nb * self.groups,
+                        cg: s.cg,
+                        rows,
+                        input: [s.h, s.w],
+                        kernel: k,
+                        stride: g.stride,
+                        pad: g.pad,
+                        dilation: g.dilation,
+                        output: [s.oh, s.ow],
+                        interleave: wide,
+                    };
+                    self.im2col.run(&gather, stream)?;
                     col.ptr()
                 }
             };

@@ -18,6 +18,7 @@ mod epilogue;
 mod expand;
 mod fused;
 mod gather;
+mod im2col;
 mod layout;
 mod map;
 mod matmul;

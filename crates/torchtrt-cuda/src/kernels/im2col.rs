@@ -1,0 +1,334 @@
+//! im2col for the GEMM convolutions: the gathered matrix of one chunk of images, rows
+//! `(image·group, channel, kh, kw)` (or, for wide products, `(channel, kh, kw, image)`) by
+//! output positions, zeros in the padding and in the rows that pad the reduction to a
+//! multiple of 8. Where a band of input rows fits in shared memory, a block stages one input
+//! plane's band with coalesced loads and writes every kernel tap's row of that band from it
+//! (`im2col_band`): the input is read from memory once instead of once per tap, and the rows
+//! are stored as 16-, 4- or 2-byte words as their alignment allows. Otherwise a flat pass
+//! gathers each element from global memory (`im2col_flat`).
+
+use super::PrepareCtx;
+use super::operands::arg_i32;
+use super::prelude::{Program, with_prelude};
+use crate::launch::KernelArgs;
+use crate::module::Function;
+use crate::stream::Stream;
+
+const WHAT: &str = "Convolution";
+
+static IM2COL: Program = Program::new("core_im2col", || with_prelude(BODY));
+
+const BODY: &str = r#"
+/* A word of SB bytes: VW elements of T. */
+template <typename T, int SB> struct Word;
+template <typename T> struct Word<T, 16> { typedef uint4 W; };
+template <typename T> struct Word<T, 8> { typedef uint2 W; };
+template <typename T> struct Word<T, 4> { typedef unsigned W; };
+template <typename T> struct Word<T, 2> { typedef unsigned short W; };
+
+/* One chunk's geometry: CG channels a group, REAL = CG·KH·KW rows a group of which the
+   first PADDED are stored (zeros past REAL); NB > 0: rows (r, image) of one group. */
+struct Im2col {
+    int CG, REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, NB;
+};
+
+/* The first element of gathered row r of image·group ig. */
+__device__ __forceinline__ i64 col_row(const Im2col& g, int r, unsigned ig) {
+    i64 row = g.NB > 0 ? (i64)r * g.NB + ig : (i64)ig * g.PADDED + r;
+    return row * g.OH * g.OW;
+}
+
+/* Blocks over (input plane, band of `band` output rows), `bands` a plane: the band's input
+   rows are staged in shared memory, then each thread takes words of VW consecutive output
+   positions and writes them for every kernel tap of the plane's channel (and the zero rows,
+   from the group's last channel). Words never straddle rows of the matrix (OH·OW and
+   band·OW are multiples of VW unless one band covers the plane). */
+template <typename T, int SB>
+__device__ __forceinline__ void im2col_band(const T* __restrict__ x, T* __restrict__ col,
+        Im2col g, int band, int bands, unsigned blocks) {
+    extern __shared__ __align__(16) unsigned char im_sh[];
+    typedef typename Word<T, SB>::W Wd;
+    const int VW = SB / sizeof(T);
+    T* s = reinterpret_cast<T*>(im_sh);
+    const int kk = g.KH * g.KW;
+    for (unsigned b = blockIdx.x; b < blocks; b += gridDim.x) {
+        unsigned plane = b / bands;
+        int oh0 = (int)(b - plane * bands) * band, oh1 = min(g.OH, oh0 + band);
+        int lo = max(0, oh0 * g.SH - g.PH);
+        int hi = min(g.H, (oh1 - 1) * g.SH - g.PH + (g.KH - 1) * g.DH + 1);
+        int n = max(0, hi - lo) * g.W;
+        const T* src = x + ((i64)plane * g.H + lo) * g.W;
+        if (((size_t)src | (size_t)n * sizeof(T)) % 16 == 0) {
+            for (int i = threadIdx.x; i < n * (int)sizeof(T) / 16; i += blockDim.x)
+                reinterpret_cast<uint4*>(s)[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+        } else {
+            for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = src[i];
+        }
+        __syncthreads();
+        unsigned ig = plane / g.CG;
+        int c = (int)(plane - ig * g.CG);
+        int p0 = oh0 * g.OW, np = (oh1 - oh0) * g.OW;
+        for (int v = threadIdx.x; v * VW < np; v += blockDim.x) {
+            int p = p0 + v * VW, oh = p / g.OW, ow = p - oh * g.OW;
+            bool whole = v * VW + VW <= np;
+            int kh = 0, kw = 0;
+            for (int kidx = 0; kidx < kk; ++kidx) {
+                union { T e[VW]; Wd w; } u;
+                int a = oh, b2 = ow;
+#pragma unroll
+                for (int j = 0; j < VW; ++j) {
+                    int ih = a * g.SH - g.PH + kh * g.DH, iw = b2 * g.SW - g.PW + kw * g.DW;
+                    bool ok = ih >= lo && ih < hi && (unsigned)iw < (unsigned)g.W;
+                    u.e[j] = ok ? s[(ih - lo) * g.W + iw] : (T)0;
+                    if (++b2 == g.OW) { b2 = 0; ++a; }
+                }
+                T* dst = col + col_row(g, c * kk + kidx, ig) + p;
+                if (whole) {
+                    *reinterpret_cast<Wd*>(dst) = u.w;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < VW; ++j) if (v * VW + j < np) dst[j] = u.e[j];
+                }
+                if (++kw == g.KW) { kw = 0; ++kh; }
+            }
+            if (c == g.CG - 1) {
+                for (int r = g.REAL; r < g.PADDED; ++r) {
+                    T* dst = col + col_row(g, r, ig) + p;
+#pragma unroll
+                    for (int j = 0; j < VW; ++j) if (v * VW + j < np) dst[j] = (T)0;
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* The flat gather: col element e (< 2^32) from global memory, 8 consecutive a thread stored
+   as one 16-byte vector; rows decoded once per vector and where the run crosses a row. */
+template <typename T>
+__device__ __forceinline__ void im2col_flat(const T* __restrict__ x, T* __restrict__ col,
+        Im2col g, unsigned total) {
+    const unsigned ohw = (unsigned)g.OH * g.OW;
+    const int kk = g.KH * g.KW;
+    for (unsigned e = (blockIdx.x * blockDim.x + threadIdx.x) * 8; e < total;
+         e += gridDim.x * blockDim.x * 8) {
+        unsigned rowc = e / ohw;
+        int p = (int)(e - rowc * ohw);
+        int oh = p / g.OW, ow = p - oh * g.OW;
+        const T* plane = x;
+        int ih0 = 0, iw0 = 0;
+        bool zero = true;
+        auto decode = [&](unsigned rc) {
+            unsigned img, r;
+            if (g.NB > 0) { r = rc / g.NB; img = rc - r * g.NB; }
+            else { img = rc / g.PADDED; r = rc - img * g.PADDED; }
+            zero = (int)r >= g.REAL;
+            int c = (int)r / kk, kidx = (int)r - c * kk, kh = kidx / g.KW, kw = kidx - kh * g.KW;
+            ih0 = kh * g.DH - g.PH;
+            iw0 = kw * g.DW - g.PW;
+            plane = x + ((i64)img * g.CG + c) * g.H * g.W;
+        };
+        decode(rowc);
+        union { T e[8]; uint4 q[8 * sizeof(T) / 16]; } v;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            int ih = oh * g.SH + ih0, iw = ow * g.SW + iw0;
+            bool ok = !zero && e + j < total && (unsigned)ih < (unsigned)g.H &&
+                      (unsigned)iw < (unsigned)g.W;
+            v.e[j] = ok ? plane[ih * g.W + iw] : (T)0;
+            if (++ow == g.OW) {
+                ow = 0;
+                if (++oh == g.OH && j + 1 < 8) { oh = 0; decode(++rowc); }
+            }
+        }
+        if (e + 8 <= total) {
+#pragma unroll
+            for (int j = 0; j < 8 * (int)sizeof(T) / 16; ++j)
+                reinterpret_cast<uint4*>(col + e)[j] = v.q[j];
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) if (e + j < total) col[e + j] = v.e[j];
+        }
+    }
+}
+
+#define IM_ARGS int CG, int REAL, int PADDED, int H, int W, int KH, int KW, int SH, int SW, \
+    int PH, int PW, int DH, int DW, int OH, int OW, int NB
+#define IM_MAKE Im2col{CG, REAL, PADDED, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, NB}
+#define BAND(S, T, SB) extern "C" __global__ void im2col_band_##S##_##SB(const T* x, T* col, \
+    IM_ARGS, int band, int bands, unsigned blocks) { \
+    im2col_band<T, SB>(x, col, IM_MAKE, band, bands, blocks); }
+BAND(2, u16, 16) BAND(2, u16, 4) BAND(2, u16, 2)
+BAND(4, float, 16) BAND(4, float, 4)
+extern "C" __global__ void im2col_flat_2(const u16* x, u16* col, IM_ARGS, unsigned total) {
+    im2col_flat<u16>(x, col, IM_MAKE, total);
+}
+extern "C" __global__ void im2col_flat_4(const float* x, float* col, IM_ARGS, unsigned total) {
+    im2col_flat<float>(x, col, IM_MAKE, total);
+}
+"#;
+
+/// Shared memory a band may take: eight blocks of 256 threads an SM stay resident.
+const BAND_BYTES: usize = 24 << 10;
+/// Blocks a launch should have at least before bands grow to their shared-memory limit.
+const MIN_BLOCKS: usize = 1024;
+const THREADS: u32 = 256;
+
+/// One chunk's gather: what `Im2col` in the source holds, and where.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Gather {
+    /// Input (the chunk's first image) and the gathered matrix.
+    pub x: u64,
+    pub col: u64,
+    /// Images·groups in the chunk (`images` when `interleave`), channels a group.
+    pub groups: usize,
+    pub cg: usize,
+    /// Stored rows a group (`cg·kh·kw` rounded up for 16-bit tensor cores).
+    pub rows: usize,
+    pub input: [usize; 2],
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dilation: [usize; 2],
+    pub output: [usize; 2],
+    /// Rows `(r, image)` of one group instead of `(image, r)`.
+    pub interleave: bool,
+}
+
+/// The im2col kernels of one element size.
+pub(super) struct Im2col {
+    size: usize,
+    flat: Function,
+    /// Band kernels by word bytes, widest first.
+    band: Vec<(usize, Function)>,
+}
+
+impl Im2col {
+    /// Loads the kernels for elements of `size` bytes (2 or 4).
+    pub(super) fn load(ctx: &PrepareCtx<'_>, size: usize) -> Result<Im2col, String> {
+        let f = |name: String| {
+            ctx.programs
+                .function(&IM2COL.source(), &name)
+                .map_err(|e| format!("{WHAT}: loading {name}: {e}"))
+        };
+        let words: &[usize] = if size == 2 { &[16, 4, 2] } else { &[16, 4] };
+        Ok(Im2col {
+            size,
+            flat: f(format!("im2col_flat_{size}"))?,
+            band: words
+                .iter()
+                .map(|&w| Ok((w, f(format!("im2col_band_{size}_{w}"))?)))
+                .collect::<Result<_, String>>()?,
+        })
+    }
+
+    /// Queues the gather `g` on `stream`.
+    pub(super) fn run(&self, g: &Gather, stream: &Stream) -> Result<(), String> {
+        let [oh, ow] = g.output;
+        let ohw = oh * ow;
+        let total = g.groups * g.rows * ohw;
+        if total == 0 {
+            return Ok(());
+        }
+        let i = |v: usize| arg_i32(v, WHAT);
+        let mut args = KernelArgs::new().ptr(g.x).ptr(g.col);
+        let packed = [
+            g.cg,
+            g.cg * g.kernel[0] * g.kernel[1],
+            g.rows,
+            g.input[0],
+            g.input[1],
+            g.kernel[0],
+            g.kernel[1],
+            g.stride[0],
+            g.stride[1],
+            g.pad[0],
+            g.pad[1],
+            g.dilation[0],
+            g.dilation[1],
+            oh,
+            ow,
+            if g.interleave { g.groups } else { 0 },
+        ];
+        for v in packed {
+            args = args.i32(i(v)?);
+        }
+        let planes = g.groups * g.cg;
+        if let Some((word, f)) = self
+            .band
+            .iter()
+            .find(|(w, _)| (ohw * self.size).is_multiple_of(*w))
+            && let Some(band) = self.band_rows(g, *word / self.size, planes)
+        {
+            let bands = oh.div_ceil(band);
+            let blocks = u32::try_from(planes * bands)
+                .map_err(|_| format!("{WHAT}: {planes} planes exceed the im2col grid"))?;
+            let shared = self.staged_rows(g, band) * g.input[1] * self.size;
+            let mut args = args.i32(i(band)?).i32(i(bands)?).u32(blocks);
+            let grid = blocks.min(1 << 20);
+            // SAFETY: the arguments match `im2col_band_*`; `col` holds the chunk's `total` elements, `x` its input planes, and
+            // `shared` bytes hold a band's input rows.
+            return unsafe {
+                f.launch(
+                    stream,
+                    (grid, 1, 1),
+                    (THREADS, 1, 1),
+                    shared as u32,
+                    &mut args,
+                )
+            }
+            .map_err(|e| format!("{WHAT}: {e}"));
+        }
+        let total = u32::try_from(total)
+            .map_err(|_| format!("{WHAT}: im2col chunk exceeds 2^32 elements"))?;
+        let blocks = (total as usize)
+            .div_ceil(8 * THREADS as usize)
+            .clamp(1, 1 << 20);
+        let mut args = args.u32(total);
+        // SAFETY: the arguments match `im2col_flat_*`; `col` holds `total` elements.
+        unsafe {
+            self.flat
+                .launch(stream, (blocks as u32, 1, 1), (THREADS, 1, 1), 0, &mut args)
+        }
+        .map_err(|e| format!("{WHAT}: {e}"))
+    }
+
+    /// Input rows a band of `band` output rows reads.
+    fn staged_rows(&self, g: &Gather, band: usize) -> usize {
+        let span = (band - 1) * g.stride[0] + (g.kernel[0] - 1) * g.dilation[0] + 1;
+        span.min(g.input[0])
+    }
+
+    /// Output rows a band: whole words of `lanes` elements a band (unless one band covers
+    /// the plane), its input rows within [`BAND_BYTES`], smaller while the launch would have
+    /// fewer than [`MIN_BLOCKS`] blocks; `None` when no band fits.
+    fn band_rows(&self, g: &Gather, lanes: usize, planes: usize) -> Option<usize> {
+        let [oh, ow] = g.output;
+        let fits = |band: usize| self.staged_rows(g, band) * g.input[1] * self.size <= BAND_BYTES;
+        if fits(oh) && (planes >= MIN_BLOCKS || oh == 1) {
+            return Some(oh);
+        }
+        let step = lanes / gcd(ow, lanes);
+        let wanted = oh.div_ceil(MIN_BLOCKS.div_ceil(planes.max(1)));
+        let mut band = wanted.next_multiple_of(step).min(oh.next_multiple_of(step));
+        while band > step && !fits(band) {
+            band -= step;
+        }
+        if band >= oh {
+            return fits(oh).then_some(oh);
+        }
+        fits(band).then_some(band)
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn program_compiles_with_nvrtc() {
+        super::super::prelude::assert_compiles(&super::IM2COL);
+    }
+}
