@@ -195,6 +195,16 @@ const CASES: &[Case] = &[
         activation: None,
     },
     Case {
+        x: &[5, 417, 7, 7],
+        w: &[8, 417, 3, 3],
+        groups: 1,
+        strides: &[1, 1],
+        pads: (&[1, 1], &[1, 1]),
+        dilations: &[1, 1],
+        bias: true,
+        activation: Some(ActivationKind::Relu),
+    },
+    Case {
         x: &[2, 16, 17, 19],
         w: &[24, 16, 1, 1],
         groups: 1,
@@ -264,7 +274,7 @@ fn convolution_declines_3d_and_rejects_bad_outputs() {
 fn convolution_adds_a_residual_before_the_activation() {
     let Some(dev) = device_or_skip() else { return };
     for dtype in [DType::F32, DType::F16, DType::BF16] {
-        for i in [0, 1, 2, 4, 7, 12, 14, 15, 16] {
+        for i in [0, 1, 2, 4, 7, 12, 14, 15, 16, 17] {
             let c = &CASES[i];
             let seed = 1000 + 10 * i as u64;
             let out = crate::harness::cpu(
