@@ -20,8 +20,9 @@ const THREADS: u32 = 256;
 static PROGRAM: Program = Program::new("core_pooling", || with_prelude(BODY));
 
 const BODY: &str = r#"
-/* One thread per output: blocks over (output columns, output rows, planes), the rows and
-   planes beyond the grid walked in a loop. KIND 0 max, 1 average, 2 Lp. */
+/* One thread per output: blocks of (columns, rows) over (output columns, output rows,
+   planes), the rows and planes beyond the grid walked in a loop. KIND 0 max, 1 average,
+   2 Lp. */
 template <typename D, int KIND>
 __device__ __forceinline__ void pool_impl(const void* x, void* y, i64 planes, int H, int W,
     int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int PHE, int PWE, int DH,
@@ -39,7 +40,7 @@ __device__ __forceinline__ void pool_impl(const void* x, void* y, i64 planes, in
     }
     for (i64 pl = blockIdx.z; pl < planes; pl += gridDim.z) {
         const i64 base = pl * (i64)H * W;
-        for (int oh = blockIdx.y; oh < OH; oh += gridDim.y) {
+        for (int oh = blockIdx.y * blockDim.y + threadIdx.y; oh < OH; oh += gridDim.y * blockDim.y) {
             const int h0 = oh * SH - PH;
             float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.0f;
             int vh = 0, ph = 0;
@@ -180,14 +181,18 @@ impl DeviceKernel for PoolKernel {
             .i32(i32::try_from(p).map_err(|_| format!("{WHAT}: p = {p}"))?)
             .i32(i32::from(l.count_include_pad));
         let threads = (ohw[1].next_power_of_two() as u32).clamp(32, THREADS);
+        let rows = (THREADS / threads).min(ohw[0].next_power_of_two() as u32);
         let grid = (
             ohw[1].div_ceil(threads as usize) as u32,
-            ohw[0].min(65_535) as u32,
+            ohw[0].div_ceil(rows as usize).min(65_535) as u32,
             planes.min(65_535) as u32,
         );
         // SAFETY: the arguments match `pool2d_*`; the tensors hold the checked shapes.
-        unsafe { self.f.launch(stream, grid, (threads, 1, 1), 0, &mut args) }
-            .map_err(|e| format!("{WHAT}: {e}"))
+        unsafe {
+            self.f
+                .launch(stream, grid, (threads, rows, 1), 0, &mut args)
+        }
+        .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 
