@@ -88,7 +88,7 @@ template <> struct Store4<BF16> {
 template <typename D>
 __device__ __forceinline__ void blend_depth(float* A, const uint4* s0, const uint4* s1,
         const Tap2& z, int lo, int n, int nvi, int P) {
-    const int V = Vec16<D>::V;
+    const int V = Vec16<D>::V, IF = 2;
     const bool fit = nvi <= (int)blockDim.x;
     const int jt = fit ? threadIdx.x % nvi : threadIdx.x, jstep = fit ? nvi : blockDim.x;
     const int rt = fit ? threadIdx.x / nvi : 0, rstep = fit ? blockDim.x / nvi : 1;
@@ -96,18 +96,18 @@ __device__ __forceinline__ void blend_depth(float* A, const uint4* s0, const uin
     for (int j = jt; j < nvi; j += jstep) {
         const uint4* b0 = s0 + lo * nvi + j;
         const uint4* b1 = s1 + lo * nvi + j;
-        for (int r = rt; r < n; r += 2 * rstep) {
-            const bool two = r + rstep < n;
-            uint4 ra[2], rb[2];
-            ra[0] = __ldg(b0 + r * nvi);
-            if (two) ra[1] = __ldg(b0 + (r + rstep) * nvi);
-            if (z.w1 != 0.0f) {
-                rb[0] = __ldg(b1 + r * nvi);
-                if (two) rb[1] = __ldg(b1 + (r + rstep) * nvi);
+        for (int r = rt; r < n; r += IF * rstep) {
+            uint4 ra[IF], rb[IF];
+#pragma unroll
+            for (int u = 0; u < IF; ++u) {
+                if (r + u * rstep < n) {
+                    ra[u] = __ldg(b0 + (r + u * rstep) * nvi);
+                    if (z.w1 != 0.0f) rb[u] = __ldg(b1 + (r + u * rstep) * nvi);
+                }
             }
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                if (u == 1 && !two) break;
+            for (int u = 0; u < IF; ++u) {
+                if (r + u * rstep >= n) break;
                 float a[V], c[V];
                 Vec16<D>::unpack(ra[u], a);
 #pragma unroll
