@@ -21,21 +21,24 @@ __device__ __forceinline__ unsigned f2b2(float lo, float hi) {
     return (unsigned)f2b(lo) | ((unsigned)f2b(hi) << 16);
 #endif
 }
-template <typename D> struct Pack16;
+/* Two f32 rounded into one packed word of a 16-bit D (`lo` in the low half). */
+template <typename D> struct Pack2;
+template <> struct Pack2<F16> {
+    static __device__ __forceinline__ unsigned of(float lo, float hi) { return f2h2(lo, hi); }
+};
+template <> struct Pack2<BF16> {
+    static __device__ __forceinline__ unsigned of(float lo, float hi) { return f2b2(lo, hi); }
+};
+template <typename D> struct Pack16 {
+    static __device__ __forceinline__ uint4 pack(const float* v) {
+        return make_uint4(Pack2<D>::of(v[0], v[1]), Pack2<D>::of(v[2], v[3]),
+                          Pack2<D>::of(v[4], v[5]), Pack2<D>::of(v[6], v[7]));
+    }
+};
 template <> struct Pack16<F32> {
     static __device__ __forceinline__ uint4 pack(const float* v) {
         return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
                           __float_as_uint(v[3]));
-    }
-};
-template <> struct Pack16<F16> {
-    static __device__ __forceinline__ uint4 pack(const float* v) {
-        return make_uint4(f2h2(v[0], v[1]), f2h2(v[2], v[3]), f2h2(v[4], v[5]), f2h2(v[6], v[7]));
-    }
-};
-template <> struct Pack16<BF16> {
-    static __device__ __forceinline__ uint4 pack(const float* v) {
-        return make_uint4(f2b2(v[0], v[1]), f2b2(v[2], v[3]), f2b2(v[4], v[5]), f2b2(v[6], v[7]));
     }
 };
 

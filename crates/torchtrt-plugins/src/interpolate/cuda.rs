@@ -124,20 +124,14 @@ __device__ __forceinline__ void interp_warp(const typename D::T* x, typename D::
 }
 
 /* Two adjacent outputs stored at once (8 bytes of f32, 4 of f16/bf16). */
-template <typename D> struct Pair;
+template <typename D> struct Pair {
+    static __device__ __forceinline__ void store(u16* p, i64 i, const float* v) {
+        *reinterpret_cast<unsigned*>(p + i) = Pack2<D>::of(v[0], v[1]);
+    }
+};
 template <> struct Pair<F32> {
     static __device__ __forceinline__ void store(float* p, i64 i, const float* v) {
         *reinterpret_cast<float2*>(p + i) = make_float2(v[0], v[1]);
-    }
-};
-template <> struct Pair<F16> {
-    static __device__ __forceinline__ void store(u16* p, i64 i, const float* v) {
-        *reinterpret_cast<unsigned*>(p + i) = f2h(v[0]) | ((unsigned)f2h(v[1]) << 16);
-    }
-};
-template <> struct Pair<BF16> {
-    static __device__ __forceinline__ void store(u16* p, i64 i, const float* v) {
-        *reinterpret_cast<unsigned*>(p + i) = f2b(v[0]) | ((unsigned)f2b(v[1]) << 16);
     }
 };
 

@@ -66,20 +66,14 @@ struct ColTaps {
 };
 
 /* Four outputs stored at once (16 bytes of f32, 8 of f16/bf16). */
-template <typename D> struct Store4;
+template <typename D> struct Store4 {
+    static __device__ __forceinline__ void at(u16* p, const float* o) {
+        *reinterpret_cast<uint2*>(p) = make_uint2(Pack2<D>::of(o[0], o[1]), Pack2<D>::of(o[2], o[3]));
+    }
+};
 template <> struct Store4<F32> {
     static __device__ __forceinline__ void at(float* p, const float* o) {
         *reinterpret_cast<float4*>(p) = make_float4(o[0], o[1], o[2], o[3]);
-    }
-};
-template <> struct Store4<F16> {
-    static __device__ __forceinline__ void at(u16* p, const float* o) {
-        *reinterpret_cast<uint2*>(p) = make_uint2(f2h2(o[0], o[1]), f2h2(o[2], o[3]));
-    }
-};
-template <> struct Store4<BF16> {
-    static __device__ __forceinline__ void at(u16* p, const float* o) {
-        *reinterpret_cast<uint2*>(p) = make_uint2(f2b2(o[0], o[1]), f2b2(o[2], o[3]));
     }
 };
 
