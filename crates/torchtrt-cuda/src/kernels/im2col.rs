@@ -270,7 +270,7 @@ impl Im2col {
             .band
             .iter()
             .find(|(w, _)| (ohw * self.size).is_multiple_of(*w))
-            && let Some(plan) = self.plan_band(g, *word / self.size, planes)
+            && let Some(plan) = plan_band(g, self.size, *word / self.size, planes)
         {
             let blocks = planes.div_ceil(plan.per) * plan.bands;
             let blocks = u32::try_from(blocks)
@@ -301,64 +301,65 @@ impl Im2col {
         }
         .map_err(|e| format!("{WHAT}: {e}"))
     }
+}
 
-    /// Input rows a band of `band` output rows reads.
-    fn staged_rows(&self, g: &Gather, band: usize) -> usize {
-        let span = (band - 1) * g.stride[0] + (g.kernel[0] - 1) * g.dilation[0] + 1;
-        span.min(g.input[0])
-    }
+/// Input rows a band of `band` output rows reads.
+fn staged_rows(g: &Gather, band: usize) -> usize {
+    let span = (band - 1) * g.stride[0] + (g.kernel[0] - 1) * g.dilation[0] + 1;
+    span.min(g.input[0])
+}
 
-    /// How the band kernel covers the gather (words of `lanes` elements), `None` where the
-    /// flat pass runs: 1×1 kernels (a strided copy that reads each input once anyway) and
-    /// bands whose input rows exceed [`BAND_BYTES`].
-    fn plan_band(&self, g: &Gather, lanes: usize, planes: usize) -> Option<BandPlan> {
-        let kk = g.kernel[0] * g.kernel[1];
-        if kk == 1 || planes >= 1 << 31 {
-            return None;
-        }
-        let band = self.band_rows(g, lanes, planes)?;
-        let [oh, ow] = g.output;
-        let bytes = self.staged_rows(g, band) * g.input[1] * self.size;
-        let bands = oh.div_ceil(band);
-        let per = if bands == 1 {
-            (BLOCK_WORK / (kk * oh * ow))
-                .min(BAND_BYTES / bytes.max(1))
-                .min(planes / MIN_BLOCKS)
-                .max(1)
-        } else {
-            1
-        };
-        Some(BandPlan {
-            band,
-            bands,
-            per,
-            shared: (per * bytes) as u32,
-        })
+/// How the band kernel covers the gather of `size`-byte elements (words of `lanes`
+/// elements), `None` where the flat pass runs: 1×1 kernels (a strided copy that reads each
+/// input once anyway) and bands whose input rows exceed [`BAND_BYTES`].
+fn plan_band(g: &Gather, size: usize, lanes: usize, planes: usize) -> Option<BandPlan> {
+    let kk = g.kernel[0] * g.kernel[1];
+    if kk == 1 || planes >= 1 << 31 {
+        return None;
     }
+    let band = band_rows(g, size, lanes, planes)?;
+    let [oh, ow] = g.output;
+    let bytes = staged_rows(g, band) * g.input[1] * size;
+    let bands = oh.div_ceil(band);
+    let per = if bands == 1 {
+        (BLOCK_WORK / (kk * oh * ow))
+            .min(BAND_BYTES / bytes.max(1))
+            .min(planes / MIN_BLOCKS)
+            .max(1)
+    } else {
+        1
+    };
+    Some(BandPlan {
+        band,
+        bands,
+        per,
+        shared: (per * bytes) as u32,
+    })
+}
 
-    /// Output rows a band: whole words of `lanes` elements a band (unless one band covers
-    /// the plane), its input rows within [`BAND_BYTES`], smaller while the launch would have
-    /// fewer than [`MIN_BLOCKS`] blocks; `None` when no band fits.
-    fn band_rows(&self, g: &Gather, lanes: usize, planes: usize) -> Option<usize> {
-        let [oh, ow] = g.output;
-        let fits = |band: usize| self.staged_rows(g, band) * g.input[1] * self.size <= BAND_BYTES;
-        if fits(oh) && (planes >= MIN_BLOCKS || oh == 1) {
-            return Some(oh);
-        }
-        let step = lanes / gcd(ow, lanes);
-        let wanted = oh.div_ceil(MIN_BLOCKS.div_ceil(planes.max(1)));
-        let mut band = wanted.next_multiple_of(step).min(oh.next_multiple_of(step));
-        while band > step && !fits(band) {
-            band -= step;
-        }
-        if band >= oh {
-            return fits(oh).then_some(oh);
-        }
-        fits(band).then_some(band)
+/// Output rows a band: whole words of `lanes` elements a band (unless one band covers the
+/// plane), its input rows within [`BAND_BYTES`], smaller while the launch would have fewer
+/// than [`MIN_BLOCKS`] blocks; `None` when no band fits.
+fn band_rows(g: &Gather, size: usize, lanes: usize, planes: usize) -> Option<usize> {
+    let [oh, ow] = g.output;
+    let fits = |band: usize| staged_rows(g, band) * g.input[1] * size <= BAND_BYTES;
+    if fits(oh) && (planes >= MIN_BLOCKS || oh == 1) {
+        return Some(oh);
     }
+    let step = lanes / gcd(ow, lanes);
+    let wanted = oh.div_ceil(MIN_BLOCKS.div_ceil(planes.max(1)));
+    let mut band = wanted.next_multiple_of(step).min(oh.next_multiple_of(step));
+    while band > step && !fits(band) {
+        band -= step;
+    }
+    if band >= oh {
+        return fits(oh).then_some(oh);
+    }
+    fits(band).then_some(band)
 }
 
 /// The band kernel's cover of one gather.
+#[derive(Debug)]
 struct BandPlan {
     /// Output rows a band, bands a plane, planes a block (several only when one band
     /// covers a plane).
@@ -375,6 +376,88 @@ fn gcd(a: usize, b: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A square 2-D gather of `images` images of `channels` channels.
+    fn gather(images: usize, channels: usize, hw: usize, k: usize, stride: usize) -> Gather {
+        let pad = k / 2;
+        let out = (hw + 2 * pad - k) / stride + 1;
+        Gather {
+            x: 0,
+            col: 0,
+            groups: images,
+            cg: channels,
+            rows: channels * k * k,
+            input: [hw, hw],
+            kernel: [k, k],
+            stride: [stride, stride],
+            pad: [pad, pad],
+            dilation: [1, 1],
+            output: [out, out],
+            interleave: false,
+        }
+    }
+
+    fn assert_within_limits(g: &Gather, size: usize, lanes: usize, p: &BandPlan) {
+        let [oh, ow] = g.output;
+        let staged = staged_rows(g, p.band) * g.input[1] * size;
+        assert!(p.per * staged <= BAND_BYTES, "{p:?}");
+        assert_eq!(p.shared as usize, p.per * staged);
+        assert_eq!(p.bands, oh.div_ceil(p.band));
+        assert!(p.bands == 1 || (p.band * ow).is_multiple_of(lanes), "{p:?}");
+        assert!(p.per == 1 || p.bands == 1, "{p:?}");
+    }
+
+    #[test]
+    fn large_planes_take_a_block_each_in_one_band() {
+        let g = gather(32, 64, 56, 3, 1);
+        let p = plan_band(&g, 2, 8, 32 * 64).expect("banded");
+        assert_eq!((p.band, p.bands, p.per), (56, 1, 1));
+        assert_within_limits(&g, 2, 8, &p);
+    }
+
+    #[test]
+    fn few_planes_split_into_bands_of_whole_words() {
+        let g = gather(32, 3, 224, 7, 2);
+        let p = plan_band(&g, 2, 8, 96).expect("banded");
+        assert!(p.bands > 1 && 96 * p.bands >= MIN_BLOCKS, "{p:?}");
+        assert_within_limits(&g, 2, 8, &p);
+        let g = gather(1, 3, 30, 3, 1);
+        let p = plan_band(&g, 2, 4, 3).expect("banded");
+        assert!(p.bands > 1, "{p:?}");
+        assert_within_limits(&g, 2, 4, &p);
+    }
+
+    #[test]
+    fn small_planes_share_a_block() {
+        let g = gather(32, 512, 7, 3, 1);
+        let p = plan_band(&g, 2, 1, 32 * 512).expect("banded");
+        assert_eq!((p.bands, p.per), (1, BLOCK_WORK / (9 * 49)));
+        assert_within_limits(&g, 2, 1, &p);
+        let few = plan_band(&g, 2, 1, 1500).expect("banded");
+        assert_eq!(
+            few.per, 1,
+            "fewer than two blocks' worth of planes a block: {few:?}"
+        );
+    }
+
+    #[test]
+    fn pointwise_and_wide_rows_run_the_flat_pass() {
+        let g = gather(32, 256, 56, 1, 1);
+        assert!(plan_band(&g, 2, 8, 32 * 256).is_none());
+        let mut wide = gather(1, 2, 4, 3, 1);
+        wide.input = [4, 4000];
+        wide.output = [4, 4000];
+        let f32_rows = plan_band(&wide, 4, 4, 2);
+        assert!(
+            f32_rows.is_none(),
+            "3 rows of 4000 f32 exceed a band: {f32_rows:?}"
+        );
+        let f16_rows = plan_band(&wide, 2, 8, 2).expect("3 rows of 4000 f16 fit");
+        assert_eq!(f16_rows.band, 1);
+        assert_within_limits(&wide, 2, 8, &f16_rows);
+    }
+
     #[test]
     fn program_compiles_with_nvrtc() {
         super::super::prelude::assert_compiles(&super::IM2COL);
