@@ -189,19 +189,27 @@ const THREADS: u32 = 256;
 /// One chunk's gather: what `Im2col` in the source holds, and where.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Gather {
-    /// Input (the chunk's first image) and the gathered matrix.
+    /// Device address of the chunk's first input image.
     pub x: u64,
+    /// Device address of the gathered matrix.
     pub col: u64,
-    /// Images·groups in the chunk (`images` when `interleave`), channels a group.
+    /// Images·groups in the chunk (images when `interleave`).
     pub groups: usize,
+    /// Input channels a group.
     pub cg: usize,
     /// Stored rows a group (`cg·kh·kw` rounded up for 16-bit tensor cores).
     pub rows: usize,
+    /// Input `[h, w]`.
     pub input: [usize; 2],
+    /// Kernel `[kh, kw]`.
     pub kernel: [usize; 2],
+    /// Strides `[h, w]`.
     pub stride: [usize; 2],
+    /// Padding at the start of each dim.
     pub pad: [usize; 2],
+    /// Dilations `[h, w]`.
     pub dilation: [usize; 2],
+    /// Output `[oh, ow]`.
     pub output: [usize; 2],
     /// Rows `(r, image)` of one group instead of `(image, r)`.
     pub interleave: bool,
