@@ -11,8 +11,6 @@ pub(crate) static CONV: Program = Program::new("core_convolution", || {
 });
 
 const BODY: &str = r#"
-/* Each thread handles VEC consecutive outputs (the direct kernels). */
-#define VEC 8
 
 /* Elements of a 16-byte vector of D, and its lanes as floats. */
 template <typename D> struct Lanes {
@@ -110,88 +108,77 @@ __device__ __forceinline__ void epilogue_flat(const void* src, void* y, const vo
         (unsigned long long)total, vec != 0, code, p0, p1); }
 FOR_EACH_DTYPE(EPILOGUE)
 
-/* Depthwise K×K (one input channel per group): the plane's taps in registers, every tap's
-   load issued unconditionally (predicated), VEC outputs per thread. */
+/* The direct kernels: a thread per output, blocks of (positions, planes) over (output
+   positions, planes), so that several small planes share a block; planes beyond the grid
+   are walked in a loop (fewer than 2^31 planes). */
+
+/* Depthwise K×K (one input channel per group): every tap's load issued unconditionally
+   (predicated) from the unrolled window. */
 template <typename D, int K>
 __device__ __forceinline__ void depthwise_k(const void* x, const void* w, const void* bias,
     void* y, int C, int H, int W, int M, int Mg, int SH, int SW, int PH, int PW, int DH,
-    int DW, int OH, int OW, i64 planes, int code, float p0, float p1) {
-    int ohw = OH * OW;
-    for (i64 plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        int m = (int)(plane % M);
-        i64 n = plane / M;
-        float taps[K * K];
+    int DW, int OH, int OW, int planes, int code, float p0, float p1) {
+    const int ohw = OH * OW, q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= ohw) return;
+    const int oh = q / OW, ow = q - oh * OW;
+    const int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
+    for (int plane = blockIdx.y * blockDim.y + threadIdx.y; plane < planes;
+         plane += gridDim.y * blockDim.y) {
+        const int n = plane / M, m = plane - n * M;
+        const i64 xb = ((i64)n * C + m / Mg) * H * W;
+        const i64 wb = (i64)m * K * K;
+        float acc = bias ? LOAD(D, bias, m) : 0.0f;
 #pragma unroll
-        for (int k = 0; k < K * K; ++k) taps[k] = LOAD(D, w, (i64)m * K * K + k);
-        float b = bias ? LOAD(D, bias, m) : 0.0f;
-        i64 xb = (n * C + m / Mg) * (i64)H * W;
-        for (int q = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; q < ohw;
-             q += gridDim.x * blockDim.x * VEC) {
-            int oh = q / OW, ow = q - oh * OW;
-#pragma unroll 1
-            for (int j = 0; j < VEC && q + j < ohw; ++j) {
-                int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
-                float acc = b;
+        for (int kh = 0; kh < K; ++kh) {
+            const int ih = ih0 + kh * DH;
+            const bool rok = ih >= 0 && ih < H;
 #pragma unroll
-                for (int kh = 0; kh < K; ++kh) {
-                    int ih = ih0 + kh * DH;
-                    bool rok = ih >= 0 && ih < H;
-#pragma unroll
-                    for (int kw = 0; kw < K; ++kw) {
-                        int iw = iw0 + kw * DW;
-                        bool ok = rok && iw >= 0 && iw < W;
-                        float v = ok ? LOAD(D, x, xb + ih * W + iw) : 0.0f;
-                        acc += v * taps[kh * K + kw];
-                    }
-                }
-                STORE(D, y, plane * ohw + q + j, act(acc, code, p0, p1));
-                if (++ow == OW) { ow = 0; ++oh; }
+            for (int kw = 0; kw < K; ++kw) {
+                const int iw = iw0 + kw * DW;
+                const bool ok = rok && iw >= 0 && iw < W;
+                float v = ok ? LOAD(D, x, xb + ih * W + iw) : 0.0f;
+                acc += v * LOAD(D, w, wb + kh * K + kw);
             }
         }
+        STORE(D, y, (i64)plane * ohw + q, act(acc, code, p0, p1));
     }
 }
 
 /* Any other grouped convolution with Cg input channels per group, Mg output channels per
-   group: a thread per output, planes along y. */
+   group. */
 template <typename D>
 __device__ __forceinline__ void direct_impl(const void* x, const void* w, const void* bias,
     void* y, int C, int H, int W, int M, int Cg, int Mg, int KH, int KW, int SH, int SW,
-    int PH, int PW, int DH, int DW, int OH, int OW, i64 planes, int code, float p0, float p1) {
-    int ntaps = Cg * KH * KW, ohw = OH * OW;
-    for (i64 plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        int m = (int)(plane % M);
-        i64 n = plane / M;
-        int g = m / Mg;
-        i64 wb = (i64)m * ntaps;
-        float b = bias ? LOAD(D, bias, m) : 0.0f;
-        for (int q = (blockIdx.x * blockDim.x + threadIdx.x) * VEC; q < ohw;
-             q += gridDim.x * blockDim.x * VEC) {
-            for (int p = q; p < q + VEC && p < ohw; ++p) {
-                int oh = p / OW, ow = p - oh * OW;
-                int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
-                float acc = b;
-                for (int cc = 0; cc < Cg; ++cc) {
-                    i64 xb = (n * C + g * Cg + cc) * (i64)H * W;
-                    for (int kh = 0; kh < KH; ++kh) {
-                        int ih = ih0 + kh * DH;
-                        if (ih < 0 || ih >= H) continue;
-                        for (int kw = 0; kw < KW; ++kw) {
-                            int iw = iw0 + kw * DW;
-                            if (iw < 0 || iw >= W) continue;
-                            acc += LOAD(D, x, xb + ih * W + iw)
-                                * LOAD(D, w, wb + (cc * KH + kh) * KW + kw);
-                        }
-                    }
+    int PH, int PW, int DH, int DW, int OH, int OW, int planes, int code, float p0, float p1) {
+    const int ntaps = Cg * KH * KW, ohw = OH * OW, q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= ohw) return;
+    const int oh = q / OW, ow = q - oh * OW;
+    const int ih0 = oh * SH - PH, iw0 = ow * SW - PW;
+    for (int plane = blockIdx.y * blockDim.y + threadIdx.y; plane < planes;
+         plane += gridDim.y * blockDim.y) {
+        const int n = plane / M, m = plane - n * M, g = m / Mg;
+        const i64 wb = (i64)m * ntaps;
+        float acc = bias ? LOAD(D, bias, m) : 0.0f;
+        for (int cc = 0; cc < Cg; ++cc) {
+            const i64 xb = ((i64)n * C + g * Cg + cc) * H * W;
+            for (int kh = 0; kh < KH; ++kh) {
+                const int ih = ih0 + kh * DH;
+                if (ih < 0 || ih >= H) continue;
+                for (int kw = 0; kw < KW; ++kw) {
+                    const int iw = iw0 + kw * DW;
+                    if (iw < 0 || iw >= W) continue;
+                    acc += LOAD(D, x, xb + ih * W + iw)
+                        * LOAD(D, w, wb + (cc * KH + kh) * KW + kw);
                 }
-                STORE(D, y, plane * ohw + p, act(acc, code, p0, p1));
             }
         }
+        STORE(D, y, (i64)plane * ohw + q, act(acc, code, p0, p1));
     }
 }
 
 #define DIRECT(S, D) extern "C" __global__ void conv_direct_##S(const void* x, const void* w, \
     const void* bias, void* y, int C, int H, int W, int M, int Cg, int Mg, int KH, int KW, \
-    int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, i64 planes, int code, \
+    int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW, int planes, int code, \
     float p0, float p1) { \
     bool dw = Cg == 1 && KH == KW; \
     if (dw && KH == 3) depthwise_k<D, 3>(x, w, bias, y, C, H, W, M, Mg, SH, SW, PH, PW, DH, \

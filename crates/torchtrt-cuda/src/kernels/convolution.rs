@@ -38,9 +38,6 @@ const THREADS: u32 = 256;
 /// images, run one wide GEMM per chunk of images instead of one per image.
 const WIDE_HW: usize = 256;
 
-/// Output positions a thread of the plane kernels handles (`VEC` in their source).
-const VEC: usize = 8;
-
 /// Launch geometry of the flat epilogue: `per_thread` consecutive
 /// elements a thread over `total`, 256 threads a block, blocks grid-striding beyond 2^20.
 fn flat_grid(total: usize, per_thread: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
@@ -50,14 +47,15 @@ fn flat_grid(total: usize, per_thread: usize) -> ((u32, u32, u32), (u32, u32, u3
     ((blocks as u32, 1, 1), (THREADS, 1, 1))
 }
 
-/// Launch geometry of the plane kernels: `planes` along y (at most 65 535 blocks, kernels
-/// loop), `len` positions of each plane along x, [`VEC`] per thread.
-fn plane_grid(len: usize, planes: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
-    let per_row = len.div_ceil(VEC);
-    let threads = (per_row.next_multiple_of(32) as u32).clamp(32, THREADS);
-    let x = per_row.div_ceil(threads as usize).clamp(1, 1 << 16) as u32;
-    let y = planes.clamp(1, 65_535) as u32;
-    ((x, y, 1), (threads, 1, 1))
+/// Launch geometry of the direct kernels (a thread per output): blocks of `(positions,
+/// planes)` threads, [`THREADS`] in all, positions along x (`len` below 2^31), planes along
+/// y (at most 65 535 blocks, kernels loop), so that small planes share a block.
+fn direct_grid(len: usize, planes: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
+    let tx = (len.next_power_of_two() as u32).clamp(32, THREADS);
+    let ty = THREADS / tx;
+    let x = len.div_ceil(tx as usize).max(1) as u32;
+    let y = planes.div_ceil(ty as usize).clamp(1, 65_535) as u32;
+    ((x, y, 1), (tx, ty, 1))
 }
 
 /// Window parameters as 2-D `[h, w]` pairs.
@@ -283,14 +281,15 @@ impl ConvKernel {
         for v in [g.stride, g.pad, g.dilation].concat() {
             args = args.i32(i(v)?);
         }
+        i(s.oh * s.ow)?;
         let mut args = args
             .i32(i(s.oh)?)
             .i32(i(s.ow)?)
-            .i64(planes as i64)
+            .i32(i(planes)?)
             .i32(epilogue.code)
             .f32(epilogue.p0)
             .f32(epilogue.p1);
-        let (grid, block) = plane_grid(s.oh * s.ow, planes);
+        let (grid, block) = direct_grid(s.oh * s.ow, planes);
         // SAFETY: the arguments match `conv_direct_*`; the tensors hold the checked shapes.
         unsafe { self.direct.launch(stream, grid, block, 0, &mut args) }
             .map_err(|e| format!("{WHAT}: {e}"))?;
