@@ -98,11 +98,12 @@ __device__ __forceinline__ void epilogue_flat(const void* src, void* y, const vo
     }
 }
 
-/* 32-bit indices when the output has fewer than 2^32 elements. */
+/* 32-bit indices when the output has fewer than 2^31 elements (a grid stride, at most 2^31,
+   then cannot wrap past 2^32). */
 #define EPILOGUE(S, D) extern "C" __global__ void conv_epilogue_##S(const void* src, void* y, \
     const void* bias, const void* res, int M, int HW, int NB, i64 total, int vec, int code, \
     float p0, float p1) { \
-    if (total < (1ll << 32)) epilogue_flat<D, unsigned>(src, y, bias, res, M, HW, NB, \
+    if (total < (1ll << 31)) epilogue_flat<D, unsigned>(src, y, bias, res, M, HW, NB, \
         (unsigned)total, vec != 0, code, p0, p1); \
     else epilogue_flat<D, unsigned long long>(src, y, bias, res, M, HW, NB, \
         (unsigned long long)total, vec != 0, code, p0, p1); }
@@ -110,7 +111,7 @@ FOR_EACH_DTYPE(EPILOGUE)
 
 /* The direct kernels: a thread per output, blocks of (positions, planes) over (output
    positions, planes), so that several small planes share a block; planes beyond the grid
-   are walked in a loop (fewer than 2^31 planes). */
+   are walked in a loop (at least 2^20 below 2^31 planes, so the stride cannot wrap). */
 
 /* Depthwise K×K (one input channel per group): every tap's load issued unconditionally
    (predicated) from the unrolled window. */

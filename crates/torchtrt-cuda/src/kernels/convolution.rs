@@ -282,6 +282,7 @@ impl ConvKernel {
             args = args.i32(i(v)?);
         }
         i(s.oh * s.ow)?;
+        i(planes + (1 << 20))?;
         let mut args = args
             .i32(i(s.oh)?)
             .i32(i(s.ow)?)

@@ -111,7 +111,7 @@ __device__ __forceinline__ void im2col_band(const T* __restrict__ x, T* __restri
     }
 }
 
-/* The flat gather: col element e (< 2^32) from global memory, 8 consecutive a thread stored
+/* The flat gather: col element e (< 2^31) from global memory, 8 consecutive a thread stored
    as one 16-byte vector; rows decoded once per vector and where the run crosses a row. */
 template <typename T>
 __device__ __forceinline__ void im2col_flat(const T* __restrict__ x, T* __restrict__ col,
@@ -281,8 +281,9 @@ impl Im2col {
             && let Some(plan) = plan_band(g, self.size, *word / self.size, planes)
         {
             let blocks = planes.div_ceil(plan.per) * plan.bands;
-            let blocks = u32::try_from(blocks)
-                .map_err(|_| format!("{WHAT}: {planes} planes exceed the im2col grid"))?;
+            let blocks = i32::try_from(blocks)
+                .map_err(|_| format!("{WHAT}: {planes} planes exceed the im2col grid"))?
+                as u32;
             let mut args = args
                 .i32(i(plan.band)?)
                 .i32(i(plan.bands)?)
@@ -296,8 +297,9 @@ impl Im2col {
             return unsafe { f.launch(stream, grid, (THREADS, 1, 1), plan.shared, &mut args) }
                 .map_err(|e| format!("{WHAT}: {e}"));
         }
-        let total = u32::try_from(total)
-            .map_err(|_| format!("{WHAT}: im2col chunk exceeds 2^32 elements"))?;
+        let total = i32::try_from(total)
+            .map_err(|_| format!("{WHAT}: im2col chunk exceeds 2^31 elements"))?
+            as u32;
         let blocks = (total as usize)
             .div_ceil(8 * THREADS as usize)
             .clamp(1, 1 << 20);
