@@ -23,7 +23,6 @@ const BODY: &str = r#"
 /* A word of SB bytes: VW elements of T. */
 template <typename T, int SB> struct Word;
 template <typename T> struct Word<T, 16> { typedef uint4 W; };
-template <typename T> struct Word<T, 8> { typedef uint2 W; };
 template <typename T> struct Word<T, 4> { typedef unsigned W; };
 template <typename T> struct Word<T, 2> { typedef unsigned short W; };
 
@@ -43,8 +42,8 @@ __device__ __forceinline__ i64 col_row(const Im2col& g, int r, unsigned ig) {
    covers a plane, over runs of `per` planes: the block's input rows are staged in shared
    memory, then each thread takes words of VW consecutive output positions of a plane and
    writes them for every kernel tap of the plane's channel (and the zero rows, from a group's
-   last channel). Words never straddle rows of the matrix (OH·OW and band·OW are multiples
-   of VW unless one band covers the plane). */
+   last channel). Words never straddle rows of the matrix: OH·OW is a multiple of VW, and so
+   is band·OW unless one band covers the plane. */
 template <typename T, int SB>
 __device__ __forceinline__ void im2col_band(const T* __restrict__ x, T* __restrict__ col,
         Im2col g, int band, int bands, int per, unsigned planes, unsigned blocks) {
