@@ -22,7 +22,7 @@ use super::conv_cuda::CONV;
 use super::epilogue::Epilogue;
 use super::im2col::{Gather, Im2col};
 use super::matmul::{BlasScope, shared_blas};
-use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs};
+use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs, grid_for};
 use super::prelude::dtype_suffix;
 use super::{DeviceKernel, PrepareCtx};
 use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
@@ -37,15 +37,6 @@ const THREADS: u32 = 256;
 /// Ungrouped convolutions with at most this many output positions per image, over several
 /// images, run one wide GEMM per chunk of images instead of one per image.
 const WIDE_HW: usize = 256;
-
-/// Launch geometry of the flat epilogue: `per_thread` consecutive
-/// elements a thread over `total`, 256 threads a block, blocks grid-striding beyond 2^20.
-fn flat_grid(total: usize, per_thread: usize) -> ((u32, u32, u32), (u32, u32, u32)) {
-    let blocks = total
-        .div_ceil(per_thread * THREADS as usize)
-        .clamp(1, 1 << 20);
-    ((blocks as u32, 1, 1), (THREADS, 1, 1))
-}
 
 /// Launch geometry of the direct kernels (a thread per output): blocks of `(positions,
 /// planes)` threads, [`THREADS`] in all, positions along x (`len` below 2^31), planes along
@@ -346,11 +337,14 @@ impl ConvKernel {
             .i32(self.epilogue.code)
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1);
-        let (grid, block) = flat_grid(total, 16 / self.dtype.size());
+        let blocks = grid_for(total.div_ceil(16 / self.dtype.size()), THREADS);
         // SAFETY: the arguments match `conv_epilogue_*`; `y` (and `res`) hold `total`
         // elements, `src` as many (`y` itself, or the product of `wide` images).
-        unsafe { self.finish.launch(stream, grid, block, 0, &mut args) }
-            .map_err(|e| format!("{WHAT}: {e}"))
+        unsafe {
+            self.finish
+                .launch(stream, (blocks, 1, 1), (THREADS, 1, 1), 0, &mut args)
+        }
+        .map_err(|e| format!("{WHAT}: {e}"))
     }
 
     #[allow(clippy::too_many_arguments)]

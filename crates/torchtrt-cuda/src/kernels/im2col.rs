@@ -9,7 +9,7 @@
 //! (`im2col_flat`).
 
 use super::PrepareCtx;
-use super::operands::arg_i32;
+use super::operands::{arg_i32, grid_for};
 use super::prelude::{Program, with_prelude};
 use crate::launch::KernelArgs;
 use crate::module::Function;
@@ -299,14 +299,12 @@ impl Im2col {
         let total = i32::try_from(total)
             .map_err(|_| format!("{WHAT}: im2col chunk exceeds 2^31 elements"))?
             as u32;
-        let blocks = (total as usize)
-            .div_ceil(8 * THREADS as usize)
-            .clamp(1, 1 << 20);
+        let blocks = grid_for((total as usize).div_ceil(8), THREADS);
         let mut args = args.u32(total);
         // SAFETY: the arguments match `im2col_flat_*`; `col` holds `total` elements.
         unsafe {
             self.flat
-                .launch(stream, (blocks as u32, 1, 1), (THREADS, 1, 1), 0, &mut args)
+                .launch(stream, (blocks, 1, 1), (THREADS, 1, 1), 0, &mut args)
         }
         .map_err(|e| format!("{WHAT}: {e}"))
     }
