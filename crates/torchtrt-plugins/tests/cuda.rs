@@ -83,6 +83,24 @@ fn compare(
     (lo, hi): (f32, f32),
     seed: u64,
 ) {
+    let n: i64 = shape.iter().product();
+    compare_on(
+        gpu,
+        creator,
+        fields,
+        shape,
+        &values(n as usize, seed, lo, hi),
+    );
+}
+
+/// [`compare`] on the given input values.
+fn compare_on(
+    gpu: &Gpu,
+    creator: &dyn PluginCreator,
+    fields: &FieldCollection,
+    shape: &[i64],
+    input: &[f32],
+) {
     for dtype in DTYPES {
         let mut plugin = create_plugin(creator, "gpu_layer", fields).expect("creates");
         let io = [PortDesc::linear(dtype), PortDesc::linear(dtype)];
@@ -97,8 +115,7 @@ fn compare(
                 std::slice::from_ref(&out_desc),
             )
             .expect("configures");
-        let n: i64 = shape.iter().product();
-        let x = encode(&values(n as usize, seed, lo, hi), dtype);
+        let x = encode(input, dtype);
         let want = harness::enqueue(plugin.as_ref(), &in_desc, &x, &out_desc, 2).expect("cpu");
         let got = run_cuda(gpu, plugin.as_ref(), &in_desc, &x, &out_desc);
         let want = decode(&want, dtype);
@@ -312,6 +329,12 @@ fn vector_fast_paths_match_cpu() {
         (pool("adaptive_avg_pool2d", &[5, 3]), vec![1, 2, 37, 40]),
         (pool("adaptive_avg_pool2d", &[9, 4]), vec![1, 2, 6, 16]),
         (pool("adaptive_max_pool2d", &[1, 4]), vec![1, 1, 300, 160]),
+        (pool("adaptive_max_pool2d", &[5, 9]), vec![1, 2, 50, 256]),
+        (pool("adaptive_max_pool2d", &[9, 3]), vec![3, 2, 9, 16]),
+        (pool("adaptive_max_pool2d", &[7, 7]), vec![1, 5, 128, 64]),
+        (pool("adaptive_max_pool2d", &[3, 11]), vec![1, 3, 16, 64]),
+        (pool("adaptive_max_pool2d", &[1, 1]), vec![1, 2, 320, 8]),
+        (pool("adaptive_max_pool2d", &[2, 2]), vec![1, 2, 321, 8]),
     ];
     for (i, (f, shape)) in cases.iter().enumerate() {
         compare(
@@ -353,6 +376,39 @@ fn vector_fast_paths_match_cpu() {
     let gelu = FieldCollection::new();
     for shape in [vec![3i64, 1027], vec![1, 8 * 1024 * 33 + 5]] {
         compare(&gpu, &GeluCreator, &gelu, &shape, (-9.0, 9.0), 80);
+    }
+}
+
+/// Max pools on the GPU let a NaN win, as the CPU kernels and PyTorch do: every path (the
+/// warp-per-window kernel, staged bands, pooled rows, the general kernels) on inputs with a
+/// few NaNs, one window of nothing but NaN among them.
+#[test]
+fn max_pools_let_nan_win() {
+    let Some(gpu) = gpu() else { return };
+    let pool = |size: &[i64]| {
+        FieldCollection::new()
+            .with("mode", "adaptive_max_pool2d")
+            .with("out_size", size.to_vec())
+    };
+    let cases: Vec<(&[i64], Vec<i64>)> = vec![
+        (&[7, 7], vec![2, 3, 128, 128]),
+        (&[7, 7], vec![3, 2, 40, 32]),
+        (&[3, 5], vec![1, 2, 9, 24]),
+        (&[5, 3], vec![2, 3, 11, 9]),
+        (&[1, 4], vec![1, 1, 300, 160]),
+    ];
+    for (i, (size, shape)) in cases.iter().enumerate() {
+        let n = shape.iter().product::<i64>() as usize;
+        let mut x = values(n, 90 + i as u64, -4.0, 4.0);
+        for k in (n / 7..n).step_by(n / 5) {
+            x[k] = f32::NAN;
+        }
+        let (h, w) = (shape[2] as usize, shape[3] as usize);
+        let cols = w.div_ceil(size[1] as usize);
+        for r in 0..h.div_ceil(size[0] as usize) {
+            x[r * w..r * w + cols].fill(f32::NAN);
+        }
+        compare_on(&gpu, &InterpolateCreator, &pool(size), shape, &x);
     }
 }
 

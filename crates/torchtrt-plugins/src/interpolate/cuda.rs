@@ -31,6 +31,9 @@ struct Geo {
 
 template <int MAX>
 __device__ __forceinline__ float tap_init() { return MAX ? -__int_as_float(0x7f800000) : 0.0f; }
+
+/* The larger of two values, a NaN in either winning (PyTorch's max pool, and the CPU's). */
+__device__ __forceinline__ float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
 "#
     };
 }
@@ -63,7 +66,7 @@ __device__ __forceinline__ float gather(const typename D::T* src, const int* tab
                 float wx = wt[g.w[2] + t2];
                 if (!MAX && wx == 0.0f) continue;
                 float v = Elem<D>::load(src, ry + tab[g.idx[2] + t2]);
-                acc = MAX ? fmaxf(acc, v) : fmaf(wzy * wx, v, acc);
+                acc = MAX ? max_nan(acc, v) : fmaf(wzy * wx, v, acc);
             }
         }
     }
@@ -114,7 +117,7 @@ __device__ __forceinline__ void interp_warp(const typename D::T* x, typename D::
                     float wx = wt[g.w[2] + t2];
                     if (!MAX && wx == 0.0f) continue;
                     float v = Elem<D>::load(src, ry + tab[g.idx[2] + t2]);
-                    acc = MAX ? fmaxf(acc, v) : fmaf(wz * wy * wx, v, acc);
+                    acc = MAX ? max_nan(acc, v) : fmaf(wz * wy * wx, v, acc);
                 }
             }
         }
@@ -405,6 +408,8 @@ pub(super) fn enqueue(
     if pool {
         let pools = Pools {
             tables: &tables,
+            x: x.ptr,
+            y: y.ptr,
             args: &args,
             planes,
             max,

@@ -26,7 +26,7 @@ __device__ __forceinline__ float fold_columns(const float* row, const int* tab, 
         int t = o * g.n[2] + k;
         float v = row[tab[g.idx[2] + t]];
         if (MAX) {
-            acc = fmaxf(acc, v);
+            acc = max_nan(acc, v);
         } else {
             float w = wt[g.w[2] + t];
             acc = w == 0.0f ? acc : fmaf(w, v, acc);
@@ -56,7 +56,7 @@ __device__ __forceinline__ void pool2d(const typename D::T* x, typename D::T* y,
                     float w = wt[g.w[1] + t];
                     if (w == 0.0f) continue;
                     float v = Elem<D>::load(src, (i64)tab[g.idx[1] + t] * ix + c);
-                    acc = MAX ? fmaxf(acc, v) : fmaf(w, v, acc);
+                    acc = MAX ? max_nan(acc, v) : fmaf(w, v, acc);
                 }
                 cols[b * ix + c] = acc;
             }
@@ -111,7 +111,7 @@ __device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
                 Vec16<D>::unpack(raw[u], a);
 #pragma unroll
                 for (int q = 0; q < V; ++q)
-                    acc[q] = MAX ? fmaxf(acc[q], a[q])
+                    acc[q] = MAX ? max_nan(acc[q], a[q])
                                  : (w[u] == 0.0f ? acc[q] : fmaf(w[u], a[q], acc[q]));
             }
         }
@@ -119,7 +119,7 @@ __device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
         for (int q = 0; q < V; ++q)
             for (int o = lpr; o < 32; o <<= 1) {
                 float v = __shfl_xor_sync(0xffffffffu, acc[q], o);
-                acc[q] = MAX ? fmaxf(acc[q], v) : acc[q] + v;
+                acc[q] = MAX ? max_nan(acc[q], v) : acc[q] + v;
             }
         if (grp == 0) {
 #pragma unroll
@@ -129,23 +129,23 @@ __device__ __forceinline__ void pool_rows(const typename D::T* __restrict__ x,
     __syncwarp();
     for (int o = lane; o < OX; o += 32) Elem<D>::store(y, e * OX + o, fold_columns<MAX>(cm, tab, g, o));
 }
-/* Elementwise maximum of two words of packed 16-bit values, NaN-dropping as fmaxf. */
+/* Elementwise maximum of two words of packed 16-bit values, a NaN winning as in `max_nan`. */
 template <typename D>
 __device__ __forceinline__ unsigned max_pair(unsigned a, unsigned b) {
     u16 x[2] = {(u16)(a & 0xffffu), (u16)(a >> 16)}, z[2] = {(u16)(b & 0xffffu), (u16)(b >> 16)};
     u16 r[2];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) Elem<D>::store(r, k, fmaxf(Elem<D>::load(x, k), Elem<D>::load(z, k)));
+    for (int k = 0; k < 2; ++k) Elem<D>::store(r, k, max_nan(Elem<D>::load(x, k), Elem<D>::load(z, k)));
     return (unsigned)r[0] | ((unsigned)r[1] << 16);
 }
 #if __CUDA_ARCH__ >= 800
 template <>
 __device__ __forceinline__ unsigned max_pair<F16>(unsigned a, unsigned b) {
-    unsigned r; asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+    unsigned r; asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
 }
 template <>
 __device__ __forceinline__ unsigned max_pair<BF16>(unsigned a, unsigned b) {
-    unsigned r; asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
+    unsigned r; asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b)); return r;
 }
 #endif
 template <typename D>
@@ -156,6 +156,73 @@ __device__ __forceinline__ uint4 max_vec(uint4 a, uint4 b) {
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return (unsigned)__cvta_generic_to_shared(p);
 }
+/* Adaptive max pools of 16-bit rows of 2^lg whole vectors (lg <= 5): a warp per (plane,
+   output row), on the adaptive windows [i*in/out, ceil((i+1)*in/out)) computed here. Lane l
+   takes vector column l % nvw of every (32 / nvw)-th window row, every load issued before the
+   first use; the row phases meet through shuffles, then four lanes fold each output's columns
+   from the warp's row of column maxima in shared memory. */
+#define WIN_LOADS 10
+template <typename D> __device__ __forceinline__ uint4 lowest_vec();
+template <> __device__ __forceinline__ uint4 lowest_vec<F16>() {
+    return make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);
+}
+template <> __device__ __forceinline__ uint4 lowest_vec<BF16>() {
+    return make_uint4(0xFF80FF80u, 0xFF80FF80u, 0xFF80FF80u, 0xFF80FF80u);
+}
+__device__ __forceinline__ uint4 shfl_down_vec(uint4 v, int d) {
+    return make_uint4(__shfl_down_sync(~0u, v.x, d), __shfl_down_sync(~0u, v.y, d),
+                      __shfl_down_sync(~0u, v.z, d), __shfl_down_sync(~0u, v.w, d));
+}
+template <typename D>
+__device__ __forceinline__ void pool_win(const typename D::T* __restrict__ x,
+        typename D::T* __restrict__ y, int H, int W, int OY, int OX, unsigned items, int lg) {
+    extern __shared__ __align__(16) uint4 win_cols[];
+    const int nvw = W >> 3, G = 32 >> lg;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const unsigned item = blockIdx.x * (blockDim.x >> 5) + wib;
+    if (item >= items) return;
+    const int p = item / OY, b = item - p * OY;
+    const int s = b * H / OY, n = ((b + 1) * H + OY - 1) / OY - s;
+    const int ph = lane >> lg;
+    const uint4* src = reinterpret_cast<const uint4*>(x) + ((i64)p * H + s) * nvw + (lane & (nvw - 1));
+    uint4 v[WIN_LOADS];
+#pragma unroll
+    for (int k = 0; k < WIN_LOADS; ++k) {
+        int r = ph + k * G;
+        v[k] = r < n ? __ldg(src + r * nvw) : lowest_vec<D>();
+    }
+    uint4 acc = v[0];
+#pragma unroll
+    for (int k = 1; k < WIN_LOADS; ++k) acc = max_vec<D>(acc, v[k]);
+    for (int d = nvw; d < 32; d <<= 1) acc = max_vec<D>(acc, shfl_down_vec(acc, d));
+    uint4* cols = win_cols + wib * nvw;
+    if (lane < nvw) cols[lane] = acc;
+    __syncwarp();
+    const typename D::T* row = reinterpret_cast<const typename D::T*>(cols);
+    typename D::T* out = y + ((i64)p * OY + b) * OX;
+    for (int o0 = 0; o0 < OX; o0 += 8) {
+        int o = o0 + (lane >> 2);
+        float m = tap_init<1>();
+        if (o < OX) {
+            int c = o * W / OX + (lane & 3), ce = ((o + 1) * W + OX - 1) / OX;
+            float t[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) t[u] = c + 4 * u < ce ? Elem<D>::load(row, c + 4 * u) : m;
+            for (c += 32; c < ce; c += 4) m = max_nan(m, Elem<D>::load(row, c));
+            m = max_nan(m, max_nan(max_nan(max_nan(t[0], t[1]), max_nan(t[2], t[3])),
+                                   max_nan(max_nan(t[4], t[5]), max_nan(t[6], t[7]))));
+        }
+        m = max_nan(m, __shfl_xor_sync(~0u, m, 1));
+        m = max_nan(m, __shfl_xor_sync(~0u, m, 2));
+        if (o < OX && (lane & 3) == 0) Elem<D>::store(out, o, m);
+    }
+}
+#define POOLWIN(name, D) \
+extern "C" __global__ void __launch_bounds__(128, 8) pool_win_max_##name(const D::T* x, D::T* y, \
+        int h, int w, int oy, int ox, unsigned items, int lg) \
+{ pool_win<D>(x, y, h, w, oy, ox, items, lg); }
+POOLWIN(f16, F16)
+POOLWIN(bf16, BF16)
 /* Two-dimensional pooling of 16-bit rows of whole vectors, one block per (plane, `br` output
    rows): the input rows the block's windows span (contiguous, at most `span`) are staged in
    shared memory, on sm_90 by one bulk copy, then threads fold (plane-row window, vector
@@ -262,6 +329,10 @@ FOR_EACH_DTYPE(POOL)
 pub(super) struct Pools<'a> {
     /// The three axes' tap tables (depth, rows, columns).
     pub tables: &'a [AxisTaps],
+    /// Input and output device pointers (also the first two of `args`).
+    pub x: u64,
+    /// See `x`.
+    pub y: u64,
     /// Input, output, table, packed `Geo` and plane count.
     pub args: &'a Args,
     /// Planes (batch × channels).
@@ -284,6 +355,14 @@ pub(super) fn enqueue(
 ) -> Option<PluginResult<()>> {
     let t = p.tables;
     let w = t[2].input;
+    if p.max
+        && p.planar
+        && p.aligned
+        && dtype.size() == 2
+        && let Some(win) = Windows::plan(t, p.planes, 16 / dtype.size())
+    {
+        return Some(pool_win(p, &win, dtype, cuda));
+    }
     if p.planar
         && p.aligned
         && dtype.size() == 2
@@ -299,6 +378,56 @@ pub(super) fn enqueue(
         return Some(pool2d(p, rows_bytes, dtype, cuda));
     }
     None
+}
+
+/// Loads a lane of `pool_win` issues (`WIN_LOADS` in the kernel).
+const WIN_LOADS: usize = 10;
+
+/// Warps in a `pool_win` block (its launch bounds assume 128 threads).
+const WIN_WARPS: usize = 4;
+
+/// How `pool_win` covers an adaptive max pool.
+#[derive(Debug, PartialEq)]
+struct Windows {
+    /// log2 of the 16-byte vectors in a row.
+    lg: u32,
+    /// Warps, one per (plane, output row).
+    items: usize,
+}
+
+impl Windows {
+    /// `Some` when both axes read exactly the adaptive windows, a row is 2^k vectors of
+    /// `lanes` values (k ≤ 5), every window's rows fit a lane's loads, and the kernel's 32-bit
+    /// window and item arithmetic cannot overflow.
+    fn plan(t: &[AxisTaps], planes: usize, lanes: usize) -> Option<Windows> {
+        let (h, w, oy, ox) = (t[1].input, t[2].input, t[1].outputs(), t[2].outputs());
+        let nvw = w / lanes;
+        if !nvw.is_power_of_two() || nvw > 32 || !adaptive(&t[1]) || !adaptive(&t[2]) {
+            return None;
+        }
+        let tallest = (0..oy).map(|i| t[1].input_span(i..i + 1).len()).max()?;
+        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|v| v < 1 << 31);
+        let items = planes.checked_mul(oy)?;
+        (tallest <= 32 / nvw * WIN_LOADS && fits(oy, h + 1) && fits(ox, w + 1) && fits(items, 1))
+            .then_some(Windows {
+                lg: nvw.trailing_zeros(),
+                items,
+            })
+    }
+}
+
+/// True when output `i` of `t` reads exactly the adaptive window
+/// `[i·in/out, ⌈(i+1)·in/out⌉)` for every `i` (padding taps repeat an index inside it).
+fn adaptive(t: &AxisTaps) -> bool {
+    let (input, out, n) = (t.input, t.outputs(), t.n);
+    (0..out).all(|i| {
+        let (s, e) = (i * input / out, ((i + 1) * input).div_ceil(out));
+        let idx = &t.index[i * n..(i + 1) * n];
+        s < e
+            && e - s <= n
+            && idx[..e - s].iter().copied().eq(s..e)
+            && idx[e - s..].iter().all(|k| (s..e).contains(k))
+    })
 }
 
 /// Shared memory `pool_span` may take: staged rows and column folds (48 KiB less its statics).
@@ -366,6 +495,39 @@ fn pool_rows(p: &Pools<'_>, dtype: DType, cuda: &CudaLaunch<'_>) -> PluginResult
     }
 }
 
+fn pool_win(p: &Pools<'_>, win: &Windows, dtype: DType, cuda: &CudaLaunch<'_>) -> PluginResult<()> {
+    let t = p.tables;
+    let nvw = 1usize << win.lg;
+    let name = format!("pool_win_max_{}", dtype_name(dtype)?);
+    let grid = win.items.div_ceil(WIN_WARPS) as u32;
+    let dims = [
+        t[1].input,
+        t[2].input,
+        t[1].outputs(),
+        t[2].outputs(),
+        win.items,
+    ];
+    let args = dims
+        .iter()
+        .fold(Args::default().ptr(p.x).ptr(p.y), |a, &d| a.i32(d as i32))
+        .i32(win.lg as i32);
+    // SAFETY: the arguments match the kernel (pointers, four extents, the item count, below
+    // 2^31 as `Windows::plan` checked, passed in the bits of its `unsigned`, and log2 of the
+    // row's vectors); the tensors were checked by the plugin, 16-byte aligned with rows of
+    // whole vectors; each warp's shared row holds `nvw` vectors.
+    unsafe {
+        cuda::launch(
+            &PROGRAM,
+            &name,
+            cuda,
+            (grid, 1, 1),
+            ((WIN_WARPS * 32) as u32, 1, 1),
+            (WIN_WARPS * nvw * 16) as u32,
+            args,
+        )
+    }
+}
+
 fn pool_span(p: &Pools<'_>, band: &Band, dtype: DType, cuda: &CudaLaunch<'_>) -> PluginResult<()> {
     let lanes = 16 / dtype.size();
     let nvw = p.tables[2].input / lanes;
@@ -417,8 +579,51 @@ fn pool2d(
 
 #[cfg(test)]
 mod tests {
-    use super::Band;
+    use super::{Band, Windows, adaptive};
     use crate::interpolate::pool;
+    use crate::interpolate::taps::AxisTaps;
+
+    #[test]
+    fn windows_take_adaptive_pools_whose_rows_fit_a_lane() {
+        let t = [pool::taps(1, 1), pool::taps(128, 7), pool::taps(128, 7)];
+        let win = Windows::plan(&t, 2048, 8).expect("fits");
+        assert_eq!(
+            win,
+            Windows {
+                lg: 4,
+                items: 2048 * 7
+            }
+        );
+        let narrow = [pool::taps(1, 1), pool::taps(9, 9), pool::taps(16, 3)];
+        assert_eq!(Windows::plan(&narrow, 6, 8).expect("fits").lg, 1);
+        let odd = [pool::taps(1, 1), pool::taps(37, 5), pool::taps(40, 6)];
+        assert!(Windows::plan(&odd, 6, 8).is_none());
+        let wide = [pool::taps(1, 1), pool::taps(64, 2), pool::taps(512, 3)];
+        assert!(Windows::plan(&wide, 1, 8).is_none());
+        let column = |h| [pool::taps(1, 1), pool::taps(h, 1), pool::taps(8, 1)];
+        assert!(Windows::plan(&column(320), 1, 8).is_some());
+        assert!(Windows::plan(&column(321), 1, 8).is_none());
+        let rows_of_20 = [pool::taps(1, 1), pool::taps(128, 7), pool::taps(128, 7)];
+        assert!(
+            Windows::plan(&rows_of_20, 2048, 4).is_none(),
+            "f32 rows: 32 vectors, 10 rows"
+        );
+        assert!(Windows::plan(&t, 1 << 29, 8).is_none(), "items past 2^31");
+    }
+
+    #[test]
+    fn only_exact_adaptive_windows_count_as_adaptive() {
+        assert!(adaptive(&pool::taps(128, 7)));
+        assert!(adaptive(&pool::taps(5, 9)));
+        let mut wider = AxisTaps::with_taps(3, 4, 2);
+        wider.push_taps(&[0, 1, 2], &[1.0; 3]);
+        wider.push_taps(&[1, 2, 3], &[1.0; 3]);
+        assert!(!adaptive(&wider.finish()));
+        let mut gap = AxisTaps::with_taps(2, 4, 2);
+        gap.push_taps(&[0, 1], &[1.0; 2]);
+        gap.push_taps(&[2, 2], &[1.0; 2]);
+        assert!(!adaptive(&gap.finish()));
+    }
 
     #[test]
     fn bands_cover_the_rows_their_windows_span() {
