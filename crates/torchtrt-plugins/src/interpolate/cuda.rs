@@ -33,7 +33,15 @@ template <int MAX>
 __device__ __forceinline__ float tap_init() { return MAX ? -__int_as_float(0x7f800000) : 0.0f; }
 
 /* The larger of two values, a NaN in either winning (PyTorch's max pool, and the CPU's). */
-__device__ __forceinline__ float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
+__device__ __forceinline__ float max_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return (b > a || b != b) ? b : a;
+#endif
+}
 "#
     };
 }
