@@ -114,11 +114,15 @@ fn param_sizes(f: cusys::CUfunction) -> Option<Arc<[usize]>> {
     (!sizes.is_empty()).then(|| sizes.into())
 }
 
+/// [`resident_blocks`] answers by (program, threads, shared bytes), then kernel name.
+type Resident = HashMap<(&'static str, u32, u32), Vec<(String, u32)>>;
+
 struct DeviceState {
     ctx: cusys::CUcontext,
     arch: (u32, u32),
     sms: u32,
     modules: HashMap<&'static str, Loaded>,
+    resident: Resident,
 }
 
 // SAFETY: the handles are process-wide driver objects, used only under the mutex below and
@@ -148,6 +152,7 @@ fn open_device(ordinal: i32) -> PluginResult<DeviceState> {
         arch: (major as u32, minor as u32),
         sms: sms.max(1) as u32,
         modules: HashMap::new(),
+        resident: HashMap::new(),
     })
 }
 
@@ -375,7 +380,8 @@ pub(crate) unsafe fn launch(
 
 /// Blocks of `threads` threads with `shared` bytes of dynamic shared memory that `kernel` of
 /// `program` keeps resident on the launch's whole device at once (at least one), for kernels
-/// whose blocks stride over their work in whole waves.
+/// whose blocks stride over their work in whole waves. Asked of the driver once per device
+/// and shape, then answered from the device's cache.
 pub(crate) fn resident_blocks(
     program: &Program,
     kernel: &str,
@@ -383,17 +389,32 @@ pub(crate) fn resident_blocks(
     threads: u32,
     shared: u32,
 ) -> PluginResult<u32> {
-    let k = function(program, kernel, cuda.device)?;
-    let sms = {
-        let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
-        device_state(&mut devices, cuda.device)?.sms
+    let key = (program.name, threads, shared);
+    let cached = |devices: &mut HashMap<i32, DeviceState>| -> PluginResult<Option<u32>> {
+        let state = device_state(devices, cuda.device)?;
+        Ok(state
+            .resident
+            .get(&key)
+            .and_then(|ks| ks.iter().find(|(k, _)| k == kernel))
+            .map(|&(_, n)| n))
     };
+    if let Some(n) = cached(&mut devices().lock().unwrap_or_else(|p| p.into_inner()))? {
+        return Ok(n);
+    }
+    let k = function(program, kernel, cuda.device)?;
     // SAFETY: a loaded kernel; `function` left its device's context current.
     let per_sm = unsafe {
         cu::occupancy::max_active_block_per_multiprocessor(k.f, threads as i32, shared as usize)
     }
     .map_err(|e| drv("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
-    Ok((per_sm.max(1) as u32).saturating_mul(sms))
+    let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
+    let state = device_state(&mut devices, cuda.device)?;
+    let n = (per_sm.max(1) as u32).saturating_mul(state.sms);
+    let ks = state.resident.entry(key).or_default();
+    if !ks.iter().any(|(k, _)| k == kernel) {
+        ks.push((kernel.to_string(), n));
+    }
+    Ok(n)
 }
 
 type Constants = Mutex<HashMap<(i32, Vec<u8>), u64>>;
