@@ -310,10 +310,10 @@ impl Im2col {
     }
 }
 
-/// Input rows a band of `band` output rows reads.
-fn staged_rows(g: &Gather, band: usize) -> usize {
+/// Bytes of the input rows, of `size`-byte elements, that a band of `band` output rows reads.
+fn staged_bytes(g: &Gather, band: usize, size: usize) -> usize {
     let span = (band - 1) * g.stride[0] + (g.kernel[0] - 1) * g.dilation[0] + 1;
-    span.min(g.input[0])
+    span.min(g.input[0]) * g.input[1] * size
 }
 
 /// How the band kernel covers the gather of `size`-byte elements (words of `lanes`
@@ -326,7 +326,7 @@ fn plan_band(g: &Gather, size: usize, lanes: usize, planes: usize) -> Option<Ban
     }
     let band = band_rows(g, size, lanes, planes)?;
     let [oh, ow] = g.output;
-    let bytes = staged_rows(g, band) * g.input[1] * size;
+    let bytes = staged_bytes(g, band, size);
     let bands = oh.div_ceil(band);
     let per = if bands == 1 {
         (BLOCK_WORK / (kk * oh * ow))
@@ -349,7 +349,7 @@ fn plan_band(g: &Gather, size: usize, lanes: usize, planes: usize) -> Option<Ban
 /// than [`MIN_BLOCKS`] blocks; `None` when no band fits.
 fn band_rows(g: &Gather, size: usize, lanes: usize, planes: usize) -> Option<usize> {
     let [oh, ow] = g.output;
-    let fits = |band: usize| staged_rows(g, band) * g.input[1] * size <= BAND_BYTES;
+    let fits = |band: usize| staged_bytes(g, band, size) <= BAND_BYTES;
     if fits(oh) && (planes >= MIN_BLOCKS || oh == 1) {
         return Some(oh);
     }
@@ -407,7 +407,7 @@ mod tests {
 
     fn assert_within_limits(g: &Gather, size: usize, lanes: usize, p: &BandPlan) {
         let [oh, ow] = g.output;
-        let staged = staged_rows(g, p.band) * g.input[1] * size;
+        let staged = staged_bytes(g, p.band, size);
         assert!(p.per * staged <= BAND_BYTES, "{p:?}");
         assert_eq!(p.shared as usize, p.per * staged);
         assert_eq!(p.bands, oh.div_ceil(p.band));
