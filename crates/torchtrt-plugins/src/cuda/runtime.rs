@@ -390,16 +390,13 @@ pub(crate) fn resident_blocks(
     shared: u32,
 ) -> PluginResult<u32> {
     let key = (program.name, threads, shared);
-    let cached = |devices: &mut HashMap<i32, DeviceState>| -> PluginResult<Option<u32>> {
-        let state = device_state(devices, cuda.device)?;
-        Ok(state
-            .resident
-            .get(&key)
-            .and_then(|ks| ks.iter().find(|(k, _)| k == kernel))
-            .map(|&(_, n)| n))
-    };
-    if let Some(n) = cached(&mut devices().lock().unwrap_or_else(|p| p.into_inner()))? {
-        return Ok(n);
+    {
+        let mut devices = devices().lock().unwrap_or_else(|p| p.into_inner());
+        let state = device_state(&mut devices, cuda.device)?;
+        let mut known = state.resident.get(&key).into_iter().flatten();
+        if let Some(&(_, n)) = known.find(|(k, _)| k == kernel) {
+            return Ok(n);
+        }
     }
     let k = function(program, kernel, cuda.device)?;
     // SAFETY: a loaded kernel; `function` left its device's context current.
