@@ -13,7 +13,9 @@ pub mod registry;
 pub mod runtime;
 pub mod tensor;
 
-pub use backend::{Backend, Kernel, PrepareOptions};
+pub use backend::{
+    Backend, CapturedRun, DeviceContext, DeviceMemory, Kernel, Placement, PrepareOptions,
+};
 pub use builder::{BuildConfig, MemoryPlan, build};
 pub use engine::{Engine, EngineBlob, EnginePlan, EngineSummary, IoTensor, Target};
 pub use error::{Error, Result};
@@ -22,7 +24,7 @@ pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};
 pub use registry::{
     CreatorInfo, LibraryInfo, OnDuplicate, PluginRegistry, RegisteredCreator, registry,
 };
-pub use runtime::{ExecutionContext, LayerTiming, Runtime};
+pub use runtime::{ExecutionContext, IoBuffer, LayerTiming, MemoryKind, Runtime};
 pub use tensor::{AlignedBuf, Tensor};
 
 pub use torchtrt_plugin_api as plugin_api;

@@ -11,7 +11,7 @@ impl PluginRegistry {
     /// Loads a shared library exporting `torchtrt_extension_v1` and registers its plugin
     /// creators, and the creators derived from its custom ops, under the library's provider
     /// name (see [`PluginRegistry::register_extension`]). Its converters are not the
-    /// registry's business: `torchtrt::load_library` adds them to the ONNX importer too.
+    /// registry's business: `torchtrt::load_extensions` adds them to the ONNX importer too.
     pub fn load_library(&self, path: impl AsRef<Path>) -> Result<LibraryInfo> {
         let ext = Extension::load(path.as_ref())?;
         self.register_extension(&ext)

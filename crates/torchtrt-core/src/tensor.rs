@@ -1,4 +1,5 @@
-//! Host tensors: a dtype, a concrete shape, and 64-byte-aligned bytes.
+//! Host tensors: a dtype, a concrete shape, and 64-byte-aligned bytes (or, for tensors the
+//! runtime binds to a caller's memory, that memory).
 
 use std::fmt;
 
@@ -13,18 +14,59 @@ pub const ALIGN: usize = 64;
 #[repr(C, align(64))]
 struct Block([u8; ALIGN]);
 
-/// An owned, 64-byte-aligned byte buffer.
-#[derive(Clone, Default)]
+/// Where a buffer's bytes are.
+enum Storage {
+    /// Blocks of its own.
+    Owned(Vec<Block>),
+    /// A caller's memory, borrowed for as long as the caller promised (see
+    /// [`AlignedBuf::external`]); never freed here.
+    External(std::ptr::NonNull<u8>, usize),
+}
+
+/// A 64-byte-aligned byte buffer of its own, or a view of a caller's memory (aligned to
+/// at least 16 bytes) that the runtime reads and writes in place.
 pub struct AlignedBuf {
-    blocks: Vec<Block>,
+    storage: Storage,
     len: usize,
 }
+
+// SAFETY: owned blocks are plain bytes; external memory is used under the contract of
+// `AlignedBuf::external`, which makes its owner responsible for it being accessible from
+// any thread while the view lives.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: as above; shared references only read.
+unsafe impl Sync for AlignedBuf {}
+
+impl Default for AlignedBuf {
+    fn default() -> AlignedBuf {
+        AlignedBuf {
+            storage: Storage::Owned(Vec::new()),
+            len: 0,
+        }
+    }
+}
+
+impl Clone for AlignedBuf {
+    /// Copies the bytes into a buffer of its own (also for external views).
+    fn clone(&self) -> AlignedBuf {
+        match &self.storage {
+            Storage::Owned(blocks) => AlignedBuf {
+                storage: Storage::Owned(blocks.clone()),
+                len: self.len,
+            },
+            Storage::External(..) => AlignedBuf::from_bytes(self.as_slice()),
+        }
+    }
+}
+
+/// The alignment a caller's memory needs to be used in place (see [`AlignedBuf::external`]).
+pub const EXTERNAL_ALIGN: usize = 16;
 
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes.
     pub fn zeroed(len: usize) -> AlignedBuf {
         AlignedBuf {
-            blocks: vec![Block([0; ALIGN]); len.div_ceil(ALIGN)],
+            storage: Storage::Owned(vec![Block([0; ALIGN]); len.div_ceil(ALIGN)]),
             len,
         }
     }
@@ -34,6 +76,29 @@ impl AlignedBuf {
         let mut b = AlignedBuf::zeroed(bytes.len());
         b.as_mut_slice().copy_from_slice(bytes);
         b
+    }
+
+    /// A view of `len` bytes of a caller's memory at `ptr`, read and written in place;
+    /// `None` when `ptr` is null (with `len > 0`) or not aligned to [`EXTERNAL_ALIGN`].
+    ///
+    /// # Safety
+    /// The memory must be valid for reads (and writes, if the view is written) of `len`
+    /// bytes, from any thread, for as long as the view or a tensor holding it lives, and no
+    /// one else may write it meanwhile.
+    pub unsafe fn external(ptr: *mut u8, len: usize) -> Option<AlignedBuf> {
+        if len == 0 {
+            return Some(AlignedBuf::default());
+        }
+        let ptr = std::ptr::NonNull::new(ptr)?;
+        (ptr.as_ptr() as usize).is_multiple_of(EXTERNAL_ALIGN).then_some(AlignedBuf {
+            storage: Storage::External(ptr, len),
+            len,
+        })
+    }
+
+    /// Whether the bytes are a caller's memory (see [`AlignedBuf::external`]).
+    pub fn is_external(&self) -> bool {
+        matches!(self.storage, Storage::External(..))
     }
 
     /// Length in bytes.
@@ -48,29 +113,53 @@ impl AlignedBuf {
 
     /// Bytes that fit without reallocating.
     pub fn capacity(&self) -> usize {
-        self.blocks.len() * ALIGN
+        match &self.storage {
+            Storage::Owned(blocks) => blocks.len() * ALIGN,
+            Storage::External(_, len) => *len,
+        }
     }
 
-    /// Sets the length to `len` bytes (≤ capacity keeps the allocation); new bytes are zero.
+    /// Sets the length to `len` bytes. An owned buffer keeps its allocation up to its
+    /// capacity and zeroes new bytes; an external view beyond its size becomes a zeroed
+    /// buffer of its own.
     pub fn resize(&mut self, len: usize) {
         let blocks = len.div_ceil(ALIGN);
-        if blocks > self.blocks.len() {
-            self.blocks.resize(blocks, Block([0; ALIGN]));
+        match &mut self.storage {
+            Storage::Owned(b) if blocks > b.len() => b.resize(blocks, Block([0; ALIGN])),
+            Storage::Owned(_) => {}
+            Storage::External(_, cap) if len <= *cap => {}
+            Storage::External(..) => *self = AlignedBuf::zeroed(len),
         }
         self.len = len;
     }
 
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
-        let all: &[u8] = bytemuck::cast_slice(block_bytes(&self.blocks));
-        &all[..self.len]
+        match &self.storage {
+            Storage::Owned(blocks) => {
+                let all: &[u8] = bytemuck::cast_slice(block_bytes(blocks));
+                &all[..self.len]
+            }
+            // SAFETY: valid for `len` bytes per the contract of `external`.
+            Storage::External(ptr, _) => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), self.len)
+            },
+        }
     }
 
     /// The bytes, mutably.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         let len = self.len;
-        let all: &mut [u8] = bytemuck::cast_slice_mut(block_bytes_mut(&mut self.blocks));
-        &mut all[..len]
+        match &mut self.storage {
+            Storage::Owned(blocks) => {
+                let all: &mut [u8] = bytemuck::cast_slice_mut(block_bytes_mut(blocks));
+                &mut all[..len]
+            }
+            // SAFETY: valid and unshared for `len` bytes per the contract of `external`.
+            Storage::External(ptr, _) => unsafe {
+                std::slice::from_raw_parts_mut(ptr.as_ptr(), len)
+            },
+        }
     }
 }
 
@@ -172,6 +261,38 @@ impl Tensor {
     /// Gives the buffer back, e.g. to a pool.
     pub fn into_buffer(self) -> AlignedBuf {
         self.data
+    }
+
+    /// A tensor over `buf` without resizing it; `None` when its length is not the shape's
+    /// byte size.
+    pub fn over(dtype: DType, shape: &[usize], buf: AlignedBuf) -> Option<Tensor> {
+        let n = shape
+            .iter()
+            .try_fold(dtype.size(), |a, &d| a.checked_mul(d))?;
+        (n == buf.len()).then(|| Tensor {
+            dtype,
+            shape: shape.to_vec(),
+            data: buf,
+        })
+    }
+
+    /// Re-shapes this tensor in place to `dtype` and `shape` over a buffer of `len` bytes,
+    /// reusing its shape storage: how pooled tensors are handed out without allocating.
+    pub(crate) fn reset(&mut self, dtype: DType, shape: &[usize]) {
+        self.dtype = dtype;
+        self.shape.clear();
+        self.shape.extend_from_slice(shape);
+        self.data.resize(shape.iter().product::<usize>() * dtype.size());
+    }
+
+    /// Bytes the tensor's buffer holds without reallocating.
+    pub(crate) fn buffer_capacity(&self) -> usize {
+        self.data.capacity()
+    }
+
+    /// Whether the bytes are a caller's memory.
+    pub fn is_external(&self) -> bool {
+        self.data.is_external()
     }
 
     /// Element type.

@@ -52,7 +52,7 @@ fn builds_removes_dead_layers_and_runs() {
     assert!(engine.plan().layers.iter().all(|l| l.name != "dead"));
     let x = random_f32(15, 1);
     let input = Tensor::from_vec(&[5, 3], x.clone()).unwrap();
-    let outs = engine.create_context().execute(&[&input]).unwrap();
+    let outs = engine.create_context().unwrap().execute(&[&input]).unwrap();
     assert_eq!(outs[0].shape(), &[5, 3]);
     assert_eq!(outs[0].as_slice::<f32>().unwrap(), expected(&x).as_slice());
     assert_eq!(outs[1].as_slice::<f32>().unwrap(), &[1.5, -2.0, 3.25, 4.0]);
@@ -67,8 +67,8 @@ fn serialize_roundtrip_gives_same_outputs() {
     let loaded = runtime.deserialize(&bytes).unwrap();
     assert_eq!(loaded.serialize(), bytes, "serialization is deterministic");
     let input = Tensor::from_vec(&[8, 3], random_f32(24, 2)).unwrap();
-    let a = engine.create_context().execute(&[&input]).unwrap();
-    let b = loaded.create_context().execute(&[&input]).unwrap();
+    let a = engine.create_context().unwrap().execute(&[&input]).unwrap();
+    let b = loaded.create_context().unwrap().execute(&[&input]).unwrap();
     assert_eq!(a, b);
     let summary = loaded.summary().to_string();
     assert!(summary.contains("test::Scale@1"), "{summary}");
@@ -155,7 +155,7 @@ fn missing_plugin_is_plugin_not_found_with_key() {
 fn input_errors_name_the_input() {
     let registry = registry_with_scale();
     let engine = small_engine(registry);
-    let mut ctx = engine.create_context();
+    let mut ctx = engine.create_context().unwrap();
     let too_big = Tensor::from_vec(&[9, 3], random_f32(27, 3)).unwrap();
     let err = ctx.execute(&[&too_big]).unwrap_err().to_string();
     assert!(err.contains("`n` = 9") && err.contains("[1, 8]"), "{err}");
@@ -180,7 +180,7 @@ fn engines_run_concurrently_on_many_contexts() {
         .map(|t| {
             let engine = engine.clone();
             std::thread::spawn(move || {
-                let mut ctx = engine.create_context();
+                let mut ctx = engine.create_context().unwrap();
                 for i in 0..50 {
                     let n = 1 + (t + i) % 8;
                     let x = random_f32(n * 3, (t * 100 + i) as u64);
@@ -210,7 +210,7 @@ fn memory_plan_reuses_buffers() {
     assert_eq!(mem.naive_bytes, 5 * 4096);
     assert_eq!(mem.arena_bytes, 2 * 4096, "a chain needs two live buffers");
     let input = Tensor::from_vec(&[1024], random_f32(1024, 5)).unwrap();
-    let mut ctx = engine.create_context();
+    let mut ctx = engine.create_context().unwrap();
     let first = ctx.execute(&[&input]).unwrap();
     let pooled = ctx.pooled_bytes();
     assert!(pooled <= 2 * 4096, "pool holds {pooled}");

@@ -83,7 +83,7 @@ fn c_plugin_loads_builds_runs_and_reloads() {
 
     let xs = random_f32(15, 11);
     let input = Tensor::from_vec(&[3, 5], xs.clone()).unwrap();
-    let out = engine.create_context().execute(&[&input]).unwrap();
+    let out = engine.create_context().unwrap().execute(&[&input]).unwrap();
     assert_eq!(out[0].shape(), &[3, 10]);
     let got = out[0].as_slice::<f32>().unwrap();
     for r in 0..3 {
@@ -101,7 +101,7 @@ fn c_plugin_loads_builds_runs_and_reloads() {
     let reloaded = Runtime::with_registry(backends(), registry)
         .deserialize(&bytes)
         .unwrap();
-    assert_eq!(reloaded.create_context().execute(&[&input]).unwrap(), out);
+    assert_eq!(reloaded.create_context().unwrap().execute(&[&input]).unwrap(), out);
 
     let elsewhere = Runtime::with_registry(backends(), fresh_registry());
     match elsewhere.deserialize(&bytes).err().unwrap() {
@@ -115,7 +115,7 @@ fn c_plugin_loads_builds_runs_and_reloads() {
     registry.unload_library(&lib).unwrap();
     assert!(registry.get(&key()).is_none());
     assert!(
-        engine.create_context().execute(&[&input]).is_ok(),
+        engine.create_context().unwrap().execute(&[&input]).is_ok(),
         "plugins created before unload keep the library mapped"
     );
     assert!(registry.unload_library(&lib).is_err());

@@ -57,7 +57,7 @@ fn unfolded_constants_and_views_match_on_every_run() {
         engine.plan().layers.iter().any(|l| l.name == "fill"),
         "the fill must stay a layer for this test"
     );
-    let mut ctx = engine.create_context();
+    let mut ctx = engine.create_context().unwrap();
     for run in 0..3 {
         let xv: Vec<f32> = (0..12)
             .map(|i| (i * (run + 2)) as f32 * 0.25 - 1.0)

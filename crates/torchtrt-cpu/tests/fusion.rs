@@ -68,7 +68,7 @@ fn run(tap: bool, fuse_expected: bool) -> Vec<Tensor> {
         .count();
     assert_eq!(activations == 0, fuse_expected, "fused: {fuse_expected}");
     let x = Tensor::from_vec(&[1, 3, 6, 7], values(126, 11)).unwrap();
-    engine.create_context().execute(&[&x]).unwrap()
+    engine.create_context().unwrap().execute(&[&x]).unwrap()
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn per_channel_affine_and_relu_become_one_convolution() {
     assert_eq!(kinds, ["Convolution", "Elementwise"]);
     let xv = values(120, 5);
     let input = Tensor::from_vec(&[2, 3, 4, 5], xv.clone()).unwrap();
-    let outs = engine.create_context().execute(&[&input]).unwrap();
+    let outs = engine.create_context().unwrap().execute(&[&input]).unwrap();
     let (sv, tv) = ([0.5f32, -2.0, 1.5], [0.25f32, 1.0, -0.75]);
     let want: Vec<f32> = xv
         .iter()
@@ -234,7 +234,7 @@ fn residual_add_and_relu_fuse_into_the_convolution_and_give_the_same_result() {
                 );
                 assert_eq!(residual, 1);
             }
-            let outs = engine.create_context().execute(&[&x]).unwrap();
+            let outs = engine.create_context().unwrap().execute(&[&x]).unwrap();
             results.push(outs[0].as_slice::<f32>().unwrap().to_vec());
         }
         let (fused, separate) = (&results[0], &results[1]);

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use torchtrt_core::EngineBlob;
-use torchtrt_core::backend::{Backend, Kernel, PrepareOptions};
+use torchtrt_core::backend::{Backend, DeviceContext, Kernel, PrepareOptions};
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
@@ -15,19 +15,18 @@ use crate::kernels::{self, PrepareCtx, Programs};
 use crate::layer_kernel::DeviceLayerKernel;
 use crate::nvrtc::{Arch, KernelImage};
 use crate::plugin_kernel::DevicePluginKernel;
-use crate::stream::Stream;
+use crate::context::CudaDeviceContext;
 
 /// The CUDA backend of one device. Engines built with it are stamped with the device's
 /// compute capability and carry the GPU programs they use. Core layers with a CUDA kernel
 /// ([`kernels::prepare`]) and plugin layers placed on CUDA run on the device; other layers
 /// are prepared by the `host` backend and run on the host with copies around them.
 ///
-/// Its kernels run both ways: [`crate::CudaExecutionContext`] keeps activations on the
-/// device; the host runtime (`engine.create_context()`) stages each device layer.
+/// Each execution context of its engines gets a [`CudaDeviceContext`] (a stream and device
+/// memory of its own), so activations stay on the device.
 #[derive(Clone)]
 pub struct CudaBackend {
     device: CudaDevice,
-    stream: Arc<Stream>,
     host: Arc<dyn Backend>,
     programs: Programs,
     sources: Vec<Arc<dyn KernelImageSource>>,
@@ -49,11 +48,9 @@ impl CudaBackend {
     /// kernel, and an empty program cache; `Err(NoDevice)` without a GPU.
     pub fn new(ordinal: usize, host: Arc<dyn Backend>) -> CudaResult<CudaBackend> {
         let device = CudaDevice::open(ordinal)?;
-        let stream = Arc::new(device.new_stream()?);
         Ok(CudaBackend {
             programs: Programs::new(&device),
             device,
-            stream,
             host,
             sources: Vec::new(),
         })
@@ -74,11 +71,6 @@ impl CudaBackend {
     /// The core layers' program cache of this backend.
     pub fn programs(&self) -> &Programs {
         &self.programs
-    }
-
-    /// The backend's own stream, on which the host runtime's staged layers run.
-    pub fn stream(&self) -> &Arc<Stream> {
-        &self.stream
     }
 
     /// The backend preparing layers that have no CUDA kernel.
@@ -141,12 +133,7 @@ impl Backend for CudaBackend {
                 let host = integer_outputs(layer, inputs)
                     .then(|| self.host.prepare(layer, inputs).ok())
                     .flatten();
-                Ok(Box::new(DeviceLayerKernel::new(
-                    device_kernel,
-                    host,
-                    self.device.clone(),
-                    self.stream.clone(),
-                )))
+                Ok(Box::new(DeviceLayerKernel::new(device_kernel, host)))
             }
         }
     }
@@ -158,9 +145,13 @@ impl Backend for CudaBackend {
     fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
         Some(Ok(Box::new(DevicePluginKernel::new(
             plugin.clone(),
-            self.device.clone(),
-            self.stream.clone(),
+            self.device.ordinal(),
         ))))
+    }
+
+    fn create_device_context(&self) -> Result<Option<Box<dyn DeviceContext>>, String> {
+        let context = CudaDeviceContext::new(&self.device).map_err(|e| e.to_string())?;
+        Ok(Some(Box::new(context)))
     }
 
     fn engine_blobs(&self) -> Vec<EngineBlob> {

@@ -13,8 +13,8 @@
 //! - [`CudaBackend`]: the [`torchtrt_core::backend::Backend`] for engines targeted at a GPU;
 //!   its engines carry their compiled programs ([`KernelImageSource`] connects libraries that
 //!   compile their own, like the plugin library).
-//! - [`CudaExecutionContext`]: runs a CUDA engine with activations resident on the device,
-//!   on host tensors or on caller-owned device buffers and a caller's stream (`enqueue`).
+//! - [`CudaDeviceContext`]: what one execution context of a CUDA engine holds on the device
+//!   (stream, memory pools, CUDA graphs); the core `ExecutionContext` runs every engine.
 
 mod backend;
 mod blas;
@@ -34,7 +34,7 @@ mod stream;
 
 pub use backend::CudaBackend;
 pub use blas::{BatchStrides, Blas, Gemm, GemmType};
-pub use context::{CudaExecutionContext, DeviceIo, GRAPHS_ENV, Placement};
+pub use context::CudaDeviceContext;
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};
 pub use images::KernelImageSource;

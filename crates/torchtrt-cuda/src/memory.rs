@@ -304,10 +304,21 @@ impl ScratchPool {
     /// Routes this thread's allocations from the pool's allocator through the pool until the
     /// guard drops (entered pools nest; the innermost one serves).
     pub fn enter(self: &Arc<Self>) -> ScratchGuard {
-        ENTERED.with(|e| e.borrow_mut().push(self.clone()));
+        self.enter_raw();
         ScratchGuard {
             _not_send: std::marker::PhantomData,
         }
+    }
+
+    /// [`ScratchPool::enter`] without a guard: the caller leaves with
+    /// [`ScratchPool::leave_raw`] on the same thread.
+    pub(crate) fn enter_raw(self: &Arc<Self>) {
+        ENTERED.with(|e| e.borrow_mut().push(self.clone()));
+    }
+
+    /// Leaves the pool this thread entered last.
+    pub(crate) fn leave_raw() {
+        ENTERED.with(|e| e.borrow_mut().pop());
     }
 
     /// Bytes of free blocks the pool keeps.
@@ -340,7 +351,7 @@ impl ScratchPool {
 
 impl Drop for ScratchGuard {
     fn drop(&mut self) {
-        ENTERED.with(|e| e.borrow_mut().pop());
+        ScratchPool::leave_raw();
     }
 }
 

@@ -191,7 +191,7 @@ fn device_resident_run_matches_cpu_with_dynamic_batch() {
         }
     }
     ctx.set_profiling(true);
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     for (batch, seed) in [(2, 10), (1, 11), (4, 12), (2, 13)] {
         let x = input(batch, seed);
         let want = cpu.execute(&[&x]).expect("cpu runs");
@@ -238,7 +238,7 @@ fn f16_engine_matches_cpu() {
     let _gpu = shared();
     let e = engines(false, DType::F16);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     for (batch, seed) in [(3, 20), (1, 21)] {
         let x = input(batch, seed);
         let want = cpu.execute(&[&x]).expect("cpu runs");
@@ -357,13 +357,13 @@ fn cpu_only_plugin_runs_on_the_host_with_copies() {
     assert!(summary.layers[scale].host_fallback);
     assert!(summary.to_string().contains("[cpu, copies from/to"));
     let mut ctx = ctx_places;
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     for (batch, seed) in [(2, 40), (3, 41)] {
         let x = input(batch, seed);
         let want = cpu.execute(&[&x]).expect("cpu runs");
         let got = ctx.execute(&[&x]).expect("cuda runs");
         assert_close(&got, &want, 1e-4);
-        let plain = e.gpu.create_context().execute(&[&x]).expect("host runtime");
+        let plain = e.gpu.create_context().unwrap().execute(&[&x]).expect("host runtime");
         assert_close(&plain, &want, 1e-4);
     }
     assert_eq!(e.backend.cuda_device().ordinal(), 0);
@@ -441,7 +441,7 @@ fn shape_inputs_on_the_device_are_read_for_inference() {
     let (gpu, cpu) = gpu_and_cpu(&reshape_by_input());
     let x = Tensor::from_vec(&[2, 6], random_f32(12, 50)).expect("x");
     let s = Tensor::from_vec(&[2], vec![4i64, 3]).expect("s");
-    let want = cpu.create_context().execute(&[&x, &s]).expect("cpu runs");
+    let want = cpu.create_context().unwrap().execute(&[&x, &s]).expect("cpu runs");
     assert_eq!(want[0].shape(), &[4, 3]);
     let mut ctx = CudaExecutionContext::new(&gpu, &dev).expect("context");
     let err = ctx
@@ -485,7 +485,7 @@ fn graph_replay_matches_the_walk_on_random_inputs_and_shape_changes() {
     graphed.set_graphs(true);
     let mut plain = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     plain.set_graphs(false);
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     let runs = [
         (2, 60),
         (2, 61),
@@ -526,7 +526,7 @@ fn graph_replay_reads_and_writes_changing_caller_buffers() {
     let e = engines(false, DType::F32);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     ctx.set_graphs(true);
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     let shapes = ctx
         .output_shapes(&[(DType::F32, &[2, 4, 12, 12])])
         .expect("output shapes");
@@ -565,7 +565,7 @@ fn runs_that_cannot_be_captured_keep_the_walk() {
     let e = engines(true, DType::F32);
     let mut ctx = CudaExecutionContext::new(&e.gpu, &dev).expect("context");
     ctx.set_graphs(true);
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     for seed in 80..84 {
         let x = input(2, seed);
         let want = cpu.execute(&[&x]).expect("cpu runs");
@@ -630,7 +630,7 @@ fn contexts_on_two_streams_run_concurrently() {
     let _gpu = shared();
     let e = engines(false, DType::F32);
     let inputs: Vec<Tensor> = (0..6).map(|k| input(4, 100 + k)).collect();
-    let mut cpu = e.cpu.create_context();
+    let mut cpu = e.cpu.create_context().unwrap();
     let want: Vec<Vec<Tensor>> = inputs
         .iter()
         .map(|x| cpu.execute(&[x]).expect("cpu runs"))
@@ -756,7 +756,7 @@ fn residual_add_and_relu_fuse_into_the_gpu_convolution() {
             let got = a.execute(&[&x]).expect("fused");
             let plain = b.execute(&[&x]).expect("unfused");
             assert_close(&got, &plain[..1], tol);
-            let want = reference.create_context().execute(&[&x]).expect("cpu");
+            let want = reference.create_context().unwrap().execute(&[&x]).expect("cpu");
             assert_close(&got, &want, tol);
         }
     }
@@ -822,7 +822,7 @@ fn constant_index_gathers_alias_their_input_and_match_cpu() {
     for (seed, graphs) in [(60, false), (61, true), (62, true), (63, true)] {
         ctx.set_graphs(graphs);
         let x = Tensor::from_vec(&[3, 2, 5, 8], random_f32(240, seed)).expect("x");
-        let want = cpu.create_context().execute(&[&x]).expect("cpu runs");
+        let want = cpu.create_context().unwrap().execute(&[&x]).expect("cpu runs");
         assert_close(&ctx.execute(&[&x]).expect("cuda runs"), &want, 0.0);
     }
 }

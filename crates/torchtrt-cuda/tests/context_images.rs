@@ -95,7 +95,7 @@ fn engine_programs_load_from_stored_images_without_nvrtc() {
     let mut ctx = CudaExecutionContext::new(&reloaded, fresh.cuda_device()).expect("context");
     let got = ctx.execute(&[&x]).expect("runs");
     let want = engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&x])
         .expect("reference run");
     assert_eq!(got[0].shape(), want[0].shape());

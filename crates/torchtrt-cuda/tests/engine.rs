@@ -96,11 +96,11 @@ fn cuda_engine_runs_plugins_on_the_gpu_and_matches_cpu() {
 
     let x = Tensor::from_vec(&[2, 8, 16, 16], random_f32(2 * 8 * 256, 9)).expect("input");
     let want = cpu_engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&x])
         .expect("cpu runs");
     for engine in [&gpu_engine, &reloaded] {
-        let got = engine.create_context().execute(&[&x]).expect("cuda runs");
+        let got = engine.create_context().unwrap().execute(&[&x]).expect("cuda runs");
         let (g, w) = (
             got[0].as_slice::<f32>().expect("f32"),
             want[0].as_slice::<f32>().expect("f32"),

@@ -184,10 +184,10 @@ fn layer_names(engine: &Engine) -> Vec<&str> {
 /// Both engines on `inputs`: the same shapes and f32 values within 1e-5 (relative).
 fn assert_same_outputs(folded: &Engine, kept: &Engine, inputs: &[&Tensor]) {
     let got = folded
-        .create_context()
+        .create_context().unwrap()
         .execute(inputs)
         .expect("folded runs");
-    let want = kept.create_context().execute(inputs).expect("kept runs");
+    let want = kept.create_context().unwrap().execute(inputs).expect("kept runs");
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g.shape(), w.shape());
@@ -237,11 +237,11 @@ fn grouping_keeps_shared_results_and_matches_on_the_cpu() {
         let x = Tensor::from_vec(&[n, 5, width], random_f32(n * 5 * width, 3)).expect("x");
         let y = Tensor::from_vec(&[n, 1, width], random_f32(n * width, 4)).expect("y");
         let got = fused
-            .create_context()
+            .create_context().unwrap()
             .execute(&[&x, &y])
             .expect("fused runs");
         let want = plain
-            .create_context()
+            .create_context().unwrap()
             .execute(&[&x, &y])
             .expect("plain runs");
         for (g, w) in got.iter().zip(&want) {
@@ -336,7 +336,7 @@ fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
     let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 8)).expect("q");
     let v = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 9)).expect("k");
     assert_same_outputs(&folded, &kept, &[&x, &v]);
-    let out = folded.create_context().execute(&[&x, &v]).expect("runs");
+    let out = folded.create_context().unwrap().execute(&[&x, &v]).expect("runs");
     assert_eq!(out[0].shape(), [2, 3, 5, 5]);
 }
 

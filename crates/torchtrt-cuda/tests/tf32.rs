@@ -164,7 +164,7 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
         std::slice::from_ref(&cpu),
     )
     .expect("cpu");
-    let got = on_cpu.create_context().execute(&[&x]).expect("cpu runs");
+    let got = on_cpu.create_context().unwrap().execute(&[&x]).expect("cpu runs");
     let e_cpu = relative_error(got[0].as_slice::<f32>().expect("f32"), &a, &w);
     assert!(e_cpu < 4e-6, "the CPU must ignore TF32: error {e_cpu}");
 }

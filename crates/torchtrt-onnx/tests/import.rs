@@ -64,7 +64,7 @@ fn external_data_is_read_next_to_the_model() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     let xs = random_f32(8, 5);
     let out = engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&Tensor::from_vec(&[2, 4], xs.clone()).unwrap()])
         .unwrap();
     let got = out[0].as_slice::<f32>().unwrap();
@@ -162,7 +162,7 @@ fn shape_arithmetic_runs_with_dynamic_dims() {
         .unwrap()
         .deserialize(&engine.serialize())
         .unwrap();
-    let mut ctx = reloaded.create_context();
+    let mut ctx = reloaded.create_context().unwrap();
     for n in [1usize, 5, 8] {
         let xs = random_f32(n * 12, n as u64);
         let out = ctx
@@ -231,7 +231,7 @@ fn plugin_fallback_turns_attributes_into_fields() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     let xs = random_f32(2 * 30 * 45, 9);
     let out = engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&Tensor::from_vec(&[1, 2, 30, 45], xs.clone()).unwrap()])
         .unwrap();
     let got = out[0].as_slice::<f32>().unwrap();

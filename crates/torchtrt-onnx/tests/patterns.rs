@@ -38,7 +38,7 @@ fn plugins(e: &Engine) -> Vec<String> {
 }
 
 fn run(e: &Engine, x: &Tensor) -> Vec<f32> {
-    e.create_context().execute(&[x]).unwrap()[0]
+    e.create_context().unwrap().execute(&[x]).unwrap()[0]
         .as_slice::<f32>()
         .unwrap()
         .to_vec()

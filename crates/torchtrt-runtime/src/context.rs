@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
-use torchtrt_core::{ExecutionContext, Target, Tensor};
-use torchtrt_cuda::{CudaDevice, CudaExecutionContext, DeviceIo, Stream};
+use torchtrt_core::{ExecutionContext, IoBuffer, MemoryKind, Target};
 use torchtrt_plugin_api::DeviceKind;
 use torchtrt_plugin_api::abi::{TTRT_MAX_DIMS, TtrtStatus, TtrtTensorDesc};
 
@@ -15,11 +14,13 @@ use crate::error::{CapiError, TTRT_ERROR_BUFFER_TOO_SMALL, guard};
 use crate::ptr::{c_str, out_ptr, reference};
 use crate::tensor::{TtrtTensor, resolve};
 
-/// The object behind a `TtrtContext*`.
+/// The object behind a `TtrtContext*`: one execution context whatever the engine's device,
+/// with the input shapes set for output shape queries.
 pub struct TtrtContext {
     ctx: ExecutionContext,
-    cuda: Option<(CudaExecutionContext, CudaDevice)>,
     io: Arc<IoTable>,
+    /// The CUDA ordinal of the engine's device; `None` for a CPU engine.
+    ordinal: Option<i32>,
     input_shapes: Vec<Option<Vec<i64>>>,
     output_shapes: Vec<Option<Vec<i64>>>,
 }
@@ -90,19 +91,40 @@ impl TtrtContext {
             .collect()
     }
 
-    /// Checks and copies the inputs into tensors in the engine's input order.
-    fn bind_inputs(&mut self, inputs: &[TtrtTensor]) -> Result<Vec<Tensor>, CapiError> {
-        let mut bound: Vec<Option<Tensor>> = vec![None; self.io.inputs.len()];
+    /// The memory a caller's tensor `t` is in (its device already checked by `resolve`),
+    /// checked against the engine's device ordinal.
+    fn memory(&self, t: &TtrtTensor, what: &str) -> Result<MemoryKind, CapiError> {
+        match self.ordinal {
+            Some(ordinal) if DeviceKind::from_raw(t.device) == Some(DeviceKind::Cuda) => {
+                if t.device_ordinal != ordinal {
+                    return Err(CapiError::invalid(format!(
+                        "{what}: the engine runs on cuda:{ordinal}, the buffer is on cuda:{}",
+                        t.device_ordinal
+                    )));
+                }
+                Ok(MemoryKind::Device)
+            }
+            _ => Ok(MemoryKind::Host),
+        }
+    }
+
+    /// Binds the caller's inputs and outputs (checked: names, shapes, sizes, devices),
+    /// writing each output's shape; outputs not given are computed and dropped.
+    fn bind(&mut self, inputs: &[TtrtTensor], outputs: &mut [TtrtTensor]) -> Result<(), CapiError> {
+        self.ctx.unbind();
+        self.output_shapes.iter_mut().for_each(|s| *s = None);
+        let mut given = vec![false; self.io.inputs.len()];
         for (pos, t) in inputs.iter().enumerate() {
             // SAFETY: the exported caller's contract for `name`.
-            let i = unsafe { resolve(t, &self.io.inputs, "input", pos, false) }?;
+            let i = unsafe { resolve(t, &self.io.inputs, "input", pos, self.ordinal.is_some()) }?;
             let entry = &self.io.inputs[i];
-            if bound[i].is_some() {
+            if std::mem::replace(&mut given[i], true) {
                 return Err(CapiError::invalid(format!(
                     "input `{}` is given twice",
                     entry.name
                 )));
             }
+            let memory = self.memory(t, &format!("input `{}`", entry.name))?;
             let dims = read_dims(
                 t.dims.as_ptr(),
                 t.nb_dims,
@@ -122,190 +144,43 @@ impl TtrtContext {
                     entry.name, t.size, entry.dtype, dims
                 )));
             }
-            let bytes: &[u8] = if needed == 0 {
-                &[]
-            } else if t.data.is_null() {
+            if needed > 0 && t.data.is_null() {
                 return Err(CapiError::invalid(format!(
                     "input `{}`: `data` is NULL",
                     entry.name
                 )));
-            } else {
-                // SAFETY: non-NULL and readable for `size` bytes by the caller's contract.
-                unsafe { std::slice::from_raw_parts(t.data.cast::<u8>(), needed) }
-            };
-            bound[i] = Some(Tensor::from_bytes(entry.dtype, &shape, bytes)?);
-            self.input_shapes[i] = Some(dims.to_vec());
-        }
-        bound
-            .into_iter()
-            .zip(&self.io.inputs)
-            .map(|(t, e)| {
-                t.ok_or_else(|| CapiError::invalid(format!("input `{}` is not given", e.name)))
-            })
-            .collect()
-    }
-
-    /// Checks the output bindings before anything runs; returns their engine indices.
-    fn resolve_outputs(&self, outputs: &[TtrtTensor], cuda: bool) -> Result<Vec<usize>, CapiError> {
-        let mut seen = vec![false; self.io.outputs.len()];
-        let mut indices = Vec::with_capacity(outputs.len());
-        for (pos, t) in outputs.iter().enumerate() {
-            // SAFETY: the exported caller's contract for `name`.
-            let i = unsafe { resolve(t, &self.io.outputs, "output", pos, cuda) }?;
-            let name = &self.io.outputs[i].name;
-            if std::mem::replace(&mut seen[i], true) {
-                return Err(CapiError::invalid(format!(
-                    "output `{name}` is given twice"
-                )));
             }
-            if t.data.is_null() && t.size > 0 {
-                return Err(CapiError::invalid(format!(
-                    "output `{name}`: `data` is NULL but `size` is {}",
-                    t.size
-                )));
-            }
-            indices.push(i);
-        }
-        Ok(indices)
-    }
-
-    fn execute(
-        &mut self,
-        inputs: &[TtrtTensor],
-        outputs: &mut [TtrtTensor],
-    ) -> Result<(), CapiError> {
-        let targets = self.resolve_outputs(outputs, false)?;
-        self.output_shapes.iter_mut().for_each(|s| *s = None);
-        let tensors = self.bind_inputs(inputs)?;
-        let refs: Vec<&Tensor> = tensors.iter().collect();
-        let results = match &mut self.cuda {
-            Some((cuda, _)) => cuda.execute(&refs)?,
-            None => self.ctx.execute(&refs)?,
-        };
-        for (slot, t) in self.output_shapes.iter_mut().zip(&results) {
-            *slot = Some(t.shape().iter().map(|&d| d as i64).collect());
-        }
-        let mut short = None;
-        for (out, &i) in outputs.iter_mut().zip(&targets) {
-            let t = &results[i];
-            let name = &self.io.outputs[i].name;
-            if t.rank() > TTRT_MAX_DIMS {
-                return Err(CapiError::unsupported(format!(
-                    "output `{name}` has rank {}; the C API handles at most {TTRT_MAX_DIMS}",
-                    t.rank()
-                )));
-            }
-            out.nb_dims = t.rank() as i32;
-            for (slot, &d) in out.dims.iter_mut().zip(t.shape()) {
-                *slot = d as i64;
-            }
-            let bytes = t.bytes();
-            if bytes.len() > out.size {
-                short.get_or_insert_with(|| {
-                    format!(
-                        "output `{name}` of shape {:?} needs {} bytes, the buffer has {}",
-                        t.shape(),
-                        bytes.len(),
-                        out.size
-                    )
-                });
-                continue;
-            }
-            if !bytes.is_empty() {
-                // SAFETY: checked non-NULL with `size` >= bytes.len() writable bytes by the
-                // caller's contract; the source is our own tensor, disjoint from it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        bytes.as_ptr(),
-                        out.data.cast::<u8>(),
-                        bytes.len(),
-                    )
-                };
-            }
-        }
-        match short {
-            Some(message) => Err(CapiError::new(TTRT_ERROR_BUFFER_TOO_SMALL, message)),
-            None => Ok(()),
-        }
-    }
-
-    /// Queues the engine on `stream` over device buffers (CUDA engines only); with `wait`,
-    /// waits for the stream before returning.
-    fn enqueue(
-        &mut self,
-        inputs: &[TtrtTensor],
-        outputs: &mut [TtrtTensor],
-        stream: *mut c_void,
-        wait: bool,
-    ) -> Result<(), CapiError> {
-        let Some((_, device)) = &self.cuda else {
-            return Err(CapiError::unsupported(
-                "the engine runs on the CPU: run it on host buffers with ttrt_context_execute",
-            ));
-        };
-        let ordinal = device.ordinal() as i32;
-        let on_device = |t: &TtrtTensor, what: &str| -> Result<(), CapiError> {
-            if DeviceKind::from_raw(t.device) != Some(DeviceKind::Cuda)
-                || t.device_ordinal != ordinal
-            {
-                return Err(CapiError::invalid(format!(
-                    "{what}: the engine runs on cuda:{ordinal}; every buffer must be in its memory \
-                     (device TTRT_DEVICE_CUDA, device_ordinal {ordinal})"
-                )));
-            }
-            Ok(())
-        };
-        let mut ins: Vec<Option<DeviceIo>> = vec![None; self.io.inputs.len()];
-        for (pos, t) in inputs.iter().enumerate() {
-            // SAFETY: the exported caller's contract for `name`.
-            let i = unsafe { resolve(t, &self.io.inputs, "input", pos, true) }?;
-            let entry = &self.io.inputs[i];
-            on_device(t, &format!("input `{}`", entry.name))?;
-            if ins[i].is_some() {
-                return Err(CapiError::invalid(format!(
-                    "input `{}` is given twice",
-                    entry.name
-                )));
-            }
-            let dims = read_dims(
-                t.dims.as_ptr(),
-                t.nb_dims,
-                &format!("input `{}`", entry.name),
-            )?;
-            check_shape(entry, dims)?;
-            let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-            let needed = shape.iter().product::<usize>() * entry.dtype.size();
-            if t.size != needed || (needed > 0 && t.data.is_null()) {
-                return Err(CapiError::invalid(format!(
-                    "input `{}`: the buffer has {} bytes at {:?}, a {} tensor of shape {dims:?} needs {needed}",
-                    entry.name, t.size, t.data, entry.dtype
-                )));
-            }
-            ins[i] = Some(DeviceIo {
+            let buffer = IoBuffer {
+                memory,
                 ptr: t.data as u64,
                 dtype: entry.dtype,
                 shape,
-            });
+            };
+            // SAFETY: the exported caller's contract: `data` holds `size` bytes of that
+            // memory until the run (or the queued work) completes.
+            unsafe { self.ctx.bind_input(&entry.name, &buffer) }?;
             self.input_shapes[i] = Some(dims.to_vec());
         }
-        let ins: Vec<DeviceIo> = ins
-            .into_iter()
-            .zip(&self.io.inputs)
-            .map(|(t, e)| {
-                t.ok_or_else(|| CapiError::invalid(format!("input `{}` is not given", e.name)))
-            })
-            .collect::<Result<_, _>>()?;
-        let targets = self.resolve_outputs(outputs, true)?;
-        let Some((cuda, device)) = &mut self.cuda else {
-            unreachable!("checked above")
-        };
-        let described: Vec<(torchtrt_plugin_api::DType, &[usize])> =
-            ins.iter().map(|t| (t.dtype, t.shape.as_slice())).collect();
-        let shapes = cuda.output_shapes(&described)?;
-        let mut outs: Vec<Option<DeviceIo>> = vec![None; shapes.len()];
-        for (out, &i) in outputs.iter_mut().zip(&targets) {
+        if let Some(missing) = given.iter().position(|g| !g) {
+            return Err(CapiError::invalid(format!(
+                "input `{}` is not given",
+                self.io.inputs[missing].name
+            )));
+        }
+        let shapes = self.ctx.bound_output_shapes()?;
+        let mut short = None;
+        let mut seen = vec![false; self.io.outputs.len()];
+        for (pos, out) in outputs.iter_mut().enumerate() {
+            // SAFETY: the exported caller's contract for `name`.
+            let i = unsafe { resolve(out, &self.io.outputs, "output", pos, self.ordinal.is_some()) }?;
             let entry = &self.io.outputs[i];
-            on_device(out, &format!("output `{}`", entry.name))?;
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(CapiError::invalid(format!(
+                    "output `{}` is given twice",
+                    entry.name
+                )));
+            }
+            let memory = self.memory(out, &format!("output `{}`", entry.name))?;
             let shape = &shapes[i];
             if shape.len() > TTRT_MAX_DIMS {
                 return Err(CapiError::unsupported(format!(
@@ -320,49 +195,37 @@ impl TtrtContext {
             }
             let needed = shape.iter().product::<usize>() * entry.dtype.size();
             if needed > out.size {
-                return Err(CapiError::new(
-                    TTRT_ERROR_BUFFER_TOO_SMALL,
+                short.get_or_insert_with(|| {
                     format!(
                         "output `{}` of shape {shape:?} needs {needed} bytes, the buffer has {}",
                         entry.name, out.size
-                    ),
-                ));
+                    )
+                });
+                continue;
             }
-            outs[i] = Some(DeviceIo {
+            if needed > 0 && out.data.is_null() {
+                return Err(CapiError::invalid(format!(
+                    "output `{}`: `data` is NULL but `size` is {}",
+                    entry.name, out.size
+                )));
+            }
+            let buffer = IoBuffer {
+                memory,
                 ptr: out.data as u64,
                 dtype: entry.dtype,
                 shape: shape.clone(),
-            });
+            };
+            // SAFETY: the exported caller's contract: `data` holds at least `needed`
+            // writable bytes of that memory until the run (or the queued work) completes.
+            unsafe { self.ctx.bind_output(&entry.name, &buffer) }?;
         }
-        let outs: Vec<DeviceIo> = outs
-            .into_iter()
-            .zip(&self.io.outputs)
-            .map(|(t, e)| {
-                t.ok_or_else(|| {
-                    CapiError::invalid(format!(
-                        "output `{}` is not given: on the device every output needs a buffer",
-                        e.name
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        // SAFETY: the exported caller's contract: device buffers of `size` bytes on this
-        // device, valid until the queued work completes, and a stream of its context.
-        unsafe { cuda.enqueue(&ins, &outs, stream) }?;
         for (slot, shape) in self.output_shapes.iter_mut().zip(&shapes) {
             *slot = Some(shape.iter().map(|&d| d as i64).collect());
         }
-        if wait {
-            // SAFETY: as above.
-            let stream = unsafe { Stream::from_raw(device, stream) };
-            stream.synchronize().map_err(|e| {
-                CapiError::from(torchtrt_core::Error::Execution {
-                    layer: "stream".into(),
-                    message: e.to_string(),
-                })
-            })?;
+        match short {
+            Some(message) => Err(CapiError::new(TTRT_ERROR_BUFFER_TOO_SMALL, message)),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -378,10 +241,13 @@ pub unsafe extern "C" fn ttrt_context_create(
     guard("ttrt_context_create", || {
         // SAFETY: the caller's contract.
         let (engine, out) = unsafe { (reference(engine, "engine")?, out_ptr(out, "out")?) };
-        let cuda = cuda_context(&engine.engine)?;
+        let ordinal = match engine.engine.target() {
+            Target::Cpu => None,
+            Target::Cuda { .. } => Some(device_ordinal(&engine.engine)?),
+        };
         let context = TtrtContext {
-            ctx: engine.engine.create_context(),
-            cuda,
+            ctx: engine.engine.create_context()?,
+            ordinal,
             io: engine.io.clone(),
             input_shapes: vec![None; engine.io.inputs.len()],
             output_shapes: vec![None; engine.io.outputs.len()],
@@ -474,39 +340,24 @@ pub unsafe extern "C" fn ttrt_context_execute(
         let context = unsafe { out_ptr(context, "context") }?;
         // SAFETY: the caller's contract.
         let (inputs, outputs) = unsafe { tensor_arrays(inputs, nb_inputs, outputs, nb_outputs) }?;
-        let on_device = inputs
-            .iter()
-            .chain(outputs.iter())
-            .any(|t| DeviceKind::from_raw(t.device) == Some(DeviceKind::Cuda));
-        if context.cuda.is_some() && on_device {
-            return context.enqueue(inputs, outputs, stream, true);
+        context.bind(inputs, outputs)?;
+        if stream.is_null() {
+            context.ctx.execute_bound()?;
+        } else {
+            // SAFETY: the caller's contract: a live stream of the engine's device.
+            unsafe { context.ctx.enqueue(stream) }?;
+            context.ctx.synchronize()?;
         }
-        if !stream.is_null() {
-            return Err(CapiError::unsupported(
-                "a stream was given, but the engine runs on host buffers here: pass NULL \
-                 (a CUDA engine takes a stream with device buffers)",
-            ));
-        }
-        context.execute(inputs, outputs)
+        Ok(())
     })
 }
 
-/// The CUDA context of an engine built for a GPU, on the device whose backend prepared it.
-fn cuda_context(
-    engine: &torchtrt_core::Engine,
-) -> Result<Option<(CudaExecutionContext, CudaDevice)>, CapiError> {
-    if !matches!(engine.target(), Target::Cuda { .. }) {
-        return Ok(None);
-    }
+/// The ordinal of the CUDA device whose backend prepared `engine` (`cuda:N`).
+fn device_ordinal(engine: &torchtrt_core::Engine) -> Result<i32, CapiError> {
     let name = engine.backend().name();
-    let backend = crate::cuda::cuda_backends()
-        .into_iter()
-        .find(|b| torchtrt_core::Backend::name(b.as_ref()) == name)
-        .ok_or_else(|| {
-            CapiError::unsupported(format!("the engine's device {name} is not available"))
-        })?;
-    let device = backend.cuda_device().clone();
-    Ok(Some((CudaExecutionContext::new(engine, &device)?, device)))
+    name.strip_prefix("cuda:")
+        .and_then(|n| n.parse::<i32>().ok())
+        .ok_or_else(|| CapiError::unsupported(format!("the engine's device {name} is not a CUDA device")))
 }
 
 /// The caller's tensor arrays, checked: counts non-negative, pointers non-NULL when a count
@@ -569,6 +420,9 @@ pub unsafe extern "C" fn ttrt_context_enqueue(
         let context = unsafe { out_ptr(context, "context") }?;
         // SAFETY: the caller's contract.
         let (inputs, outputs) = unsafe { tensor_arrays(inputs, nb_inputs, outputs, nb_outputs) }?;
-        context.enqueue(inputs, outputs, stream, false)
+        context.bind(inputs, outputs)?;
+        // SAFETY: the caller's contract: buffers and stream valid until the work completes.
+        unsafe { context.ctx.enqueue(stream) }?;
+        Ok(())
     })
 }

@@ -185,7 +185,7 @@ fn cuda_engine_enqueues_on_device_buffers_and_executes_on_host_buffers() {
     let cpu = engine_on(Arc::new(CpuBackend::new()), DeviceKind::Cpu);
     let ctx = context(&gpu);
     let x = Tensor::from_vec(&[3, 3, 8, 8], random(3 * 3 * 64, 3)).expect("x");
-    let want = cpu.create_context().execute(&[&x]).expect("cpu")[0].clone();
+    let want = cpu.create_context().unwrap().execute(&[&x]).expect("cpu")[0].clone();
     let want = want.as_slice::<f32>().expect("f32").to_vec();
     let y_bytes = want.len() * 4;
 

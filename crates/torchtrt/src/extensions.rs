@@ -7,7 +7,7 @@ use torchtrt_core::plugin_api::abi::Extension;
 
 use crate::{Error, Result, onnx, registry};
 
-/// How [`load_library`] treats a library's converters.
+/// How [`load_extensions`] treats a library's converters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
     /// Let the library's converters replace built-in ones for the same op (refused
@@ -37,13 +37,13 @@ pub struct ExtensionInfo {
 ///
 /// Engines record the library of every plugin they use, custom ops' included; a process
 /// that deserializes them needs the same library loaded (this function, or
-/// [`Runtime::load_library`](crate::Runtime::load_library), which registers its plugins).
-pub fn load_library(path: impl AsRef<Path>, options: &LoadOptions) -> Result<ExtensionInfo> {
+/// [`Runtime::load_plugins`](crate::Runtime::load_plugins), which registers its plugins).
+pub fn load_extensions(path: impl AsRef<Path>, options: &LoadOptions) -> Result<ExtensionInfo> {
     let ext = Extension::load(path.as_ref())?;
     register_extension(&ext, options)
 }
 
-/// [`load_library`] for an extension already loaded (or linked in through
+/// [`load_extensions`] for an extension already loaded (or linked in through
 /// [`Extension::from_entry`]).
 pub fn register_extension(ext: &Extension, options: &LoadOptions) -> Result<ExtensionInfo> {
     crate::init_plugins()?;

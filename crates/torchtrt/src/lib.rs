@@ -14,7 +14,7 @@
 //! let engine = torchtrt::compile(&net, &BuildConfig::default())?;
 //! let bytes = engine.serialize();
 //! let engine = torchtrt::Runtime::new()?.deserialize(&bytes)?;
-//! let out = engine.create_context().execute(&[&Tensor::from_vec(&[2, 64], vec![0.5f32; 128])?])?;
+//! let out = engine.create_context()?.execute(&[&Tensor::from_vec(&[2, 64], vec![0.5f32; 128])?])?;
 //! # Ok(()) }
 //! ```
 
@@ -27,17 +27,18 @@ use std::sync::Arc;
 
 use torchtrt_plugin_api::DeviceKind;
 
-pub use extensions::{ExtensionInfo, LoadOptions, load_library, register_extension};
+pub use extensions::{ExtensionInfo, LoadOptions, load_extensions, register_extension};
 
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
     Backend, BuildConfig, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
-    ExecutionContext, IoTensor, Kernel, LayerTiming, LibraryInfo, NetworkDefinition, OnDuplicate,
-    PluginRegistry, Result, Target, Tensor, TensorId, layers, registry,
+    ExecutionContext, IoBuffer, IoTensor, Kernel, LayerTiming, LibraryInfo, MemoryKind,
+    NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, layers,
+    registry,
 };
 pub use torchtrt_cpu::CpuBackend;
 pub use torchtrt_cuda as cuda;
-pub use torchtrt_cuda::{CudaBackend, CudaExecutionContext, DeviceIo};
+pub use torchtrt_cuda::CudaBackend;
 pub use torchtrt_onnx as onnx;
 pub use torchtrt_plugin_api as plugin_api;
 
@@ -77,21 +78,6 @@ pub fn backend_for(device: &str) -> Result<Arc<dyn Backend>> {
 /// The CUDA backend of `cuda:ordinal` (see [`backend_for`]).
 pub fn cuda_backend(ordinal: usize) -> Result<Arc<CudaBackend>> {
     torchtrt_runtime::cuda_backend(ordinal).map_err(|e| Error::InvalidArgument(e.to_string()))
-}
-
-/// A device-resident execution context for an engine built for a CUDA device (or loaded
-/// on one), on the device whose backend prepared it; `Err` for an engine of the CPU.
-pub fn cuda_context(engine: &Engine) -> Result<CudaExecutionContext> {
-    let name = engine.backend().name();
-    match parse_device(&name) {
-        Ok(Some(ordinal)) => {
-            CudaExecutionContext::new(engine, cuda_backend(ordinal)?.cuda_device())
-        }
-        _ => Err(Error::InvalidArgument(format!(
-            "the engine targets {}, not a CUDA device",
-            engine.target()
-        ))),
-    }
 }
 
 /// `None` for `cpu`, the ordinal for `cuda[:N]`.
@@ -146,14 +132,14 @@ pub fn compile_for(
     };
     let backends: Vec<Arc<dyn Backend>> = vec![cuda.clone(), Arc::new(CpuBackend::new())];
     let engine = torchtrt_core::build(network, &config, &backends)?;
-    warm_up(&engine, &cuda);
+    warm_up(&engine);
     Ok(engine)
 }
 
 /// Runs a CUDA engine once on zeros of its opt shapes, compiling the programs its layers
 /// use; a failure (e.g. shapes that zeros do not satisfy) only leaves them to compile on
 /// first use.
-fn warm_up(engine: &Engine, backend: &CudaBackend) {
+fn warm_up(engine: &Engine) {
     let inputs: Vec<Tensor> = engine
         .plan()
         .inputs
@@ -171,9 +157,14 @@ fn warm_up(engine: &Engine, backend: &CudaBackend) {
         })
         .collect();
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    if let Ok(mut ctx) = CudaExecutionContext::new(engine, backend.cuda_device()) {
+    if let Ok(mut ctx) = engine.create_context() {
         let _ = ctx.execute(&refs);
     }
+}
+
+/// The backend that evaluates layers of known inputs while importing: the CPU.
+pub fn evaluator() -> Arc<dyn Backend> {
+    Arc::new(CpuBackend::new())
 }
 
 /// Reads an ONNX model into a network: built-in converters, exported GELU / normalize
@@ -185,18 +176,18 @@ pub fn import_onnx(
 ) -> std::result::Result<NetworkDefinition, onnx::OnnxError> {
     init_plugins()?;
     let options = onnx::ImportOptions {
-        evaluator: options
-            .evaluator
-            .or_else(|| default_backends().into_iter().next()),
+        evaluator: options.evaluator.or_else(|| Some(evaluator())),
         ..options
     };
     onnx::import_file(path, registry(), &options)
 }
 
-/// Deserializes engines, with the built-in plugins registered and the default backends.
+/// Deserializes engines (TensorRT's `IRuntime`): re-creates their plugins from the
+/// process-wide registry (the built-in plugins registered) and prepares their kernels on
+/// the backend of their target — the CPU, or the CUDA device of their compute capability.
 #[derive(Clone)]
 pub struct Runtime {
-    inner: torchtrt_core::Runtime,
+    backends: Vec<Arc<dyn Backend>>,
 }
 
 impl Runtime {
@@ -204,22 +195,34 @@ impl Runtime {
     pub fn new() -> Result<Runtime> {
         init_plugins()?;
         Ok(Runtime {
-            inner: torchtrt_core::Runtime::new(default_backends()),
+            backends: default_backends(),
         })
     }
 
-    /// Loads an extension library (plugins) into the process-wide registry.
-    pub fn load_library(&self, path: impl AsRef<Path>) -> Result<LibraryInfo> {
+    /// A runtime over these backends (a CUDA device other than the default, say).
+    pub fn with_backends(backends: Vec<Arc<dyn Backend>>) -> Result<Runtime> {
+        init_plugins()?;
+        Ok(Runtime { backends })
+    }
+
+    /// Loads a plugin library into the process-wide registry (its plugin creators only;
+    /// [`load_extensions`] also adds converters and custom ops).
+    pub fn load_plugins(&self, path: impl AsRef<Path>) -> Result<LibraryInfo> {
         registry().load_library(path)
     }
 
     /// Reads an engine from bytes.
     pub fn deserialize(&self, bytes: &[u8]) -> Result<Engine> {
-        self.inner.deserialize(bytes)
+        Engine::deserialize(bytes, registry(), &self.backends)
     }
 
     /// Reads an engine from a file.
     pub fn deserialize_file(&self, path: impl AsRef<Path>) -> Result<Engine> {
-        self.inner.deserialize_file(path)
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.deserialize(&bytes)
     }
 }

@@ -50,7 +50,7 @@ fn constant_subgraphs_fold_away() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     assert_eq!(kinds(&engine), ["Constant", "Elementwise"], "a·b is folded");
     let out = engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&Tensor::from_vec(&[4], vec![1.0f32; 4]).unwrap()])
         .unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[1.5, 2.0, 7.0, -3.0]);
@@ -94,7 +94,7 @@ fn shape_tensors_from_constants_fold_into_reshape() {
     assert_eq!(kinds(&engine), ["Constant", "Reshape"]);
     let xs = random_f32(18, 3);
     let out = engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&Tensor::from_vec(&[3, 6], xs.clone()).unwrap()])
         .unwrap();
     assert_eq!(out[0].shape(), &[3, 3, 2]);
@@ -137,7 +137,7 @@ fn mlp(precision: DType) -> Engine {
 #[test]
 fn reduced_precision_casts_at_the_edges_and_stays_close() {
     let input = Tensor::from_vec(&[5, 16], random_f32(80, 9)).unwrap();
-    let reference = mlp(DType::F32).create_context().execute(&[&input]).unwrap();
+    let reference = mlp(DType::F32).create_context().unwrap().execute(&[&input]).unwrap();
     for precision in [DType::F16, DType::BF16] {
         let engine = mlp(precision);
         assert_eq!(
@@ -147,7 +147,7 @@ fn reduced_precision_casts_at_the_edges_and_stays_close() {
         let types = engine.tensor_types();
         let mm = &engine.plan().layers[2];
         assert_eq!(types[mm.outputs[0].index()].dtype, precision);
-        let out = engine.create_context().execute(&[&input]).unwrap();
+        let out = engine.create_context().unwrap().execute(&[&input]).unwrap();
         assert_eq!(out[0].dtype(), DType::F32);
         let tol = if precision == DType::F16 { 1e-2 } else { 4e-2 };
         assert_close(
@@ -229,7 +229,7 @@ fn plugins_get_the_dtype_they_support() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     assert_eq!(kinds(&engine), ["Cast", "Plugin"]);
     let input = Tensor::from_vec(&[3], vec![half::f16::from_f32(1.5); 3]).unwrap();
-    let out = engine.create_context().execute(&[&input]).unwrap();
+    let out = engine.create_context().unwrap().execute(&[&input]).unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.0, 3.0, 3.0]);
 
     let mut net = NetworkDefinition::new();
@@ -333,7 +333,7 @@ fn reduced_precision_converts_constant_fills() {
     )
     .unwrap();
     let out = engine
-        .create_context()
+        .create_context().unwrap()
         .execute(&[&Tensor::from_vec(&[3], vec![1.0f32, -1.0, 0.5]).unwrap()])
         .unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.5, 1.5, 3.0]);
@@ -401,8 +401,8 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
     .unwrap();
     assert!(kinds(&plain).contains(&"Elementwise"));
     let input = Tensor::from_vec(&[2, 3, 6, 6], random_f32(216, 14)).unwrap();
-    let want = plain.create_context().execute(&[&input]).unwrap();
-    let got = fused.create_context().execute(&[&input]).unwrap();
+    let want = plain.create_context().unwrap().execute(&[&input]).unwrap();
+    let got = fused.create_context().unwrap().execute(&[&input]).unwrap();
     assert_close(
         got[0].as_slice::<f32>().unwrap(),
         want[0].as_slice::<f32>().unwrap(),
@@ -413,5 +413,5 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
         .unwrap()
         .deserialize(&fused.serialize())
         .unwrap();
-    assert_eq!(reloaded.create_context().execute(&[&input]).unwrap(), got);
+    assert_eq!(reloaded.create_context().unwrap().execute(&[&input]).unwrap(), got);
 }

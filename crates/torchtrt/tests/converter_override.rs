@@ -147,7 +147,7 @@ fn a_builtin_op_is_overridden_only_when_asked() {
 fn two_libraries_claiming_one_op_are_refused_and_nothing_changes() {
     let _serial = serial();
     let lib = build_example("converter_rust", "torchtrt_example_converter_rust");
-    torchtrt::load_library(&lib, &LoadOptions::default()).unwrap();
+    torchtrt::load_extensions(&lib, &LoadOptions::default()).unwrap();
     let before = state();
     let options = LoadOptions {
         override_converters: true,

@@ -103,7 +103,7 @@ fn compile_for_cuda_stores_programs_and_runs_device_resident() {
         .expect("reloads");
     let cpu = torchtrt::compile_for(&net, &BuildConfig::default(), "cpu").expect("cpu");
     let x = Tensor::from_vec(&[3, 3, 10, 10], random_f32(900, 2)).expect("x");
-    let want = cpu.create_context().execute(&[&x]).expect("cpu runs");
+    let want = cpu.create_context().unwrap().execute(&[&x]).expect("cpu runs");
     let mut ctx = torchtrt::cuda_context(&reloaded).expect("context");
     let got = ctx.execute(&[&x]).expect("cuda runs");
     assert_eq!(got[0].shape(), want[0].shape());

@@ -13,7 +13,7 @@ use torchtrt::{Error, LoadOptions, Runtime, registry};
 #[test]
 fn an_engine_with_a_custom_op_needs_its_library_at_run_time() {
     let lib = build_example("custom_op_rust", "torchtrt_example_custom_op_rust");
-    torchtrt::load_library(&lib, &LoadOptions::default()).unwrap();
+    torchtrt::load_extensions(&lib, &LoadOptions::default()).unwrap();
     let model = one_node_model(
         "hs",
         "com.example",
@@ -52,7 +52,7 @@ fn an_engine_with_a_custom_op_needs_its_library_at_run_time() {
         "{text}"
     );
 
-    runtime.load_library(&lib).unwrap();
+    runtime.load_plugins(&lib).unwrap();
     let engine = runtime.deserialize(&bytes).unwrap();
     let x: Vec<f32> = random_f32(3 * 8, 21).iter().map(|v| v * 4.0).collect();
     let want: Vec<f32> = x

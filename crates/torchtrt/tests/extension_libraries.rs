@@ -1,5 +1,5 @@
 //! Custom-converter and custom-op libraries end to end: the examples under `examples/` built
-//! as real `cdylib`s, loaded with `torchtrt::load_library`, and models using their ops
+//! as real `cdylib`s, loaded with `torchtrt::load_extensions`, and models using their ops
 //! imported, compiled, serialized, reloaded and run against plain references.
 
 mod common;
@@ -18,7 +18,7 @@ fn converter_library() -> &'static PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let lib = build_example("converter_rust", "torchtrt_example_converter_rust");
-        torchtrt::load_library(&lib, &LoadOptions::default()).expect("the converter example loads");
+        torchtrt::load_extensions(&lib, &LoadOptions::default()).expect("the converter example loads");
         lib
     })
 }
@@ -27,7 +27,7 @@ fn custom_op_library() -> &'static PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let lib = build_example("custom_op_rust", "torchtrt_example_custom_op_rust");
-        torchtrt::load_library(&lib, &LoadOptions::default()).expect("the custom-op example loads");
+        torchtrt::load_extensions(&lib, &LoadOptions::default()).expect("the custom-op example loads");
         lib
     })
 }
@@ -109,7 +109,7 @@ fn loading_the_same_library_twice_adds_nothing() {
             .count()
     };
     assert_eq!(mine(), 3);
-    let info = torchtrt::load_library(lib, &LoadOptions::default()).unwrap();
+    let info = torchtrt::load_extensions(lib, &LoadOptions::default()).unwrap();
     assert!(info.converters.is_empty() && info.plugins.is_empty());
     assert_eq!(mine(), 3);
 }
@@ -182,7 +182,7 @@ fn custom_op_kernel_error_reaches_the_caller() {
 
 #[test]
 fn a_missing_library_is_an_error_naming_it() {
-    let e = torchtrt::load_library("/nonexistent/libnothing.so", &LoadOptions::default())
+    let e = torchtrt::load_extensions("/nonexistent/libnothing.so", &LoadOptions::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("/nonexistent/libnothing.so"), "{e}");

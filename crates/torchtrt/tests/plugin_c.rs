@@ -32,7 +32,7 @@ fn library() -> &'static PathBuf {
             .arg(format!("OUT={}", out.display()));
         run_ok(&mut make, "make examples/plugin_c");
         let lib = out.join("libtorchtrt_example_plugin_c.so");
-        let info = Runtime::new().unwrap().load_library(&lib).unwrap();
+        let info = Runtime::new().unwrap().load_plugins(&lib).unwrap();
         assert_eq!(info.provider, "torchtrt_example_plugin_c 0.1.0");
         assert_eq!(info.registered, vec![key()]);
         lib
@@ -91,7 +91,7 @@ fn c_plugin_runs_in_an_engine_with_dynamic_shapes() {
             .unwrap()
             .deserialize(&engine.serialize())
             .unwrap();
-        let mut ctx = engine.create_context();
+        let mut ctx = engine.create_context().unwrap();
         for (seed, shape) in [[3usize, 4, 7], [1, 4, 1], [8, 4, 9]].iter().enumerate() {
             let xs = random_f32(shape.iter().product(), 10 + seed as u64);
             let want = reference(&xs, shape, 1, &scale, &bias);

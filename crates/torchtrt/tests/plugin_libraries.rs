@@ -42,7 +42,7 @@ fn rust_cdylib_plugin_runs_in_an_engine() {
     let xs = random_f32(40, 7);
     let want: Vec<f32> = xs.iter().map(|&v| v / (1.0 + (-1.5 * v).exp())).collect();
     let input = Tensor::from_vec(&[40], xs).unwrap();
-    let out = reloaded.create_context().execute(&[&input]).unwrap();
+    let out = reloaded.create_context().unwrap().execute(&[&input]).unwrap();
     assert_close(out[0].as_slice::<f32>().unwrap(), &want, 1e-6, 1e-5);
 }
 

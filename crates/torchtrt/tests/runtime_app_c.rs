@@ -95,7 +95,7 @@ fn rust_reference() -> Vec<f32> {
         .unwrap();
     let shape = [BATCH_OPT, CHANNELS, SIZE, SIZE];
     let x = Tensor::from_vec(&shape, app_input(shape.iter().product())).unwrap();
-    let out = engine.create_context().execute(&[&x]).unwrap();
+    let out = engine.create_context().unwrap().execute(&[&x]).unwrap();
     out[0].as_slice::<f32>().unwrap().to_vec()
 }
 

@@ -66,7 +66,9 @@ pub(crate) fn summarize(engine: &Engine) -> EngineSummary {
     let mut summary = summarize_plan(engine.plan(), Some(engine.tensor_types()));
     if engine.plan().target.device() != DeviceKind::Cpu {
         for (li, layer) in summary.layers.iter_mut().enumerate() {
-            layer.host_fallback = engine.kernel(li).is_some_and(|k| k.as_any().is_none());
+            layer.host_fallback = engine
+                .kernel(li)
+                .is_some_and(|k| k.placement() == crate::backend::Placement::Host);
         }
     }
     summary.blobs = blob_summaries(&engine.blobs());

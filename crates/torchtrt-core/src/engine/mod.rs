@@ -431,8 +431,10 @@ impl Engine {
         self.inner.plan.target
     }
 
-    /// A new execution context with its own activation memory.
-    pub fn create_context(&self) -> ExecutionContext {
+    /// A new execution context with its own activation memory and, for a device engine,
+    /// its own device resources (stream, memory pool); `Err` when the device cannot
+    /// provide them.
+    pub fn create_context(&self) -> Result<ExecutionContext> {
         ExecutionContext::new(self.clone())
     }
 

@@ -1,35 +1,19 @@
-//! `ExecutionContext`: runs an engine on concrete inputs with its own activation memory.
+//! `ExecutionContext`: runs an engine, on any backend, on the caller's tensors or on
+//! buffers bound by name.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::ffi::c_void;
+use std::time::Duration;
 
 use torchtrt_plugin_api::{DType, ShapeDisplay};
 
-use super::pool::BufferPool;
-use crate::engine::Engine;
+use super::graph::Graphs;
+use super::io::{InputBinding, IoBuffer, MemoryKind, OutputTarget, RunInputs, host_view};
+use super::walk::Walk;
+use crate::backend::DeviceMemory;
+use crate::engine::{Engine, EnginePlan};
 use crate::error::{Error, Result};
-use crate::layers::LayerKind;
 use crate::network::Dim;
 use crate::tensor::{Tensor, shape_i64};
-
-enum Slot<'a> {
-    Empty,
-    Borrowed(&'a Tensor),
-    Shared(Arc<Tensor>),
-    Owned(Tensor),
-}
-
-impl Slot<'_> {
-    fn get(&self) -> Option<&Tensor> {
-        match self {
-            Slot::Empty => None,
-            Slot::Borrowed(t) => Some(t),
-            Slot::Shared(t) => Some(t),
-            Slot::Owned(t) => Some(t),
-        }
-    }
-}
 
 /// Time spent in one layer over the runs since profiling was enabled (TensorRT's
 /// `IProfiler`).
@@ -45,35 +29,83 @@ pub struct LayerTiming {
     pub total: Duration,
 }
 
-/// Executes an engine (TensorRT's `IExecutionContext`). Holds the activation buffers it
-/// reuses from run to run; create one per thread.
+/// Environment variable that turns recorded runs (CUDA graphs) off when set to `0`.
+pub const GRAPHS_ENV: &str = "TORCHTRT_CUDA_GRAPHS";
+
+/// Executes an engine, whatever device it was built for (TensorRT's `IExecutionContext`,
+/// onnxruntime's session with an `IoBinding`). Holds the activation memory, the device
+/// resources (stream, memory pool, recorded runs) and the bindings it reuses from run to
+/// run; create one per thread. Repeated runs at the same input shapes allocate nothing.
+///
+/// Two ways to run:
+/// - [`Self::execute`] / [`Self::execute_named`]: host tensors in, new host tensors out;
+/// - bound I/O: bind a buffer to every input and output by name ([`Self::bind_input`],
+///   [`Self::bind_output`] — host memory, or device memory for a device engine — or
+///   [`Self::bind_owned`] for memory the context owns), size the outputs with
+///   [`Self::output_shapes`], then [`Self::execute_bound`] (waits) or [`Self::enqueue`]
+///   (queues on a caller's stream). Outputs are written in place.
+///
+/// On a device that records runs (CUDA), from the second run of an input shape on a run
+/// replays a recording of the whole walk (see [`Self::set_graphs`]).
 pub struct ExecutionContext {
-    engine: Engine,
-    pool: BufferPool,
-    profile: Option<Vec<LayerTiming>>,
-    /// Per layer: whether its outputs follow from constants alone (a foldable layer of
-    /// constant inputs the builder left, e.g. one too large to fold into the engine).
-    derived: Vec<bool>,
-    /// Per layer: its outputs from the first run, when it is `derived`.
-    cached: Vec<Option<Vec<Arc<Tensor>>>>,
+    walk: Walk,
+    graphs: Graphs,
+    inputs: Vec<InputBinding>,
+    outputs: Vec<OutputTarget>,
+    /// Device memory of [`Self::bind_owned`].
+    owned: Vec<DeviceMemory>,
 }
 
 impl ExecutionContext {
-    pub(crate) fn new(engine: Engine) -> ExecutionContext {
-        let derived = engine.plan().constant_derived();
-        ExecutionContext {
-            cached: vec![None; derived.len()],
-            derived,
-            engine,
-            pool: BufferPool::default(),
-            profile: None,
+    pub(crate) fn new(engine: Engine) -> Result<ExecutionContext> {
+        let device = engine
+            .backend()
+            .create_device_context()
+            .map_err(|e| Error::Engine(format!("{}: {e}", engine.backend().name())))?;
+        let plan = engine.plan();
+        let inputs = plan.inputs.iter().map(|_| InputBinding::None).collect();
+        let outputs = plan.outputs.iter().map(|_| OutputTarget::Return(None)).collect();
+        let graphs = Graphs::new(std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"));
+        Ok(ExecutionContext {
+            walk: Walk::new(engine, device),
+            graphs,
+            inputs,
+            outputs,
+            owned: Vec::new(),
+        })
+    }
+
+    /// The engine this context runs.
+    pub fn engine(&self) -> &Engine {
+        &self.walk.engine
+    }
+
+    /// The device the engine runs on: `cpu`, or its device's name (`cuda:0`).
+    pub fn device(&self) -> String {
+        self.walk
+            .device
+            .as_ref()
+            .map_or_else(|| "cpu".to_string(), |d| d.name())
+    }
+
+    /// Where bound buffers of this engine's inputs and outputs may live: the device for
+    /// engines whose context has one (host buffers work too, with copies), else the host.
+    pub fn memory(&self) -> MemoryKind {
+        if self.walk.device.is_some() {
+            MemoryKind::Device
+        } else {
+            MemoryKind::Host
         }
     }
 
-    /// Starts (or stops and discards) per-layer timing of later runs.
+    /// Starts (or stops and discards) per-layer timing of later runs. On a device, each
+    /// layer is timed from the moment the device is idle before it to the moment it is idle
+    /// after it, so a profiled run waits for the device around every layer and is never
+    /// replayed from a recording.
     pub fn set_profiling(&mut self, on: bool) {
-        self.profile = on.then(|| {
-            self.engine
+        self.walk.profile = on.then(|| {
+            self.walk
+                .engine
                 .plan()
                 .layers
                 .iter()
@@ -89,31 +121,74 @@ impl ExecutionContext {
 
     /// Per-layer timings in execution order, when profiling is on.
     pub fn profile(&self) -> Option<&[LayerTiming]> {
-        self.profile.as_deref()
+        self.walk.profile.as_deref()
     }
 
-    /// The engine this context runs.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// Turns recorded runs on (the default, unless the `TORCHTRT_CUDA_GRAPHS` environment
+    /// variable is `0`) or off; off drops the recordings made so far. Devices that cannot
+    /// record ignore it.
+    pub fn set_graphs(&mut self, on: bool) {
+        self.graphs.enabled = on;
+        if !on {
+            self.walk.drop_recordings(&mut self.graphs);
+        }
     }
 
-    /// Bytes of activation memory kept for the next run.
+    /// How many runs were recorded and how many replayed one, since the context was created.
+    pub fn graph_counts(&self) -> (u64, u64) {
+        (self.graphs.captures, self.graphs.replays)
+    }
+
+    /// Why the last recording that failed did (its run took the walk).
+    pub fn last_capture_failure(&self) -> Option<&str> {
+        self.graphs.last_failure.as_deref()
+    }
+
+    /// Bytes of activation memory (host and device) kept for later runs.
     pub fn pooled_bytes(&self) -> usize {
-        self.pool.held_bytes()
+        self.walk.pool.held_bytes() + self.walk.device.as_ref().map_or(0, |d| d.pooled_bytes())
+    }
+
+    /// Runs the engine on host inputs in the engine's input order; returns new host tensors
+    /// in its output order. For a device engine the inputs are uploaded and the outputs
+    /// downloaded.
+    pub fn execute(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let meta: Vec<(DType, &[usize])> = inputs.iter().map(|t| (t.dtype(), t.shape())).collect();
+        check_input_shapes(self.walk.engine.plan(), &meta)?;
+        let mut targets: Vec<OutputTarget> = self
+            .walk
+            .engine
+            .plan()
+            .outputs
+            .iter()
+            .map(|_| OutputTarget::Return(None))
+            .collect();
+        self.run(inputs, &mut targets)?;
+        if let Some(d) = self.walk.device.as_mut() {
+            d.synchronize().map_err(|message| Error::Execution {
+                layer: "execute".into(),
+                message,
+            })?;
+        }
+        targets
+            .into_iter()
+            .zip(&self.walk.engine.plan().outputs)
+            .map(|(t, (name, _))| match t {
+                OutputTarget::Return(Some(t)) => Ok(t),
+                _ => Err(Error::Execution {
+                    layer: name.clone(),
+                    message: "output was not computed".into(),
+                }),
+            })
+            .collect()
     }
 
     /// Runs the engine on inputs given by name; returns the outputs by name, in the engine's
     /// output order.
     pub fn execute_named(&mut self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
-        let plan = self.engine.plan();
+        let plan = self.walk.engine.plan();
         for (name, _) in inputs {
-            if !plan.inputs.iter().any(|i| i.name == *name) {
-                let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
-                return Err(Error::Input(format!(
-                    "the engine has no input `{name}` (inputs: {})",
-                    known.join(", ")
-                )));
-            }
+            input_index(plan, name)?;
         }
         let ordered = plan
             .inputs
@@ -130,169 +205,425 @@ impl ExecutionContext {
         Ok(names.into_iter().zip(self.execute(&ordered)?).collect())
     }
 
-    /// Runs the engine on inputs in the engine's input order; returns outputs in its output
-    /// order.
-    pub fn execute(&mut self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let engine = self.engine.clone();
-        let inner = &engine.inner;
-        let plan = &inner.plan;
-        check_inputs(plan, inputs)?;
-        let mut slots: Vec<Slot<'_>> = (0..plan.tensor_names.len()).map(|_| Slot::Empty).collect();
-        for (input, t) in plan.inputs.iter().zip(inputs) {
-            slots[input.tensor.index()] = Slot::Borrowed(t);
-        }
-        let mut body = || -> Result<()> {
-            for (li, layer) in plan.layers.iter().enumerate() {
-                if let LayerKind::Constant(c) = &layer.kind {
-                    slots[layer.outputs[0].index()] = Slot::Shared(c.value.clone());
-                    continue;
-                }
-                if let Some(values) = &self.cached[li] {
-                    for (t, v) in layer.outputs.iter().zip(values) {
-                        slots[t.index()] = Slot::Shared(v.clone());
-                    }
-                    continue;
-                }
-                let kernel = inner.kernels[li].as_ref().ok_or_else(|| Error::Execution {
-                    layer: layer.name.clone(),
-                    message: "no kernel was prepared".into(),
-                })?;
-                let ins: Vec<&Tensor> = layer
-                    .inputs
-                    .iter()
-                    .map(|t| {
-                        slots[t.index()].get().ok_or_else(|| Error::Execution {
-                            layer: layer.name.clone(),
-                            message: format!(
-                                "input `{}` was released early",
-                                plan.tensor_names[t.index()]
-                            ),
-                        })
-                    })
-                    .collect::<Result<_>>()?;
-                let started = self.profile.is_some().then(Instant::now);
-                let dims = self.output_dims(layer, &ins)?;
-                let steal = layer.kind.is_view()
-                    && plan.memory.release_after[li].contains(&layer.inputs[0])
-                    && matches!(slots[layer.inputs[0].index()], Slot::Owned(_))
-                    && dims.len() == 1
-                    && ins[0].dtype() == dims[0].0
-                    && ins[0].numel() == dims[0].1.iter().product::<usize>();
-                let outs = if steal {
-                    drop(ins);
-                    let Slot::Owned(mut t) =
-                        std::mem::replace(&mut slots[layer.inputs[0].index()], Slot::Empty)
-                    else {
-                        unreachable!("checked above")
-                    };
-                    t.reshape(&dims[0].1)?;
-                    vec![t]
-                } else {
-                    let mut outs: Vec<Tensor> = dims
-                        .iter()
-                        .map(|(dtype, d)| {
-                            let bytes = d.iter().product::<usize>() * dtype.size();
-                            Tensor::with_buffer(*dtype, d, self.pool.take(bytes))
-                        })
-                        .collect();
-                    kernel
-                        .execute(&ins, &mut outs)
-                        .map_err(|message| Error::Execution {
-                            layer: layer.name.clone(),
-                            message,
-                        })?;
-                    outs
-                };
-                if let (Some(t0), Some(p)) = (started, self.profile.as_mut()) {
-                    p[li].calls += 1;
-                    p[li].total += t0.elapsed();
-                }
-                if self.derived[li] {
-                    let values: Vec<Arc<Tensor>> = outs.into_iter().map(Arc::new).collect();
-                    for (t, v) in layer.outputs.iter().zip(&values) {
-                        slots[t.index()] = Slot::Shared(v.clone());
-                    }
-                    self.cached[li] = Some(values);
-                } else {
-                    for (t, out) in layer.outputs.iter().zip(outs) {
-                        slots[t.index()] = Slot::Owned(out);
-                    }
-                }
-                for t in &plan.memory.release_after[li] {
-                    if let Slot::Owned(old) = std::mem::replace(&mut slots[t.index()], Slot::Empty)
-                    {
-                        self.pool.put(old.into_buffer());
-                    }
-                }
-            }
-            Ok(())
-        };
-        let mut run = Ok(());
-        inner.backend.run_scope(&mut || run = body());
-        let result = run.and_then(|()| {
-            let mut outputs = Vec::with_capacity(plan.outputs.len());
-            for (i, (name, t)) in plan.outputs.iter().enumerate() {
-                let later = plan.outputs[i + 1..].iter().any(|(_, u)| u == t);
-                let value = match std::mem::replace(&mut slots[t.index()], Slot::Empty) {
-                    Slot::Owned(v) if !later => v,
-                    Slot::Owned(v) => {
-                        let c = v.clone();
-                        slots[t.index()] = Slot::Owned(v);
-                        c
-                    }
-                    Slot::Borrowed(v) => {
-                        slots[t.index()] = Slot::Borrowed(v);
-                        v.clone()
-                    }
-                    Slot::Shared(v) => {
-                        let c = (*v).clone();
-                        slots[t.index()] = Slot::Shared(v);
-                        c
-                    }
-                    Slot::Empty => {
-                        return Err(Error::Execution {
-                            layer: name.clone(),
-                            message: "output was not computed".into(),
-                        });
-                    }
-                };
-                outputs.push(value);
-            }
-            Ok(outputs)
-        });
-        for slot in slots {
-            if let Slot::Owned(t) = slot {
-                self.pool.put(t.into_buffer());
-            }
-        }
-        result
+    /// The outputs' shapes (engine output order) for inputs of these dtypes and shapes
+    /// (engine input order), without running: what a caller allocates before a bound run.
+    /// `Err` when an output shape depends on the values of an input.
+    pub fn output_shapes(&mut self, inputs: &[(DType, &[usize])]) -> Result<Vec<Vec<usize>>> {
+        check_input_shapes(self.walk.engine.plan(), inputs)?;
+        self.walk.output_shapes(inputs)
     }
 
-    /// The dtype and concrete shape of each output of `layer` on inputs `ins`.
-    fn output_dims(
-        &self,
-        layer: &crate::network::Layer,
-        ins: &[&Tensor],
-    ) -> Result<Vec<(DType, Vec<usize>)>> {
-        let inputs: Vec<(DType, &[usize], Option<&Tensor>)> = ins
+    /// The outputs' shapes for the inputs bound now (see [`Self::output_shapes`]).
+    pub fn bound_output_shapes(&mut self) -> Result<Vec<Vec<usize>>> {
+        let plan = self.walk.engine.plan();
+        let meta = self.bound_meta(plan)?;
+        check_input_shapes(plan, &meta)?;
+        self.walk.output_shapes(&meta)
+    }
+
+    fn bound_meta<'a>(&'a self, plan: &EnginePlan) -> Result<Vec<(DType, &'a [usize])>> {
+        plan.inputs
             .iter()
-            .map(|t| (t.dtype(), t.shape(), Some(*t)))
+            .enumerate()
+            .map(|(k, spec)| match &self.inputs[k] {
+                InputBinding::None => {
+                    Err(Error::Input(format!("input `{}` is not bound", spec.name)))
+                }
+                _ => Ok(self.inputs.as_slice().meta(k)),
+            })
+            .collect()
+    }
+
+    /// Binds input `name` to a caller's buffer: host memory (used in place when it is
+    /// 16-byte aligned, else copied at every run) or, for a device engine, device memory.
+    /// Its dtype must be the input's, its shape within the engine's profile.
+    ///
+    /// # Safety
+    /// `buffer.ptr` must hold the tensor's bytes (of host memory, or of the engine's device)
+    /// and stay valid, readable from any thread, until the input is bound again or the
+    /// context is dropped; it must not change while a run reads it.
+    pub unsafe fn bind_input(&mut self, name: &str, buffer: &IoBuffer) -> Result<()> {
+        let plan = self.walk.engine.plan();
+        let k = input_index(plan, name)?;
+        check_input(plan, k, buffer.dtype, &buffer.shape)?;
+        let bytes = buffer.bytes()?;
+        self.inputs[k] = match buffer.memory {
+            MemoryKind::Host => {
+                // SAFETY: per this function's contract.
+                let (tensor, staged) =
+                    unsafe { host_view(buffer.ptr, buffer.dtype, &buffer.shape, bytes) }?;
+                InputBinding::Host { tensor, staged }
+            }
+            MemoryKind::Device => {
+                self.need_device(name)?;
+                InputBinding::Device {
+                    ptr: buffer.ptr,
+                    dtype: buffer.dtype,
+                    shape: buffer.shape.clone(),
+                }
+            }
+        };
+        Ok(())
+    }
+
+    /// Binds output `name` to a caller's buffer (host memory, or device memory of a device
+    /// engine), written in place by every later bound run. Its dtype must be the output's;
+    /// its shape must be the output's shape at the inputs of each run.
+    ///
+    /// # Safety
+    /// `buffer.ptr` must hold the tensor's bytes, writable from any thread, until the output
+    /// is bound again or the context is dropped; nothing else may use it during a run.
+    pub unsafe fn bind_output(&mut self, name: &str, buffer: &IoBuffer) -> Result<()> {
+        let plan = self.walk.engine.plan();
+        let k = output_index(plan, name)?;
+        let want = self.walk.engine.tensor_types()[plan.outputs[k].1.index()].dtype;
+        if buffer.dtype != want {
+            return Err(Error::Input(format!(
+                "output `{name}` is {want}, its buffer is {}",
+                buffer.dtype
+            )));
+        }
+        let bytes = buffer.bytes()?;
+        self.outputs[k] = match buffer.memory {
+            MemoryKind::Host => {
+                // SAFETY: per this function's contract.
+                let (tensor, staged) =
+                    unsafe { host_view(buffer.ptr, buffer.dtype, &buffer.shape, bytes) }?;
+                OutputTarget::Host {
+                    tensor: Some(tensor),
+                    staged,
+                }
+            }
+            MemoryKind::Device => {
+                self.need_device(name)?;
+                OutputTarget::Device {
+                    ptr: buffer.ptr,
+                    dtype: buffer.dtype,
+                    shape: buffer.shape.clone(),
+                }
+            }
+        };
+        Ok(())
+    }
+
+    fn need_device(&self, name: &str) -> Result<()> {
+        if self.walk.device.is_none() {
+            return Err(Error::Input(format!(
+                "`{name}`: the engine runs on the CPU, bind host memory"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Binds every input to a copy of `inputs` (given by name) in memory the context owns on
+    /// the engine's device (host memory for a CPU engine), and every output to memory it
+    /// owns there too, shaped for those inputs: later [`Self::execute_bound`] runs move no
+    /// data between host and device; [`Self::read_output`] copies an output back.
+    pub fn bind_owned(&mut self, inputs: &[(&str, &Tensor)]) -> Result<()> {
+        self.unbind();
+        let engine = self.walk.engine.clone();
+        let plan = engine.plan();
+        let mut ordered: Vec<Option<&Tensor>> = vec![None; plan.inputs.len()];
+        for (name, t) in inputs {
+            let k = input_index(plan, name)?;
+            check_input(plan, k, t.dtype(), t.shape())?;
+            ordered[k] = Some(t);
+        }
+        let ordered: Vec<&Tensor> = ordered
+            .into_iter()
+            .zip(&plan.inputs)
+            .map(|(t, spec)| t.ok_or_else(|| Error::Input(format!("input `{}` is missing", spec.name))))
+            .collect::<Result<_>>()?;
+        let meta: Vec<(DType, &[usize])> = ordered.iter().map(|t| (t.dtype(), t.shape())).collect();
+        let shapes = self.output_shapes(&meta)?;
+        let out_dtypes: Vec<DType> = plan
+            .outputs
+            .iter()
+            .map(|(_, t)| engine.tensor_types()[t.index()].dtype)
             .collect();
-        super::concrete_dims(layer, &inputs)
+        let Some(device) = self.walk.device.as_deref_mut() else {
+            for (k, t) in ordered.iter().enumerate() {
+                self.inputs[k] = InputBinding::Host {
+                    tensor: (*t).clone(),
+                    staged: None,
+                };
+            }
+            for (k, shape) in shapes.iter().enumerate() {
+                self.outputs[k] = OutputTarget::Host {
+                    tensor: Some(Tensor::zeros(out_dtypes[k], shape)),
+                    staged: None,
+                };
+            }
+            return Ok(());
+        };
+        let fail = |message: String| Error::Execution {
+            layer: "bind_owned".into(),
+            message,
+        };
+        for (k, t) in ordered.iter().enumerate() {
+            let m = device.alloc(t.bytes().len()).map_err(fail)?;
+            self.owned.push(m);
+            // SAFETY: the memory was just allocated with the tensor's size.
+            unsafe { device.upload(t.bytes(), m.ptr) }.map_err(fail)?;
+            self.inputs[k] = InputBinding::Device {
+                ptr: m.ptr,
+                dtype: t.dtype(),
+                shape: t.shape().to_vec(),
+            };
+        }
+        for (k, shape) in shapes.into_iter().enumerate() {
+            let m = device
+                .alloc(shape.iter().product::<usize>() * out_dtypes[k].size())
+                .map_err(fail)?;
+            self.owned.push(m);
+            self.outputs[k] = OutputTarget::Device {
+                ptr: m.ptr,
+                dtype: out_dtypes[k],
+                shape,
+            };
+        }
+        device.synchronize().map_err(fail)
+    }
+
+    /// A host copy of output `name` as the last bound run left it (bound to memory of the
+    /// context's or the caller's).
+    pub fn read_output(&mut self, name: &str) -> Result<Tensor> {
+        let k = output_index(self.walk.engine.plan(), name)?;
+        match &self.outputs[k] {
+            OutputTarget::Host {
+                tensor: Some(t), ..
+            } => Ok(t.clone()),
+            OutputTarget::Device { ptr, dtype, shape } => {
+                let mut t = Tensor::zeros(*dtype, shape);
+                let device = self
+                    .walk
+                    .device
+                    .as_deref_mut()
+                    .ok_or_else(|| Error::Input("no device".into()))?;
+                // SAFETY: the bound buffer holds the output's bytes.
+                unsafe { device.download(*ptr, t.bytes_mut()) }.map_err(|message| {
+                    Error::Execution {
+                        layer: name.to_string(),
+                        message,
+                    }
+                })?;
+                Ok(t)
+            }
+            _ => Err(Error::Input(format!("output `{name}` is not bound"))),
+        }
+    }
+
+    /// Forgets every binding (and frees the memory of [`Self::bind_owned`]).
+    pub fn unbind(&mut self) {
+        self.inputs.iter_mut().for_each(|b| *b = InputBinding::None);
+        self.outputs
+            .iter_mut()
+            .for_each(|b| *b = OutputTarget::Return(None));
+        if let Some(device) = self.walk.device.as_deref_mut() {
+            for m in self.owned.drain(..) {
+                device.release(m);
+            }
+        }
+    }
+
+    /// Runs the engine on the bound buffers and waits until the outputs are written. Outputs
+    /// not bound are computed and dropped.
+    pub fn execute_bound(&mut self) -> Result<()> {
+        self.run_bound()?;
+        if let Some(d) = self.walk.device.as_mut() {
+            d.synchronize().map_err(|message| Error::Execution {
+                layer: "execute".into(),
+                message,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Queues the engine on `stream` over the bound buffers (TensorRT's `enqueueV3`) and
+    /// returns once the work is queued; nothing waits for the device except where a layer
+    /// runs on the host (its inputs are downloaded first) or shape inference needs the
+    /// values of a device tensor. A CPU engine runs at once; its `stream` must be null.
+    /// Runs queued on one context must be ordered: one stream, or the caller synchronizes
+    /// between streams.
+    ///
+    /// # Safety
+    /// `stream` must be null (the device's default stream) or a live native stream of the
+    /// engine's device (a `CUstream` of its primary context), valid until the queued work
+    /// completes; the bound buffers must stay valid until then too.
+    pub unsafe fn enqueue(&mut self, stream: *mut c_void) -> Result<()> {
+        let Some(device) = self.walk.device.as_deref_mut() else {
+            if !stream.is_null() {
+                return Err(Error::Input(
+                    "the engine runs on the CPU, which takes no stream".into(),
+                ));
+            }
+            return self.run_bound();
+        };
+        let fail = |message: String| Error::Execution {
+            layer: "enqueue".into(),
+            message,
+        };
+        // SAFETY: per this function's contract.
+        unsafe { device.use_stream(stream) }.map_err(fail)?;
+        let result = self.run_bound();
+        let restored = match self.walk.device.as_deref_mut() {
+            Some(d) => d.restore_stream().map_err(fail),
+            None => Ok(()),
+        };
+        result.and(restored)
+    }
+
+    /// Waits for all the work the context queued, on its own stream and on the stream of
+    /// the last [`Self::enqueue`]. A CPU context has nothing to wait for.
+    pub fn synchronize(&mut self) -> Result<()> {
+        match self.walk.device.as_mut() {
+            Some(d) => d.synchronize().map_err(|message| Error::Execution {
+                layer: "synchronize".into(),
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn run_bound(&mut self) -> Result<()> {
+        let engine = self.walk.engine.clone();
+        let plan = engine.plan();
+        for binding in &mut self.inputs {
+            if let InputBinding::Host {
+                tensor,
+                staged: Some(ptr),
+            } = binding
+            {
+                let len = tensor.bytes().len();
+                // SAFETY: the binding's contract: `ptr` holds the input's bytes.
+                let src = unsafe { std::slice::from_raw_parts(*ptr as *const u8, len) };
+                tensor.bytes_mut().copy_from_slice(src);
+            }
+        }
+        {
+            let meta = self.bound_meta(plan)?;
+            check_input_shapes(plan, &meta)?;
+        }
+        let inputs = std::mem::take(&mut self.inputs);
+        let mut outputs = std::mem::take(&mut self.outputs);
+        let result = self.run(inputs.as_slice(), &mut outputs);
+        self.inputs = inputs;
+        self.outputs = outputs;
+        result?;
+        for target in &self.outputs {
+            if let OutputTarget::Host {
+                tensor: Some(t),
+                staged: Some(ptr),
+            } = target
+            {
+                // SAFETY: the binding's contract: `ptr` holds the output's bytes.
+                let dst = unsafe { std::slice::from_raw_parts_mut(*ptr as *mut u8, t.bytes().len()) };
+                dst.copy_from_slice(t.bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// One run: a replay of its key's recording when there is one, else the walk, on the
+    /// backend's preferred thread.
+    fn run(
+        &mut self,
+        inputs: &(impl RunInputs + ?Sized),
+        targets: &mut [OutputTarget],
+    ) -> Result<()> {
+        if self.walk.replay_or_record(&mut self.graphs, inputs, targets)? {
+            return Ok(());
+        }
+        let backend = self.walk.engine.backend().clone();
+        let walk = &mut self.walk;
+        let mut result = Ok(());
+        backend.run_scope(&mut || result = walk.run(inputs, targets));
+        result
     }
 }
 
-fn check_inputs(plan: &crate::engine::EnginePlan, inputs: &[&Tensor]) -> Result<()> {
-    let described: Vec<(DType, &[usize])> = inputs.iter().map(|t| (t.dtype(), t.shape())).collect();
-    check_input_shapes(plan, &described)
+impl Drop for ExecutionContext {
+    fn drop(&mut self) {
+        self.unbind();
+        self.walk.drop_recordings(&mut self.graphs);
+        if let Some(d) = self.walk.device.as_mut() {
+            let _ = d.synchronize();
+        }
+    }
+}
+
+fn input_index(plan: &EnginePlan, name: &str) -> Result<usize> {
+    plan.inputs.iter().position(|i| i.name == name).ok_or_else(|| {
+        let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
+        Error::Input(format!(
+            "the engine has no input `{name}` (inputs: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+fn output_index(plan: &EnginePlan, name: &str) -> Result<usize> {
+    plan.outputs.iter().position(|(n, _)| n == name).ok_or_else(|| {
+        let known: Vec<&str> = plan.outputs.iter().map(|(n, _)| n.as_str()).collect();
+        Error::Input(format!(
+            "the engine has no output `{name}` (outputs: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+/// The engine's input `k` as `f32[1,n∈[1,8],3]` for messages.
+fn expected(plan: &EnginePlan, k: usize) -> String {
+    let spec = &plan.inputs[k];
+    let dims: Vec<String> = spec
+        .dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(v) => v.to_string(),
+            Dim::Dynamic { name, min, max, .. } => format!("{name}∈[{min},{max}]"),
+        })
+        .collect();
+    format!("{}[{}]", spec.dtype, dims.join(","))
+}
+
+/// Checks input `k` alone: dtype, rank, fixed dims and dynamic ranges.
+fn check_input(plan: &EnginePlan, k: usize, dtype: DType, shape: &[usize]) -> Result<()> {
+    let spec = &plan.inputs[k];
+    if dtype != spec.dtype || shape.len() != spec.dims.len() {
+        return Err(Error::Input(format!(
+            "input `{}` is {dtype}{}, expected {}",
+            spec.name,
+            ShapeDisplay(&shape_i64(shape)),
+            expected(plan, k)
+        )));
+    }
+    for (&v, d) in shape.iter().zip(&spec.dims) {
+        let v = v as i64;
+        match d {
+            Dim::Fixed(f) if *f != v => {
+                return Err(Error::Input(format!(
+                    "input `{}` has shape {}, expected {}",
+                    spec.name,
+                    ShapeDisplay(&shape_i64(shape)),
+                    expected(plan, k)
+                )));
+            }
+            Dim::Dynamic { name, min, max, .. } if v < *min || v > *max => {
+                return Err(Error::Input(format!(
+                    "input `{}`: dim `{name}` = {v} is outside the engine's range [{min}, {max}]",
+                    spec.name
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Checks inputs given as dtype and shape against the engine's: count, dtypes, ranks, fixed
-/// dims, dynamic ranges, and dims of one name agreeing across inputs.
-pub(crate) fn check_input_shapes(
-    plan: &crate::engine::EnginePlan,
-    inputs: &[(DType, &[usize])],
-) -> Result<()> {
+/// dims, dynamic ranges, and dims of one name agreeing across inputs. Allocates nothing
+/// when they are valid.
+pub(crate) fn check_input_shapes(plan: &EnginePlan, inputs: &[(DType, &[usize])]) -> Result<()> {
     if inputs.len() != plan.inputs.len() {
         return Err(Error::Input(format!(
             "the engine takes {} inputs, got {}",
@@ -300,56 +631,23 @@ pub(crate) fn check_input_shapes(
             inputs.len()
         )));
     }
-    let mut bound: HashMap<&str, (i64, &str)> = HashMap::new();
-    for (spec, &(dtype, dims)) in plan.inputs.iter().zip(inputs) {
-        let shape = shape_i64(dims);
-        let expected = || {
-            let dims: Vec<String> = spec
-                .dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Fixed(v) => v.to_string(),
-                    Dim::Dynamic { name, min, max, .. } => format!("{name}∈[{min},{max}]"),
-                })
-                .collect();
-            format!("{}[{}]", spec.dtype, dims.join(","))
-        };
-        if dtype != spec.dtype || shape.len() != spec.dims.len() {
-            return Err(Error::Input(format!(
-                "input `{}` is {}{}, expected {}",
-                spec.name,
-                dtype,
-                ShapeDisplay(&shape),
-                expected()
-            )));
-        }
-        for (&v, d) in shape.iter().zip(&spec.dims) {
-            match d {
-                Dim::Fixed(f) if *f != v => {
-                    return Err(Error::Input(format!(
-                        "input `{}` has shape {}, expected {}",
-                        spec.name,
-                        ShapeDisplay(&shape),
-                        expected()
-                    )));
-                }
-                Dim::Dynamic { name, min, max, .. } => {
-                    if v < *min || v > *max {
+    for (k, &(dtype, shape)) in inputs.iter().enumerate() {
+        check_input(plan, k, dtype, shape)?;
+    }
+    for (k, (spec, &(_, shape))) in plan.inputs.iter().zip(inputs).enumerate() {
+        for (d, &v) in spec.dims.iter().zip(shape) {
+            let Dim::Dynamic { name, .. } = d else {
+                continue;
+            };
+            for (other, &(_, other_shape)) in plan.inputs[..k].iter().zip(inputs) {
+                for (od, &ov) in other.dims.iter().zip(other_shape) {
+                    if matches!(od, Dim::Dynamic { name: n, .. } if n == name) && ov != v {
                         return Err(Error::Input(format!(
-                            "input `{}`: dim `{name}` = {v} is outside the engine's range [{min}, {max}]",
-                            spec.name
-                        )));
-                    }
-                    if let Some((prev, other)) = bound.insert(name, (v, &spec.name))
-                        && prev != v
-                    {
-                        return Err(Error::Input(format!(
-                            "dim `{name}` is {prev} in input `{other}` but {v} in input `{}`",
-                            spec.name
+                            "dim `{name}` is {ov} in input `{}` but {v} in input `{}`",
+                            other.name, spec.name
                         )));
                     }
                 }
-                Dim::Fixed(_) => {}
             }
         }
     }

@@ -1,14 +1,21 @@
-//! The runtime: deserializes engines and executes them.
+//! The runtime: deserializes engines and executes them through one [`ExecutionContext`],
+//! whatever their backend.
 
 mod context;
 mod dims;
+mod graph;
+mod io;
+mod plans;
 mod plugin_kernel;
-mod pool;
+mod shapes;
+mod value;
+mod walk;
 
 pub(crate) use context::check_input_shapes;
-pub use context::{ExecutionContext, LayerTiming};
+pub use context::{ExecutionContext, GRAPHS_ENV, LayerTiming};
 pub use dims::concrete_dims;
 pub(crate) use dims::{concrete, infer_concrete};
+pub use io::{IoBuffer, MemoryKind};
 pub(crate) use plugin_kernel::PluginKernel;
 
 use std::path::Path;

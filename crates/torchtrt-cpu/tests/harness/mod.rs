@@ -114,7 +114,7 @@ pub fn kinds(engine: &Engine) -> Vec<&'static str> {
 /// Runs `engine` on `inputs` and returns its outputs.
 pub fn execute(engine: &Engine, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
     engine
-        .create_context()
+        .create_context().unwrap()
         .execute(inputs)
         .map_err(|e| e.to_string())
 }

@@ -153,7 +153,7 @@ pub fn run_engine(
     let engine = Runtime::new(vec![cpu])
         .deserialize(&built.serialize())
         .map_err(|e| e.to_string())?;
-    let mut context = engine.create_context();
+    let mut context = engine.create_context().unwrap();
     runs.iter()
         .map(|r| context.execute(r).map_err(|e| e.to_string()))
         .collect()

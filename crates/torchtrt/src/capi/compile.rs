@@ -154,7 +154,7 @@ fn read_options(
     }
     let import = ImportOptions {
         input_dims: input_dims_by_name,
-        evaluator: crate::default_backends().into_iter().next(),
+        evaluator: Some(crate::evaluator()),
         ..ImportOptions::default()
     };
     let config = BuildConfig {

@@ -25,7 +25,7 @@ pub unsafe extern "C" fn ttrt_load_extension(
         let options = LoadOptions {
             override_converters: override_converters != 0,
         };
-        crate::load_library(path, &options)?;
+        crate::load_extensions(path, &options)?;
         Ok(())
     })
 }

@@ -3,13 +3,14 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use torchtrt::cuda::DeviceBuffer;
 use torchtrt::plugin_api::DType;
-use torchtrt::{CudaExecutionContext, DeviceIo, Engine, Tensor};
+use torchtrt::{Dim, Engine, Tensor};
 
 use crate::BuildOptions;
+use crate::args::{parse_input_shape, parse_pair};
+use crate::npy::read_tensor;
 use crate::progress::Progress;
 
 /// Arguments of `bench`.
@@ -17,6 +18,10 @@ use crate::progress::Progress;
 pub struct BenchArgs {
     /// An ONNX model or an engine file.
     model: PathBuf,
+    /// Input data: NAME=FILE.npy or NAME=FILE.pb (repeatable); inputs not given are filled
+    /// with deterministic values at their `--input-shape` or opt shape.
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
     /// Timed iterations.
     #[arg(long, default_value_t = 20)]
     iterations: usize,
@@ -33,63 +38,63 @@ pub struct BenchArgs {
     build: BuildOptions,
 }
 
-/// Times repeated executions on deterministic inputs at the inputs' opt shapes.
+/// Times repeated executions on bound buffers the context owns (device memory for a GPU
+/// engine), so an iteration is the engine's work alone: no host copies, no allocation.
 pub fn run(a: BenchArgs) -> Result<()> {
-    let stages = Progress::stages(4);
-    let engine = super::load_or_compile(&a.model, &a.build, &[], &stages)?;
-    stages.finish();
-    let inputs: Vec<Tensor> = engine
-        .plan()
+    let files: Vec<(String, Tensor)> = a
         .inputs
         .iter()
-        .map(|i| {
-            let dims: Vec<usize> = i.dims.iter().map(|d| d.range().1 as usize).collect();
-            let n: usize = dims.iter().product();
-            let v: Vec<f64> = (0..n)
-                .map(|k| ((k * 7919) % 1000) as f64 / 1000.0)
-                .collect();
-            filled(i.dtype, &dims, &v)
+        .map(|s| {
+            let (name, file) = parse_pair(s)?;
+            Ok((name, read_tensor(file.as_ref())?))
         })
         .collect::<Result<_>>()?;
-    let refs: Vec<&Tensor> = inputs.iter().collect();
-    let mut runner = Runner::new(&engine, &refs)?;
+    let shapes: Vec<(String, Vec<usize>)> = files
+        .iter()
+        .map(|(n, t)| (n.clone(), t.shape().to_vec()))
+        .collect();
+    let stages = Progress::stages(4);
+    let engine = super::load_or_compile(&a.model, &a.build, &shapes, &stages)?;
+    stages.finish();
+    let inputs = bench_inputs(&engine, files, &a.build.input_shapes)?;
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut ctx = engine.create_context()?;
+    ctx.bind_owned(&named)?;
     let bar = Progress::iterations(a.warmup + a.iterations.max(1), "warm-up");
     for _ in 0..a.warmup {
-        runner.step(&refs)?;
+        ctx.execute_bound()?;
         bar.inc();
     }
     bar.message("timing");
-    let mut times = Vec::with_capacity(a.iterations);
+    let mut times = Vec::with_capacity(a.iterations.max(1));
     for _ in 0..a.iterations.max(1) {
         let t = Instant::now();
-        runner.step(&refs)?;
+        ctx.execute_bound()?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
         bar.inc();
     }
     bar.finish();
     times.sort_by(f64::total_cmp);
     if a.profile {
-        runner.set_profiling()?;
+        ctx.set_profiling(true);
         for _ in 0..a.iterations.max(1) {
-            runner.step(&refs)?;
+            ctx.execute_bound()?;
         }
-        if let Some(p) = runner.profile() {
+        if let Some(p) = ctx.profile() {
             print_profile(p);
         }
     }
     let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
     let median = pct(0.5);
     let rss = peak_rss_bytes();
-    let shapes: Vec<String> = engine
-        .plan()
-        .inputs
+    let shapes: Vec<String> = inputs
         .iter()
-        .zip(&inputs)
-        .map(|(i, t)| format!("{}{:?}", i.name, t.shape()))
+        .map(|(n, t)| format!("{n}{:?}", t.shape()))
         .collect();
     println!(
-        "{} at {}: min {:.3} ms, median {median:.3} ms, p90 {:.3} ms, p99 {:.3} ms, {:.1} inferences/s, peak RSS {:.1} MiB",
+        "{} on {} at {}: min {:.3} ms, median {median:.3} ms, p90 {:.3} ms, p99 {:.3} ms, {:.1} inferences/s, peak RSS {:.1} MiB",
         a.model.display(),
+        ctx.device(),
         shapes.join(" "),
         times[0],
         pct(0.9),
@@ -99,111 +104,67 @@ pub fn run(a: BenchArgs) -> Result<()> {
     );
     if a.json {
         println!(
-            "{{\"median_ms\": {median}, \"p90_ms\": {}, \"p99_ms\": {}, \"min_ms\": {}, \"throughput_per_s\": {}, \"peak_rss_bytes\": {rss}, \"iterations\": {}}}",
+            "{{\"median_ms\": {median}, \"p90_ms\": {}, \"p99_ms\": {}, \"min_ms\": {}, \"throughput_per_s\": {}, \"peak_rss_bytes\": {rss}, \"iterations\": {}, \"device\": \"{}\"}}",
             pct(0.9),
             pct(0.99),
             times[0],
             1e3 / median,
-            times.len()
+            times.len(),
+            ctx.device()
         );
     }
     Ok(())
 }
 
-/// What one timed iteration runs: the host runtime on host tensors, or for a CUDA engine the
-/// device-resident context on inputs and outputs kept in device memory, waiting for its
-/// stream each iteration.
-enum Runner {
-    Host(torchtrt::ExecutionContext),
-    Cuda {
-        ctx: Box<CudaExecutionContext>,
-        inputs: Vec<DeviceIo>,
-        outputs: Vec<DeviceIo>,
-        _buffers: Vec<DeviceBuffer>,
-    },
-}
-
-impl Runner {
-    fn new(engine: &Engine, inputs: &[&Tensor]) -> Result<Runner> {
-        if !matches!(engine.target(), torchtrt::Target::Cuda { .. }) {
-            return Ok(Runner::Host(engine.create_context()));
+/// Every engine input, by name: the file given for it, else deterministic values at the
+/// shape `--input-shape` gives (which must lie in the engine's profile), else at its opt
+/// shape.
+fn bench_inputs(
+    engine: &Engine,
+    mut files: Vec<(String, Tensor)>,
+    shape_specs: &[String],
+) -> Result<Vec<(String, Tensor)>> {
+    let plan = engine.plan();
+    for (name, _) in &files {
+        if !plan.inputs.iter().any(|i| i.name == *name) {
+            bail!("--input {name}=…: the engine has no input `{name}`");
         }
-        let mut ctx = torchtrt::cuda_context(engine)?;
-        let described: Vec<(DType, &[usize])> =
-            inputs.iter().map(|t| (t.dtype(), t.shape())).collect();
-        let shapes = ctx.output_shapes(&described)?;
-        let device = ctx.stream().device().clone();
-        let mut buffers = Vec::new();
-        let mut on_device = |bytes: usize| -> Result<u64> {
-            let b = device.allocator().alloc(bytes)?;
-            let ptr = b.ptr();
-            buffers.push(b);
-            Ok(ptr)
+    }
+    let mut asked: Vec<(String, Vec<usize>)> = Vec::new();
+    for spec in shape_specs {
+        let (name, dims) = parse_input_shape(spec)?;
+        if !plan.inputs.iter().any(|i| i.name == name) {
+            bail!("--input-shape {spec}: the engine has no input `{name}`");
+        }
+        let shape = dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(v) => usize::try_from(*v).ok(),
+                Dim::Dynamic { opt, .. } => usize::try_from(*opt).ok(),
+            })
+            .collect::<Option<Vec<usize>>>()
+            .with_context(|| format!("--input-shape {spec}: a dimension is negative"))?;
+        asked.push((name, shape));
+    }
+    let mut inputs = Vec::with_capacity(plan.inputs.len());
+    for (k, spec) in plan.inputs.iter().enumerate() {
+        if let Some(i) = files.iter().position(|(n, _)| *n == spec.name) {
+            inputs.push(files.swap_remove(i));
+            continue;
+        }
+        let dims: Vec<usize> = match asked.iter().find(|(n, _)| *n == spec.name) {
+            Some((_, shape)) => shape.clone(),
+            None => spec.dims.iter().map(|d| d.range().1 as usize).collect(),
         };
-        let mut device_inputs = Vec::with_capacity(inputs.len());
-        for t in inputs {
-            let ptr = on_device(t.bytes().len())?;
-            device_inputs.push(DeviceIo {
-                ptr,
-                dtype: t.dtype(),
-                shape: t.shape().to_vec(),
-            });
-        }
-        let mut outputs = Vec::with_capacity(shapes.len());
-        for (out, shape) in engine.outputs().iter().zip(shapes) {
-            let ptr = on_device(shape.iter().product::<usize>() * out.dtype.size())?;
-            outputs.push(DeviceIo {
-                ptr,
-                dtype: out.dtype,
-                shape,
-            });
-        }
-        for (t, b) in inputs.iter().zip(&buffers) {
-            ctx.stream().upload(t.bytes(), b)?;
-        }
-        Ok(Runner::Cuda {
-            ctx: Box::new(ctx),
-            inputs: device_inputs,
-            outputs,
-            _buffers: buffers,
-        })
+        let n: usize = dims.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|j| ((j * 7919 + k * 104_729) % 1000) as f64 / 1000.0)
+            .collect();
+        inputs.push((spec.name.clone(), filled(spec.dtype, &dims, &v)?));
     }
-
-    fn step(&mut self, host_inputs: &[&Tensor]) -> Result<()> {
-        match self {
-            Runner::Host(ctx) => {
-                ctx.execute(host_inputs)?;
-            }
-            Runner::Cuda {
-                ctx,
-                inputs,
-                outputs,
-                ..
-            } => {
-                let stream = ctx.stream().raw();
-                // SAFETY: the buffers are this runner's, sized for these shapes, and the
-                // stream is waited for before the next step.
-                unsafe { ctx.enqueue(inputs, outputs, stream) }?;
-                ctx.stream().synchronize()?;
-            }
-        }
-        Ok(())
-    }
-
-    fn set_profiling(&mut self) -> Result<()> {
-        match self {
-            Runner::Host(ctx) => ctx.set_profiling(true),
-            Runner::Cuda { ctx, .. } => ctx.set_profiling(true),
-        }
-        Ok(())
-    }
-
-    fn profile(&self) -> Option<&[torchtrt::LayerTiming]> {
-        match self {
-            Runner::Host(ctx) => ctx.profile(),
-            Runner::Cuda { ctx, .. } => ctx.profile(),
-        }
-    }
+    let meta: Vec<(DType, &[usize])> = inputs.iter().map(|(_, t)| (t.dtype(), t.shape())).collect();
+    engine.check_inputs(&meta)?;
+    Ok(inputs)
 }
 
 /// Time per layer kind and the slowest layers, in ms per run.
@@ -237,17 +198,22 @@ fn print_profile(p: &[torchtrt::LayerTiming]) {
 }
 
 fn filled(dtype: DType, dims: &[usize], v: &[f64]) -> Result<Tensor> {
+    use torchtrt::plugin_api::{bf16, f16};
     Ok(match dtype {
         DType::F32 => Tensor::from_vec(dims, v.iter().map(|&x| x as f32).collect())?,
+        DType::F64 => Tensor::from_vec(dims, v.to_vec())?,
+        DType::F16 => Tensor::from_vec(dims, v.iter().map(|&x| f16::from_f64(x)).collect())?,
+        DType::BF16 => Tensor::from_vec(dims, v.iter().map(|&x| bf16::from_f64(x)).collect())?,
         DType::I64 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i64).collect())?,
         DType::I32 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i32).collect())?,
-        DType::F16 => Tensor::from_vec(
+        DType::I16 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i16).collect())?,
+        DType::I8 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i8).collect())?,
+        DType::U8 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as u8).collect())?,
+        DType::Bool => Tensor::from_bytes(
+            DType::Bool,
             dims,
-            v.iter()
-                .map(|&x| torchtrt::plugin_api::f16::from_f64(x))
-                .collect(),
+            &v.iter().map(|&x| u8::from(x >= 0.5)).collect::<Vec<u8>>(),
         )?,
-        other => anyhow::bail!("bench cannot make {other} inputs yet"),
     })
 }
 

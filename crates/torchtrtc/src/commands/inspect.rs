@@ -29,7 +29,7 @@ const BUILTIN_PROVIDER: &str = "torchtrt_plugins";
 pub fn run(a: InspectArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
-        torchtrt::load_library(lib, &torchtrt::LoadOptions::default())
+        torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
     let bytes =

@@ -13,7 +13,7 @@ use torchtrt::onnx::proto::ModelProto;
 use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
 use torchtrt::onnx::proto::type_proto::Value as TypeValue;
 use torchtrt::plugin_api::DType;
-use torchtrt::{BuildConfig, Dim, Engine, Tensor};
+use torchtrt::{BuildConfig, Dim, Engine};
 
 use crate::progress::Progress;
 use crate::{BuildOptions, Precision};
@@ -33,7 +33,7 @@ pub fn load_libraries(opts: &BuildOptions) -> Result<()> {
     ];
     for (flag, libs) in flagged {
         for lib in libs {
-            let info = torchtrt::load_library(lib, &options)
+            let info = torchtrt::load_extensions(lib, &options)
                 .with_context(|| format!("{flag} {}", lib.display()))?;
             tracing::info!(library = %info.path.display(), provider = info.provider, plugins = info.plugins.len(), converters = info.converters.len(), "loaded extension library");
         }
@@ -56,39 +56,6 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
         fuse_elementwise: !opts.no_fuse,
         ..BuildConfig::default()
     }
-}
-
-/// Runs `engine` on named host inputs: with activations on the device for a CUDA engine,
-/// else on the host runtime. Outputs by name, in the engine's order.
-pub fn execute_named(engine: &Engine, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
-    if !matches!(engine.target(), torchtrt::Target::Cuda { .. }) {
-        return Ok(engine.create_context().execute_named(inputs)?);
-    }
-    let plan = engine.plan();
-    let ordered = plan
-        .inputs
-        .iter()
-        .map(|i| {
-            inputs
-                .iter()
-                .find(|(n, _)| *n == i.name)
-                .map(|(_, t)| *t)
-                .with_context(|| format!("input `{}` is missing", i.name))
-        })
-        .collect::<Result<Vec<&Tensor>>>()?;
-    if let Some((extra, _)) = inputs
-        .iter()
-        .find(|(n, _)| !plan.inputs.iter().any(|i| i.name == *n))
-    {
-        bail!("the engine has no input `{extra}`");
-    }
-    let outputs = torchtrt::cuda_context(engine)?.execute(&ordered)?;
-    Ok(plan
-        .outputs
-        .iter()
-        .map(|(n, _)| n.clone())
-        .zip(outputs)
-        .collect())
 }
 
 /// An engine from an `.engine` file, or compiled from an ONNX model. `shapes` are the shapes
@@ -125,7 +92,7 @@ pub fn compile_onnx(
     let model = torchtrt::onnx::load_model(path)
         .with_context(|| format!("importing {}", path.display()))?;
     let mut options = torchtrt::onnx::ImportOptions {
-        evaluator: torchtrt::default_backends().into_iter().next(),
+        evaluator: Some(torchtrt::evaluator()),
         ..Default::default()
     };
     let declared = model_inputs(&model.proto);

@@ -25,7 +25,7 @@ pub struct PluginsArgs {
 pub fn run(a: PluginsArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
-        torchtrt::load_library(lib, &torchtrt::LoadOptions::default())
+        torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
     let rows: Vec<[String; 5]> = torchtrt::registry()

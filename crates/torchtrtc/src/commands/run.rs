@@ -58,7 +58,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     let engine = super::load_or_compile(&a.model, &a.build, &shapes, &progress)?;
     progress.finish();
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let outputs = super::execute_named(&engine, &named)?;
+    let mut ctx = engine.create_context()?;
+    let outputs = ctx.execute_named(&named)?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -69,6 +70,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     }
     print_plugins(&engine);
+    println!("device: {}", ctx.device());
     let mut failed = Vec::new();
     for spec in &a.checks {
         let (name, file) = parse_pair(spec)?;

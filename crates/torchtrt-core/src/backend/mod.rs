@@ -1,25 +1,55 @@
-//! The backend contract: a device that turns layers into ready-to-run kernels.
+//! The backend contract: a device that turns layers into ready-to-run kernels, and the
+//! per-context device resources ([`DeviceContext`]) the one execution context runs them on.
 
-use std::any::Any;
+mod device;
+
+pub use device::{CapturedRun, DeviceContext, DeviceMemory};
+
 use std::sync::Arc;
 
-use torchtrt_plugin_api::{DeviceKind, Plugin};
+use torchtrt_plugin_api::{DeviceKind, DeviceTensor, Plugin};
 
 use crate::engine::EngineBlob;
 use crate::layers::{InferInput, LayerKind};
 use crate::tensor::Tensor;
 
+/// Where a kernel reads and writes its tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Host memory, through [`Kernel::execute`].
+    Host,
+    /// The backend's device memory, queued through [`Kernel::enqueue`].
+    Device,
+}
+
 /// A layer prepared for one device: parameters resolved, constant weights packed.
-/// Shared by every execution context of an engine, so `execute` takes `&self`.
+/// Shared by every execution context of an engine, so it runs through `&self`.
 pub trait Kernel: Send + Sync {
     /// Computes `outputs` (already shaped and allocated by the runtime; contents undefined)
-    /// from `inputs`.
+    /// from host `inputs`. Device kernels return an error saying they run on the device.
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String>;
 
-    /// The kernel as `Any`, for a backend's own runtime to recover its concrete type (e.g.
-    /// a GPU kernel that a device-resident context runs without host copies). `None` (the
-    /// default) for kernels that are only ever run through [`Kernel::execute`].
-    fn as_any(&self) -> Option<&dyn Any> {
+    /// Where the kernel's tensors live; [`Placement::Host`] by default.
+    fn placement(&self) -> Placement {
+        Placement::Host
+    }
+
+    /// Queues the layer on `device` (the context's resources on the backend that prepared
+    /// this kernel) over device tensors; outputs are shaped and allocated by the runtime.
+    /// Only called for [`Placement::Device`] kernels.
+    fn enqueue(
+        &self,
+        _inputs: &[DeviceTensor],
+        _outputs: &[DeviceTensor],
+        _device: &mut dyn DeviceContext,
+    ) -> Result<(), String> {
+        Err("this kernel runs on the host".into())
+    }
+
+    /// For a device kernel of a layer computing small integer tensors (shape arithmetic), a
+    /// host kernel of the same layer: the runtime runs it instead when every input is
+    /// already on the host, so shape arithmetic never waits for the device.
+    fn host_twin(&self) -> Option<&dyn Kernel> {
         None
     }
 }
@@ -92,6 +122,12 @@ pub trait Backend: Send + Sync {
     /// cannot use, with the reason.
     fn install_blobs(&self, _blobs: &[EngineBlob]) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The device resources of one new execution context (stream, memory pool, copies,
+    /// recorded runs); `None` (the default) for backends whose kernels all run on the host.
+    fn create_device_context(&self) -> Result<Option<Box<dyn DeviceContext>>, String> {
+        Ok(None)
     }
 
     /// Runs `f`, one whole execution of an engine, where this backend's kernels run best:
