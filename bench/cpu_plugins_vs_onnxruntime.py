@@ -3,13 +3,17 @@
 and against a plain memory copy of the same bytes, in one run, and prints a table.
 
     python bench/cpu_plugins_vs_onnxruntime.py [--iters 50] [--warmup 10] [--threads 2]
-        [--skip-build | --exe PATH] [--markdown]
+        [--skip-build | --exe PATH] [--markdown] [--cli [--torchtrtc PATH]]
 
 Needs `pip install onnx onnxruntime numpy`. Our side is
 `cargo run --release -p torchtrt-plugins --example bench_plugins -- --json`; onnxruntime runs
 each model with `intra_op_num_threads = --threads` and preallocated, bound outputs. The copy
 is one memcpy of (input + output bytes) / 2 between preallocated buffers, measured by the
 example in the same run; a fraction is copy_ms / ms (1.0 = as fast as copying the bytes).
+
+With `--cli`, each case's ONNX model (the one onnxruntime runs) is also timed through the
+path users run, `torchtrtc bench MODEL.onnx --json` (compiled from the model, bound buffers,
+`RAYON_NUM_THREADS = --threads`), in a column of its own.
 """
 
 import argparse
@@ -66,11 +70,27 @@ ORT_CASES = {
 }
 
 
-def ort_ms(nodes, inits, shape, threads, iters, warmup):
+def model_of(nodes, inits, shape):
     graph = helper.make_graph(
         nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+
+
+def cli_ms(exe, case, nodes, inits, shape, args):
+    """Median ms of `torchtrtc bench` on the case's ONNX model."""
+    path = os.path.join(ROOT, "target", "bench-models", f"{case}.onnx")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    onnx.save(model_of(nodes, inits, shape), path)
+    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
+    out = subprocess.run([exe, "-q", "bench", path, "--json", "--iterations", str(args.iters),
+                          "--warmup", str(args.warmup)],
+                         cwd=ROOT, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+
+
+def ort_ms(nodes, inits, shape, threads, iters, warmup):
+    model = model_of(nodes, inits, shape)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -115,7 +135,16 @@ def main():
     p.add_argument("--skip-build", action="store_true")
     p.add_argument("--exe", help="a prebuilt bench_plugins binary (implies --skip-build)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.add_argument("--cli", action="store_true",
+                   help="also time each ONNX model through `torchtrtc bench`")
+    p.add_argument("--torchtrtc", help="a prebuilt torchtrtc (default target/release/torchtrtc)")
     args = p.parse_args()
+    cli = None
+    if args.cli:
+        cli = args.torchtrtc or os.path.join(ROOT, "target", "release", "torchtrtc")
+        if not args.skip_build and not args.torchtrtc:
+            subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchtrtc"], cwd=ROOT,
+                           check=True)
 
     rows, notes = [], []
     for r in ours(args):
@@ -124,19 +153,25 @@ def main():
         ort_t = ort_ms(nodes, inits, shape, args.threads, args.iters, args.warmup)
         if note:
             notes.append(f"{case}: {note}")
+        cli_t = cli_ms(cli, case, nodes, inits, shape, args) if cli else None
         if "skipped" in r:
             notes.append(f"{case}: ours skipped ({r['skipped']})")
-            rows.append((case, None, ort_t, None, None, None))
+            rows.append((case, None, ort_t, None, None, None, cli_t))
             continue
         copy = r["copy_ms"]
-        rows.append((case, r["ours_ms"], ort_t, copy, copy / r["ours_ms"], copy / ort_t))
+        rows.append((case, r["ours_ms"], ort_t, copy, copy / r["ours_ms"], copy / ort_t, cli_t))
 
     header = ("case", "ours ms", "ORT ms", "copy ms", "ours/copy", "ORT/copy", "ORT/ours")
+    if cli:
+        header += ("CLI ms", "ORT/CLI")
     lines = []
-    for case, o, t, c, fo, ft in rows:
+    for case, o, t, c, fo, ft, cl in rows:
         speed = None if o is None else t / o
-        lines.append((case, fmt(o, ".3f"), fmt(t, ".3f"), fmt(c, ".3f"), fmt(fo, ".2f"),
-                      fmt(ft, ".2f"), fmt(speed, ".2f")))
+        line = (case, fmt(o, ".3f"), fmt(t, ".3f"), fmt(c, ".3f"), fmt(fo, ".2f"),
+                fmt(ft, ".2f"), fmt(speed, ".2f"))
+        if cli:
+            line += (fmt(cl, ".3f"), fmt(None if cl is None else t / cl, ".2f"))
+        lines.append(line)
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")

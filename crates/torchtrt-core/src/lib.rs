@@ -24,7 +24,7 @@ pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};
 pub use registry::{
     CreatorInfo, LibraryInfo, OnDuplicate, PluginRegistry, RegisteredCreator, registry,
 };
-pub use runtime::{ExecutionContext, IoBuffer, LayerTiming, MemoryKind, Runtime};
+pub use runtime::{EngineLoader, ExecutionContext, IoBuffer, LayerTiming, MemoryKind};
 pub use tensor::{AlignedBuf, Tensor};
 
 pub use torchtrt_plugin_api as plugin_api;

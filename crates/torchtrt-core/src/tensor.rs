@@ -90,10 +90,12 @@ impl AlignedBuf {
             return Some(AlignedBuf::default());
         }
         let ptr = std::ptr::NonNull::new(ptr)?;
-        (ptr.as_ptr() as usize).is_multiple_of(EXTERNAL_ALIGN).then_some(AlignedBuf {
-            storage: Storage::External(ptr, len),
-            len,
-        })
+        (ptr.as_ptr() as usize)
+            .is_multiple_of(EXTERNAL_ALIGN)
+            .then_some(AlignedBuf {
+                storage: Storage::External(ptr, len),
+                len,
+            })
     }
 
     /// Whether the bytes are a caller's memory (see [`AlignedBuf::external`]).
@@ -282,7 +284,8 @@ impl Tensor {
         self.dtype = dtype;
         self.shape.clear();
         self.shape.extend_from_slice(shape);
-        self.data.resize(shape.iter().product::<usize>() * dtype.size());
+        self.data
+            .resize(shape.iter().product::<usize>() * dtype.size());
     }
 
     /// Bytes the tensor's buffer holds without reallocating.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use common::{ScaleCreator, add_scale, backends, fresh_registry, random_f32};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{
-    BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, PluginRegistry, Runtime,
+    BuildConfig, Dim, Engine, EngineLoader, Error, NetworkDefinition, OnDuplicate, PluginRegistry,
     Tensor, build,
 };
 
@@ -63,7 +63,7 @@ fn serialize_roundtrip_gives_same_outputs() {
     let registry = registry_with_scale();
     let engine = small_engine(registry);
     let bytes = engine.serialize();
-    let runtime = Runtime::with_registry(backends(), registry);
+    let runtime = EngineLoader::with_registry(backends(), registry);
     let loaded = runtime.deserialize(&bytes).unwrap();
     assert_eq!(loaded.serialize(), bytes, "serialization is deterministic");
     let input = Tensor::from_vec(&[8, 3], random_f32(24, 2)).unwrap();
@@ -79,7 +79,7 @@ fn serialize_roundtrip_gives_same_outputs() {
 fn every_truncation_is_an_error() {
     let registry = registry_with_scale();
     let bytes = small_engine(registry).serialize();
-    let runtime = Runtime::with_registry(backends(), registry);
+    let runtime = EngineLoader::with_registry(backends(), registry);
     for len in 0..bytes.len() {
         let err = runtime
             .deserialize(&bytes[..len])
@@ -93,7 +93,7 @@ fn every_truncation_is_an_error() {
 fn random_byte_flips_are_errors_not_panics() {
     let registry = registry_with_scale();
     let bytes = small_engine(registry).serialize();
-    let runtime = Runtime::with_registry(backends(), registry);
+    let runtime = EngineLoader::with_registry(backends(), registry);
     let mut state = 0x9e3779b97f4a7c15u64;
     for _ in 0..4000 {
         state ^= state << 13;
@@ -114,7 +114,7 @@ fn random_byte_flips_are_errors_not_panics() {
 fn other_format_version_and_target_are_named() {
     let registry = registry_with_scale();
     let mut bytes = small_engine(registry).serialize();
-    let runtime = Runtime::with_registry(backends(), registry);
+    let runtime = EngineLoader::with_registry(backends(), registry);
     bytes[8] = 7;
     let err = runtime.deserialize(&bytes).err().unwrap().to_string();
     assert!(err.contains("format version 7"), "{err}");
@@ -133,7 +133,7 @@ fn other_format_version_and_target_are_named() {
 fn missing_plugin_is_plugin_not_found_with_key() {
     let registry = registry_with_scale();
     let bytes = small_engine(registry).serialize();
-    let empty = Runtime::with_registry(backends(), fresh_registry());
+    let empty = EngineLoader::with_registry(backends(), fresh_registry());
     match empty.deserialize(&bytes).err().unwrap() {
         Error::PluginNotFound {
             namespace,

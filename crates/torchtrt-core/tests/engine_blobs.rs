@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use common::{ScaleCreator, add_scale, fresh_registry};
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{
-    Backend, BuildConfig, Dim, Engine, EngineBlob, InferInput, Kernel, LayerKind,
-    NetworkDefinition, OnDuplicate, PluginRegistry, Runtime, build,
+    Backend, BuildConfig, Dim, Engine, EngineBlob, EngineLoader, InferInput, Kernel, LayerKind,
+    NetworkDefinition, OnDuplicate, PluginRegistry, build,
 };
 
 /// A kernel-less CPU backend with blobs to store and a record of the blobs it received.
@@ -82,7 +82,7 @@ fn blobs_are_stored_installed_and_kept() {
     let bytes = engine(registry, builder).serialize();
 
     let loader = Arc::new(BlobBackend::default());
-    let runtime = Runtime::with_registry(vec![loader.clone()], registry);
+    let runtime = EngineLoader::with_registry(vec![loader.clone()], registry);
     let reloaded = runtime.deserialize(&bytes).unwrap();
     let mut want = stored.clone();
     want.sort_by(|a, b| a.name.cmp(&b.name));
@@ -90,7 +90,7 @@ fn blobs_are_stored_installed_and_kept() {
     assert_eq!(reloaded.blobs(), want);
 
     let again = Arc::new(BlobBackend::default());
-    Runtime::with_registry(vec![again.clone()], registry)
+    EngineLoader::with_registry(vec![again.clone()], registry)
         .deserialize(&reloaded.serialize())
         .unwrap();
     assert_eq!(*again.received.lock().unwrap(), want);
@@ -115,7 +115,7 @@ fn a_backend_refusing_blobs_is_a_clear_error() {
         refuse: true,
         ..BlobBackend::default()
     });
-    let err = Runtime::with_registry(vec![refusing], registry)
+    let err = EngineLoader::with_registry(vec![refusing], registry)
         .deserialize(&bytes)
         .err()
         .expect("refused")

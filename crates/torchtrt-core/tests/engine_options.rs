@@ -9,8 +9,8 @@ use common::fresh_registry;
 use torchtrt_core::layers::{Activation, ActivationKind};
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{
-    Backend, BuildConfig, Dim, Engine, InferInput, Kernel, LayerKind, NetworkDefinition,
-    PrepareOptions, Runtime, Tensor, build,
+    Backend, BuildConfig, Dim, Engine, EngineLoader, InferInput, Kernel, LayerKind,
+    NetworkDefinition, PrepareOptions, Tensor, build,
 };
 
 /// A CPU backend whose kernels copy their input, recording the options of every prepare.
@@ -79,7 +79,7 @@ fn tf32_reaches_prepare_and_round_trips() {
         assert_eq!(bytes[40], u8::from(tf32), "header flags");
 
         let loader = Arc::new(Recorder::default());
-        let reloaded = Runtime::with_registry(vec![loader.clone()], fresh_registry())
+        let reloaded = EngineLoader::with_registry(vec![loader.clone()], fresh_registry())
             .deserialize(&bytes)
             .unwrap();
         assert_eq!(reloaded.plan().options.tf32, tf32);
@@ -93,7 +93,7 @@ fn tf32_reaches_prepare_and_round_trips() {
 fn unknown_header_flags_are_refused() {
     let mut bytes = engine(Arc::new(Recorder::default()), true).serialize();
     bytes[41] = 0x80;
-    let err = Runtime::with_registry(vec![Arc::new(Recorder::default())], fresh_registry())
+    let err = EngineLoader::with_registry(vec![Arc::new(Recorder::default())], fresh_registry())
         .deserialize(&bytes)
         .err()
         .expect("refused")

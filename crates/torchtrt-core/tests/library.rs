@@ -12,7 +12,8 @@ use common::{NamedCreator, backends, fresh_registry, random_f32};
 use torchtrt_core::plugin_api::abi::LoadError;
 use torchtrt_core::plugin_api::{DType, FieldCollection, PluginKey};
 use torchtrt_core::{
-    BuildConfig, Dim, Error, NetworkDefinition, OnDuplicate, PluginRegistry, Runtime, Tensor, build,
+    BuildConfig, Dim, EngineLoader, Error, NetworkDefinition, OnDuplicate, PluginRegistry, Tensor,
+    build,
 };
 
 fn c_source(name: &str) -> PathBuf {
@@ -98,12 +99,19 @@ fn c_plugin_loads_builds_runs_and_reloads() {
     }
 
     let bytes = engine.serialize();
-    let reloaded = Runtime::with_registry(backends(), registry)
+    let reloaded = EngineLoader::with_registry(backends(), registry)
         .deserialize(&bytes)
         .unwrap();
-    assert_eq!(reloaded.create_context().unwrap().execute(&[&input]).unwrap(), out);
+    assert_eq!(
+        reloaded
+            .create_context()
+            .unwrap()
+            .execute(&[&input])
+            .unwrap(),
+        out
+    );
 
-    let elsewhere = Runtime::with_registry(backends(), fresh_registry());
+    let elsewhere = EngineLoader::with_registry(backends(), fresh_registry());
     match elsewhere.deserialize(&bytes).err().unwrap() {
         Error::PluginNotFound { name, library, .. } => {
             assert_eq!(name, "ScaleShift");

@@ -8,6 +8,7 @@ use torchtrt_core::backend::{Backend, DeviceContext, Kernel, PrepareOptions};
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
+use crate::context::CudaDeviceContext;
 use crate::device::CudaDevice;
 use crate::error::CudaResult;
 use crate::images::{self, KernelImageSource};
@@ -15,7 +16,6 @@ use crate::kernels::{self, PrepareCtx, Programs};
 use crate::layer_kernel::DeviceLayerKernel;
 use crate::nvrtc::{Arch, KernelImage};
 use crate::plugin_kernel::DevicePluginKernel;
-use crate::context::CudaDeviceContext;
 
 /// The CUDA backend of one device. Engines built with it are stamped with the device's
 /// compute capability and carry the GPU programs they use. Core layers with a CUDA kernel

@@ -10,10 +10,10 @@ use common::{device_or_skip, random_f32};
 use torchtrt_core::layers::{Activation, ActivationKind, Convolution};
 use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::registry::registry;
-use torchtrt_core::{Backend, BuildConfig, Dim, NetworkDefinition, Runtime, Tensor, build};
+use torchtrt_core::{Backend, BuildConfig, Dim, EngineLoader, NetworkDefinition, Tensor, build};
 use torchtrt_cpu::CpuBackend;
+use torchtrt_cuda::CudaBackend;
 use torchtrt_cuda::kernels::ProgramSource;
-use torchtrt_cuda::{CudaBackend, CudaExecutionContext};
 
 const PROBE: ProgramSource = ProgramSource {
     name: "test_probe",
@@ -67,7 +67,8 @@ fn engine_programs_load_from_stored_images_without_nvrtc() {
     };
     let engine = build(&network(), &config, &[builder.clone(), cpu.clone()]).expect("builds");
     let x = Tensor::from_vec(&[2, 3, 8, 8], random_f32(384, 4)).expect("x");
-    CudaExecutionContext::new(&engine, builder.cuda_device())
+    engine
+        .create_context()
         .expect("context")
         .execute(&[&x])
         .expect("a first run, as torchtrt::compile_for does, compiles every program");
@@ -83,7 +84,7 @@ fn engine_programs_load_from_stored_images_without_nvrtc() {
     let bytes = engine.serialize();
 
     let fresh = Arc::new(CudaBackend::new(0, cpu.clone()).expect("fresh backend"));
-    let reloaded = Runtime::new(vec![fresh.clone()])
+    let reloaded = EngineLoader::new(vec![fresh.clone()])
         .deserialize(&bytes)
         .expect("deserializes");
     let summary = reloaded.summary().to_string();
@@ -92,10 +93,11 @@ fn engine_programs_load_from_stored_images_without_nvrtc() {
         .programs()
         .function(&PROBE, "probe")
         .expect("probe loads from its image");
-    let mut ctx = CudaExecutionContext::new(&reloaded, fresh.cuda_device()).expect("context");
+    let mut ctx = reloaded.create_context().expect("context");
     let got = ctx.execute(&[&x]).expect("runs");
     let want = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&x])
         .expect("reference run");
     assert_eq!(got[0].shape(), want[0].shape());

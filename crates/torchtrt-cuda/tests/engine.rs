@@ -9,7 +9,9 @@ use std::sync::Arc;
 use common::{device_or_skip, random_f32};
 use torchtrt_core::plugin_api::{DType, DeviceKind, FieldCollection, PluginKey};
 use torchtrt_core::registry::registry;
-use torchtrt_core::{Backend, BuildConfig, Dim, NetworkDefinition, Runtime, Target, Tensor, build};
+use torchtrt_core::{
+    Backend, BuildConfig, Dim, EngineLoader, NetworkDefinition, Target, Tensor, build,
+};
 use torchtrt_cpu::CpuBackend;
 use torchtrt_cuda::CudaBackend;
 
@@ -89,18 +91,27 @@ fn cuda_engine_runs_plugins_on_the_gpu_and_matches_cpu() {
         build(&net, &on(DeviceKind::Cpu), std::slice::from_ref(&cpu)).expect("builds for cpu");
 
     let bytes = gpu_engine.serialize();
-    assert!(Runtime::new(vec![cpu.clone()]).deserialize(&bytes).is_err());
-    let reloaded = Runtime::new(vec![cuda.clone()])
+    assert!(
+        EngineLoader::new(vec![cpu.clone()])
+            .deserialize(&bytes)
+            .is_err()
+    );
+    let reloaded = EngineLoader::new(vec![cuda.clone()])
         .deserialize(&bytes)
         .expect("deserializes for cuda");
 
     let x = Tensor::from_vec(&[2, 8, 16, 16], random_f32(2 * 8 * 256, 9)).expect("input");
     let want = cpu_engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&x])
         .expect("cpu runs");
     for engine in [&gpu_engine, &reloaded] {
-        let got = engine.create_context().unwrap().execute(&[&x]).expect("cuda runs");
+        let got = engine
+            .create_context()
+            .unwrap()
+            .execute(&[&x])
+            .expect("cuda runs");
         let (g, w) = (
             got[0].as_slice::<f32>().expect("f32"),
             want[0].as_slice::<f32>().expect("f32"),

@@ -19,7 +19,7 @@ use torchtrt_core::{
     build,
 };
 use torchtrt_cpu::CpuBackend;
-use torchtrt_cuda::{CudaBackend, CudaDevice, CudaExecutionContext};
+use torchtrt_cuda::CudaBackend;
 
 /// `h = sigmoid(gelu(x + b)·… + y)` with Gelu as ONNX exports it, and `r = relu(x + b)`,
 /// which keeps `x + b` outside the fused group.
@@ -86,10 +86,10 @@ fn engine(cuda: &Arc<dyn Backend>, width: usize, precision: DType, fuse: bool) -
     build(&network(width), &config, &[cuda.clone(), cpu]).expect("builds")
 }
 
-fn run(engine: &Engine, device: &CudaDevice, n: usize, width: usize, seed: u64) -> Vec<Vec<f32>> {
+fn run(engine: &Engine, n: usize, width: usize, seed: u64) -> Vec<Vec<f32>> {
     let x = Tensor::from_vec(&[n, 5, width], random_f32(n * 5 * width, seed)).expect("x");
     let y = Tensor::from_vec(&[n, 1, width], random_f32(n * width, seed + 1)).expect("y");
-    let mut ctx = CudaExecutionContext::new(engine, device).expect("context");
+    let mut ctx = engine.create_context().expect("context");
     ctx.execute(&[&x, &y])
         .expect("runs")
         .iter()
@@ -99,7 +99,9 @@ fn run(engine: &Engine, device: &CudaDevice, n: usize, width: usize, seed: u64) 
 
 #[test]
 fn fused_engines_match_unfused_ones() {
-    let Some(dev) = device_or_skip() else { return };
+    if device_or_skip().is_none() {
+        return;
+    }
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu).expect("backend"));
     for precision in [DType::F32, DType::F16] {
@@ -120,8 +122,8 @@ fn fused_engines_match_unfused_ones() {
             );
             let tol = if precision == DType::F32 { 1e-5 } else { 2e-3 };
             for (n, seed) in [(1, 11), (3, 12), (4, 13)] {
-                let want = run(&plain, &dev, n, width, seed);
-                let got = run(&fused, &dev, n, width, seed);
+                let want = run(&plain, n, width, seed);
+                let got = run(&fused, n, width, seed);
                 for (o, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(g.len(), w.len());
                     for (i, (a, b)) in g.iter().zip(w).enumerate() {
@@ -184,10 +186,15 @@ fn layer_names(engine: &Engine) -> Vec<&str> {
 /// Both engines on `inputs`: the same shapes and f32 values within 1e-5 (relative).
 fn assert_same_outputs(folded: &Engine, kept: &Engine, inputs: &[&Tensor]) {
     let got = folded
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(inputs)
         .expect("folded runs");
-    let want = kept.create_context().unwrap().execute(inputs).expect("kept runs");
+    let want = kept
+        .create_context()
+        .unwrap()
+        .execute(inputs)
+        .expect("kept runs");
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g.shape(), w.shape());
@@ -237,11 +244,13 @@ fn grouping_keeps_shared_results_and_matches_on_the_cpu() {
         let x = Tensor::from_vec(&[n, 5, width], random_f32(n * 5 * width, 3)).expect("x");
         let y = Tensor::from_vec(&[n, 1, width], random_f32(n * width, 4)).expect("y");
         let got = fused
-            .create_context().unwrap()
+            .create_context()
+            .unwrap()
             .execute(&[&x, &y])
             .expect("fused runs");
         let want = plain
-            .create_context().unwrap()
+            .create_context()
+            .unwrap()
             .execute(&[&x, &y])
             .expect("plain runs");
         for (g, w) in got.iter().zip(&want) {
@@ -336,7 +345,11 @@ fn an_exported_key_transpose_folds_through_reshapes_and_a_scale() {
     let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 8)).expect("q");
     let v = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 9)).expect("k");
     assert_same_outputs(&folded, &kept, &[&x, &v]);
-    let out = folded.create_context().unwrap().execute(&[&x, &v]).expect("runs");
+    let out = folded
+        .create_context()
+        .unwrap()
+        .execute(&[&x, &v])
+        .expect("runs");
     assert_eq!(out[0].shape(), [2, 3, 5, 5]);
 }
 

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use common::{device_or_skip, random_f32};
 use torchtrt_core::layers::{Convolution, LayerKind, MatMul};
 use torchtrt_core::plugin_api::{DType, DeviceKind};
-use torchtrt_core::{Backend, BuildConfig, Dim, Engine, NetworkDefinition, Runtime, Tensor, build};
+use torchtrt_core::{
+    Backend, BuildConfig, Dim, Engine, EngineLoader, NetworkDefinition, Tensor, build,
+};
 use torchtrt_cpu::CpuBackend;
-use torchtrt_cuda::{CudaBackend, CudaExecutionContext};
+use torchtrt_cuda::CudaBackend;
 
 const M: usize = 64;
 const K: usize = 512;
@@ -111,15 +113,17 @@ fn assert_errors(e_exact: f64, e_fast: f64) {
     );
 }
 
-fn run_cuda(engine: &Engine, device: &torchtrt_cuda::CudaDevice, x: &Tensor) -> Vec<f32> {
-    let mut ctx = CudaExecutionContext::new(engine, device).expect("context");
+fn run_cuda(engine: &Engine, x: &Tensor) -> Vec<f32> {
+    let mut ctx = engine.create_context().expect("context");
     let out = ctx.execute(&[x]).expect("runs");
     out[0].as_slice::<f32>().expect("f32").to_vec()
 }
 
 #[test]
 fn tf32_matmul_rounds_like_tf32_and_round_trips() {
-    let Some(dev) = device_or_skip() else { return };
+    if device_or_skip().is_none() {
+        return;
+    }
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
     let config = |device, tf32| BuildConfig {
@@ -144,15 +148,15 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
         &backends,
     )
     .expect("tf32");
-    let e_exact = relative_error(&run_cuda(&exact, &dev, &x), &a, &w);
-    let e_fast = relative_error(&run_cuda(&fast, &dev, &x), &a, &w);
+    let e_exact = relative_error(&run_cuda(&exact, &x), &a, &w);
+    let e_fast = relative_error(&run_cuda(&fast, &x), &a, &w);
     assert_errors(e_exact, e_fast);
 
-    let reloaded = Runtime::new(vec![cuda.clone()])
+    let reloaded = EngineLoader::new(vec![cuda.clone()])
         .deserialize(&fast.serialize())
         .expect("deserializes");
     assert!(reloaded.plan().options.tf32);
-    let e_reloaded = relative_error(&run_cuda(&reloaded, &dev, &x), &a, &w);
+    let e_reloaded = relative_error(&run_cuda(&reloaded, &x), &a, &w);
     assert!(
         e_reloaded > 1e-5 && e_reloaded < 2f64.powi(-9),
         "reloaded TF32 error {e_reloaded}"
@@ -164,14 +168,20 @@ fn tf32_matmul_rounds_like_tf32_and_round_trips() {
         std::slice::from_ref(&cpu),
     )
     .expect("cpu");
-    let got = on_cpu.create_context().unwrap().execute(&[&x]).expect("cpu runs");
+    let got = on_cpu
+        .create_context()
+        .unwrap()
+        .execute(&[&x])
+        .expect("cpu runs");
     let e_cpu = relative_error(got[0].as_slice::<f32>().expect("f32"), &a, &w);
     assert!(e_cpu < 4e-6, "the CPU must ignore TF32: error {e_cpu}");
 }
 
 #[test]
 fn tf32_convolution_rounds_like_tf32() {
-    let Some(dev) = device_or_skip() else { return };
+    if device_or_skip().is_none() {
+        return;
+    }
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
     let backends = [cuda, cpu];
@@ -185,7 +195,7 @@ fn tf32_convolution_rounds_like_tf32() {
             ..BuildConfig::default()
         };
         let engine = build(&conv_network(), &config, &backends).expect("builds");
-        conv_relative_error(&run_cuda(&engine, &dev, &input), &x, &w)
+        conv_relative_error(&run_cuda(&engine, &input), &x, &w)
     };
     let (e_exact, e_fast) = (error(false), error(true));
     assert_errors(e_exact, e_fast);

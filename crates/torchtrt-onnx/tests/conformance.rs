@@ -191,7 +191,8 @@ fn run_case(case: &Case) -> Result<(), String> {
         let engine = torchtrt::compile(&net, &BuildConfig::default()).map_err(|e| e.to_string())?;
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let outs = engine
-            .create_context().unwrap()
+            .create_context()
+            .unwrap()
             .execute(&refs)
             .map_err(|e| e.to_string())?;
         if outs.len() != expected.len() {

@@ -58,7 +58,8 @@ fn compile(m: &ModelProto) -> Result<Engine, String> {
 fn run(m: &ModelProto, inputs: &[&Tensor]) -> Vec<Tensor> {
     let engine = compile(m).expect("the model compiles");
     engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(inputs)
         .expect("the engine runs")
 }

@@ -64,7 +64,8 @@ fn external_data_is_read_next_to_the_model() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     let xs = random_f32(8, 5);
     let out = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&Tensor::from_vec(&[2, 4], xs.clone()).unwrap()])
         .unwrap();
     let got = out[0].as_slice::<f32>().unwrap();
@@ -231,7 +232,8 @@ fn plugin_fallback_turns_attributes_into_fields() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     let xs = random_f32(2 * 30 * 45, 9);
     let out = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&Tensor::from_vec(&[1, 2, 30, 45], xs.clone()).unwrap()])
         .unwrap();
     let got = out[0].as_slice::<f32>().unwrap();

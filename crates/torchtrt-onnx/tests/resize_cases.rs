@@ -101,7 +101,8 @@ fn run(dir: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let engine = torchtrt::compile(&net, &BuildConfig::default()).map_err(|e| e.to_string())?;
     let outs = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&x])
         .map_err(|e| e.to_string())?;
     let got = outs.first().ok_or("no output")?;

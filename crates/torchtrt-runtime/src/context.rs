@@ -91,6 +91,17 @@ impl TtrtContext {
             .collect()
     }
 
+    /// Refuses a stream for an engine that runs on the CPU.
+    fn refuse_stream(&self, stream: *mut c_void) -> Result<(), CapiError> {
+        if self.ordinal.is_none() && !stream.is_null() {
+            return Err(CapiError::unsupported(
+                "a stream was given, but the engine runs on the CPU: pass NULL (a CUDA engine \
+                 takes a stream)",
+            ));
+        }
+        Ok(())
+    }
+
     /// The memory a caller's tensor `t` is in (its device already checked by `resolve`),
     /// checked against the engine's device ordinal.
     fn memory(&self, t: &TtrtTensor, what: &str) -> Result<MemoryKind, CapiError> {
@@ -172,7 +183,8 @@ impl TtrtContext {
         let mut seen = vec![false; self.io.outputs.len()];
         for (pos, out) in outputs.iter_mut().enumerate() {
             // SAFETY: the exported caller's contract for `name`.
-            let i = unsafe { resolve(out, &self.io.outputs, "output", pos, self.ordinal.is_some()) }?;
+            let i =
+                unsafe { resolve(out, &self.io.outputs, "output", pos, self.ordinal.is_some()) }?;
             let entry = &self.io.outputs[i];
             if std::mem::replace(&mut seen[i], true) {
                 return Err(CapiError::invalid(format!(
@@ -340,6 +352,7 @@ pub unsafe extern "C" fn ttrt_context_execute(
         let context = unsafe { out_ptr(context, "context") }?;
         // SAFETY: the caller's contract.
         let (inputs, outputs) = unsafe { tensor_arrays(inputs, nb_inputs, outputs, nb_outputs) }?;
+        context.refuse_stream(stream)?;
         context.bind(inputs, outputs)?;
         if stream.is_null() {
             context.ctx.execute_bound()?;
@@ -357,7 +370,9 @@ fn device_ordinal(engine: &torchtrt_core::Engine) -> Result<i32, CapiError> {
     let name = engine.backend().name();
     name.strip_prefix("cuda:")
         .and_then(|n| n.parse::<i32>().ok())
-        .ok_or_else(|| CapiError::unsupported(format!("the engine's device {name} is not a CUDA device")))
+        .ok_or_else(|| {
+            CapiError::unsupported(format!("the engine's device {name} is not a CUDA device"))
+        })
 }
 
 /// The caller's tensor arrays, checked: counts non-negative, pointers non-NULL when a count
@@ -420,6 +435,7 @@ pub unsafe extern "C" fn ttrt_context_enqueue(
         let context = unsafe { out_ptr(context, "context") }?;
         // SAFETY: the caller's contract.
         let (inputs, outputs) = unsafe { tensor_arrays(inputs, nb_inputs, outputs, nb_outputs) }?;
+        context.refuse_stream(stream)?;
         context.bind(inputs, outputs)?;
         // SAFETY: the caller's contract: buffers and stream valid until the work completes.
         unsafe { context.ctx.enqueue(stream) }?;

@@ -147,7 +147,7 @@ pub unsafe extern "C" fn ttrt_engine_deserialize(
         }
         // SAFETY: non-NULL and readable for `size` bytes by the caller's contract.
         let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) };
-        engine_out(out, runtime.runtime().deserialize(bytes)?)
+        engine_out(out, runtime.loader().deserialize(bytes)?)
     })
 }
 
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn ttrt_engine_deserialize_file(
                 out_ptr(out, "out")?,
             )
         };
-        let engine = runtime.runtime().deserialize_file(path).map_err(|e| {
+        let engine = runtime.loader().deserialize_file(path).map_err(|e| {
             let mut e = CapiError::from(e);
             if e.status != TTRT_ERROR_IO {
                 e.message = format!("{path}: {}", e.message);

@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use torchtrt_core::{Backend, Runtime};
+use torchtrt_core::{Backend, EngineLoader};
 use torchtrt_cpu::CpuBackend;
 use torchtrt_plugin_api::PluginKey;
 use torchtrt_plugin_api::abi::TtrtStatus;
@@ -14,7 +14,7 @@ use crate::ptr::{c_str, out_ptr, reference};
 /// The object behind a `TtrtRuntime*`: a runtime over the CPU backend, the backend of every
 /// CUDA device present, and the process-wide plugin registry.
 pub struct TtrtRuntime {
-    inner: Runtime,
+    inner: EngineLoader,
 }
 
 impl TtrtRuntime {
@@ -28,12 +28,12 @@ impl TtrtRuntime {
                 .map(|b| b as Arc<dyn Backend>),
         );
         Ok(TtrtRuntime {
-            inner: Runtime::new(backends),
+            inner: EngineLoader::new(backends),
         })
     }
 
     /// The core runtime.
-    pub fn runtime(&self) -> &Runtime {
+    pub fn loader(&self) -> &EngineLoader {
         &self.inner
     }
 }

@@ -116,7 +116,8 @@ fn main() -> Result<(), torchtrt::Error> {
     let engine = Runtime::new()?.deserialize(&bytes)?;
     let input = Tensor::from_vec(&[2, 3, 16, 16], pseudo_random(2 * 3 * 16 * 16, 3))?;
     let outputs = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute_named(&[("image", &input)])?;
     for (name, t) in &outputs {
         let v = t.as_slice::<f32>()?;

@@ -50,7 +50,8 @@ fn constant_subgraphs_fold_away() {
     let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     assert_eq!(kinds(&engine), ["Constant", "Elementwise"], "a·b is folded");
     let out = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&Tensor::from_vec(&[4], vec![1.0f32; 4]).unwrap()])
         .unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[1.5, 2.0, 7.0, -3.0]);
@@ -94,7 +95,8 @@ fn shape_tensors_from_constants_fold_into_reshape() {
     assert_eq!(kinds(&engine), ["Constant", "Reshape"]);
     let xs = random_f32(18, 3);
     let out = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&Tensor::from_vec(&[3, 6], xs.clone()).unwrap()])
         .unwrap();
     assert_eq!(out[0].shape(), &[3, 3, 2]);
@@ -137,7 +139,11 @@ fn mlp(precision: DType) -> Engine {
 #[test]
 fn reduced_precision_casts_at_the_edges_and_stays_close() {
     let input = Tensor::from_vec(&[5, 16], random_f32(80, 9)).unwrap();
-    let reference = mlp(DType::F32).create_context().unwrap().execute(&[&input]).unwrap();
+    let reference = mlp(DType::F32)
+        .create_context()
+        .unwrap()
+        .execute(&[&input])
+        .unwrap();
     for precision in [DType::F16, DType::BF16] {
         let engine = mlp(precision);
         assert_eq!(
@@ -333,7 +339,8 @@ fn reduced_precision_converts_constant_fills() {
     )
     .unwrap();
     let out = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&Tensor::from_vec(&[3], vec![1.0f32, -1.0, 0.5]).unwrap()])
         .unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.5, 1.5, 3.0]);
@@ -413,5 +420,12 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
         .unwrap()
         .deserialize(&fused.serialize())
         .unwrap();
-    assert_eq!(reloaded.create_context().unwrap().execute(&[&input]).unwrap(), got);
+    assert_eq!(
+        reloaded
+            .create_context()
+            .unwrap()
+            .execute(&[&input])
+            .unwrap(),
+        got
+    );
 }

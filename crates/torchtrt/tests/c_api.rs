@@ -233,7 +233,8 @@ fn compiled_engine_describes_its_io_and_runs_like_the_rust_api() {
         .unwrap();
     let input = Tensor::from_vec(&[batch, CHANNELS, SIZE, SIZE], x).unwrap();
     let want = rust
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute_named(&[("image", &input)])
         .unwrap();
     assert_eq!(want[0].0, "y");
@@ -794,7 +795,11 @@ fn one_engine_runs_on_many_threads_each_with_its_own_context() {
                 for _ in 0..3 {
                     let got = run_c(engine, batch, &mut x.clone(), batch % 2 == 0);
                     let input = Tensor::from_vec(&[batch, CHANNELS, SIZE, SIZE], x.clone());
-                    let want = rust.create_context().unwrap().execute(&[&input.unwrap()]).unwrap();
+                    let want = rust
+                        .create_context()
+                        .unwrap()
+                        .execute(&[&input.unwrap()])
+                        .unwrap();
                     assert_close(&got, want[0].as_slice::<f32>().unwrap(), 1e-6, 1e-6);
                 }
             });

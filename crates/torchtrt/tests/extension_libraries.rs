@@ -18,7 +18,8 @@ fn converter_library() -> &'static PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let lib = build_example("converter_rust", "torchtrt_example_converter_rust");
-        torchtrt::load_extensions(&lib, &LoadOptions::default()).expect("the converter example loads");
+        torchtrt::load_extensions(&lib, &LoadOptions::default())
+            .expect("the converter example loads");
         lib
     })
 }
@@ -27,7 +28,8 @@ fn custom_op_library() -> &'static PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let lib = build_example("custom_op_rust", "torchtrt_example_custom_op_rust");
-        torchtrt::load_extensions(&lib, &LoadOptions::default()).expect("the custom-op example loads");
+        torchtrt::load_extensions(&lib, &LoadOptions::default())
+            .expect("the custom-op example loads");
         lib
     })
 }

@@ -20,7 +20,7 @@ fn build_swish() -> PathBuf {
 fn rust_cdylib_plugin_runs_in_an_engine() {
     let runtime = Runtime::new().unwrap();
     let lib = build_swish();
-    let info = runtime.load_library(&lib).unwrap();
+    let info = runtime.load_plugins(&lib).unwrap();
     assert_eq!(info.provider, "torchtrt_example_plugin_rust 0.1.0");
     let key = PluginKey::new("example", "Swish", "1");
     let mut net = NetworkDefinition::new();
@@ -42,7 +42,11 @@ fn rust_cdylib_plugin_runs_in_an_engine() {
     let xs = random_f32(40, 7);
     let want: Vec<f32> = xs.iter().map(|&v| v / (1.0 + (-1.5 * v).exp())).collect();
     let input = Tensor::from_vec(&[40], xs).unwrap();
-    let out = reloaded.create_context().unwrap().execute(&[&input]).unwrap();
+    let out = reloaded
+        .create_context()
+        .unwrap()
+        .execute(&[&input])
+        .unwrap();
     assert_close(out[0].as_slice::<f32>().unwrap(), &want, 1e-6, 1e-5);
 }
 

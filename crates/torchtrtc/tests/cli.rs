@@ -83,7 +83,7 @@ fn f32_npy(name: &str, shape: &[usize]) -> PathBuf {
     path
 }
 
-/// The numbers of a flat JSON object of numbers, in order.
+/// The numbers of a flat JSON object of numbers and strings, in order (strings skipped).
 fn parse_flat_json(line: &str) -> Vec<(String, f64)> {
     let body = line
         .trim()
@@ -91,11 +91,14 @@ fn parse_flat_json(line: &str) -> Vec<(String, f64)> {
         .and_then(|l| l.strip_suffix('}'))
         .unwrap_or_else(|| panic!("not a JSON object: {line}"));
     body.split(',')
-        .map(|kv| {
+        .filter_map(|kv| {
             let (k, v) = kv.split_once(':').expect("key: value");
             let k = k.trim().trim_matches('"').to_string();
-            let v = v.trim().parse::<f64>().unwrap_or_else(|_| panic!("{kv}"));
-            (k, v)
+            let v = v.trim();
+            if v.starts_with('"') && v.ends_with('"') {
+                return None;
+            }
+            Some((k, v.parse::<f64>().unwrap_or_else(|_| panic!("{kv}"))))
         })
         .collect()
 }
@@ -200,6 +203,14 @@ fn bench_json_last_line_has_the_numbers() {
         "--json".as_ref(),
     ]);
     let stdout = succeeds(&out);
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .contains("\"device\": \"cpu\""),
+        "{stdout}"
+    );
     let fields = parse_flat_json(stdout.lines().last().unwrap());
     let get = |k: &str| {
         fields

@@ -46,6 +46,9 @@ pub struct PluginSummary {
 pub struct EngineSummary {
     /// Target and precision.
     pub target: String,
+    /// The device a loaded engine runs on (`cpu`, `cuda:0`); `None` for records read
+    /// without loading the engine.
+    pub device: Option<String>,
     /// Inputs with their ranges, one line each.
     pub inputs: Vec<String>,
     /// Outputs, one line each.
@@ -64,6 +67,7 @@ pub struct EngineSummary {
 
 pub(crate) fn summarize(engine: &Engine) -> EngineSummary {
     let mut summary = summarize_plan(engine.plan(), Some(engine.tensor_types()));
+    summary.device = Some(engine.backend().name());
     if engine.plan().target.device() != DeviceKind::Cpu {
         for (li, layer) in summary.layers.iter_mut().enumerate() {
             layer.host_fallback = engine
@@ -172,6 +176,7 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
             plan.precision,
             if plan.options.tf32 { ", tf32" } else { "" }
         ),
+        device: None,
         inputs,
         outputs,
         layers,
@@ -185,6 +190,9 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
 impl fmt::Display for EngineSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "target: {}", self.target)?;
+        if let Some(d) = &self.device {
+            writeln!(f, "device: {d}")?;
+        }
         writeln!(f, "inputs:")?;
         for i in &self.inputs {
             writeln!(f, "  {i}")?;

@@ -64,7 +64,11 @@ impl ExecutionContext {
             .map_err(|e| Error::Engine(format!("{}: {e}", engine.backend().name())))?;
         let plan = engine.plan();
         let inputs = plan.inputs.iter().map(|_| InputBinding::None).collect();
-        let outputs = plan.outputs.iter().map(|_| OutputTarget::Return(None)).collect();
+        let outputs = plan
+            .outputs
+            .iter()
+            .map(|_| OutputTarget::Return(None))
+            .collect();
         let graphs = Graphs::new(std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"));
         Ok(ExecutionContext {
             walk: Walk::new(engine, device),
@@ -332,7 +336,9 @@ impl ExecutionContext {
         let ordered: Vec<&Tensor> = ordered
             .into_iter()
             .zip(&plan.inputs)
-            .map(|(t, spec)| t.ok_or_else(|| Error::Input(format!("input `{}` is missing", spec.name))))
+            .map(|(t, spec)| {
+                t.ok_or_else(|| Error::Input(format!("input `{}` is missing", spec.name)))
+            })
             .collect::<Result<_>>()?;
         let meta: Vec<(DType, &[usize])> = ordered.iter().map(|t| (t.dtype(), t.shape())).collect();
         let shapes = self.output_shapes(&meta)?;
@@ -500,10 +506,13 @@ impl ExecutionContext {
                 tensor.bytes_mut().copy_from_slice(src);
             }
         }
-        {
-            let meta = self.bound_meta(plan)?;
-            check_input_shapes(plan, &meta)?;
+        for (k, spec) in plan.inputs.iter().enumerate() {
+            if matches!(self.inputs[k], InputBinding::None) {
+                return Err(Error::Input(format!("input `{}` is not bound", spec.name)));
+            }
         }
+        let bound = self.inputs.as_slice();
+        check_metas(plan, |k| bound.meta(k))?;
         let inputs = std::mem::take(&mut self.inputs);
         let mut outputs = std::mem::take(&mut self.outputs);
         let result = self.run(inputs.as_slice(), &mut outputs);
@@ -517,7 +526,8 @@ impl ExecutionContext {
             } = target
             {
                 // SAFETY: the binding's contract: `ptr` holds the output's bytes.
-                let dst = unsafe { std::slice::from_raw_parts_mut(*ptr as *mut u8, t.bytes().len()) };
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(*ptr as *mut u8, t.bytes().len()) };
                 dst.copy_from_slice(t.bytes());
             }
         }
@@ -531,7 +541,10 @@ impl ExecutionContext {
         inputs: &(impl RunInputs + ?Sized),
         targets: &mut [OutputTarget],
     ) -> Result<()> {
-        if self.walk.replay_or_record(&mut self.graphs, inputs, targets)? {
+        if self
+            .walk
+            .replay_or_record(&mut self.graphs, inputs, targets)?
+        {
             return Ok(());
         }
         let backend = self.walk.engine.backend().clone();
@@ -553,23 +566,29 @@ impl Drop for ExecutionContext {
 }
 
 fn input_index(plan: &EnginePlan, name: &str) -> Result<usize> {
-    plan.inputs.iter().position(|i| i.name == name).ok_or_else(|| {
-        let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
-        Error::Input(format!(
-            "the engine has no input `{name}` (inputs: {})",
-            known.join(", ")
-        ))
-    })
+    plan.inputs
+        .iter()
+        .position(|i| i.name == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
+            Error::Input(format!(
+                "the engine has no input `{name}` (inputs: {})",
+                known.join(", ")
+            ))
+        })
 }
 
 fn output_index(plan: &EnginePlan, name: &str) -> Result<usize> {
-    plan.outputs.iter().position(|(n, _)| n == name).ok_or_else(|| {
-        let known: Vec<&str> = plan.outputs.iter().map(|(n, _)| n.as_str()).collect();
-        Error::Input(format!(
-            "the engine has no output `{name}` (outputs: {})",
-            known.join(", ")
-        ))
-    })
+    plan.outputs
+        .iter()
+        .position(|(n, _)| n == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = plan.outputs.iter().map(|(n, _)| n.as_str()).collect();
+            Error::Input(format!(
+                "the engine has no output `{name}` (outputs: {})",
+                known.join(", ")
+            ))
+        })
 }
 
 /// The engine's input `k` as `f32[1,n∈[1,8],3]` for messages.
@@ -631,16 +650,23 @@ pub(crate) fn check_input_shapes(plan: &EnginePlan, inputs: &[(DType, &[usize])]
             inputs.len()
         )));
     }
-    for (k, &(dtype, shape)) in inputs.iter().enumerate() {
+    check_metas(plan, |k| inputs[k])
+}
+
+/// [`check_input_shapes`] for one dtype and shape per engine input, given by index.
+fn check_metas<'a>(plan: &EnginePlan, meta: impl Fn(usize) -> (DType, &'a [usize])) -> Result<()> {
+    for k in 0..plan.inputs.len() {
+        let (dtype, shape) = meta(k);
         check_input(plan, k, dtype, shape)?;
     }
-    for (k, (spec, &(_, shape))) in plan.inputs.iter().zip(inputs).enumerate() {
+    for (k, spec) in plan.inputs.iter().enumerate() {
+        let shape = meta(k).1;
         for (d, &v) in spec.dims.iter().zip(shape) {
             let Dim::Dynamic { name, .. } = d else {
                 continue;
             };
-            for (other, &(_, other_shape)) in plan.inputs[..k].iter().zip(inputs) {
-                for (od, &ov) in other.dims.iter().zip(other_shape) {
+            for (j, other) in plan.inputs[..k].iter().enumerate() {
+                for (od, &ov) in other.dims.iter().zip(meta(j).1) {
                     if matches!(od, Dim::Dynamic { name: n, .. } if n == name) && ov != v {
                         return Err(Error::Input(format!(
                             "dim `{name}` is {ov} in input `{}` but {v} in input `{}`",

@@ -99,7 +99,11 @@ impl Walk {
             return Ok(false);
         }
         let n = self.engine.plan().inputs.len();
-        let Some(i) = graphs.entries.iter().position(|(k, _)| key_matches(k, inputs)) else {
+        let Some(i) = graphs
+            .entries
+            .iter()
+            .position(|(k, _)| key_matches(k, inputs))
+        else {
             if graphs.entries.len() < MAX_KEYS {
                 graphs.entries.push((key_of(n, inputs), Entry::Seen(0)));
             }
@@ -166,7 +170,10 @@ impl Walk {
         device.end_run();
         match (walked, run) {
             (Ok(()), Ok(run)) => {
-                let outputs = held.iter().map(|(p, d, s, _)| (*p, *d, s.clone())).collect();
+                let outputs = held
+                    .iter()
+                    .map(|(p, d, s, _)| (*p, *d, s.clone()))
+                    .collect();
                 Ok(Captured {
                     run,
                     inputs,
@@ -175,7 +182,10 @@ impl Walk {
                 })
             }
             (walked, run) => {
-                for m in inputs.into_iter().chain(held.into_iter().filter_map(|(.., m)| m)) {
+                for m in inputs
+                    .into_iter()
+                    .chain(held.into_iter().filter_map(|(.., m)| m))
+                {
                     device.release(m);
                 }
                 Err(match (walked, run) {
@@ -197,7 +207,10 @@ impl Walk {
     ) -> Result<()> {
         let engine = self.engine.clone();
         let plan = engine.plan();
-        let device = self.device.as_deref_mut().ok_or_else(|| Error::Engine("no device".into()))?;
+        let device = self
+            .device
+            .as_deref_mut()
+            .ok_or_else(|| Error::Engine("no device".into()))?;
         let fail = |e: String| Error::Execution {
             layer: "replay".into(),
             message: e,

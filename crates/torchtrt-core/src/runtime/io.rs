@@ -67,7 +67,11 @@ pub(crate) enum InputBinding {
     /// because the memory is not aligned for in-place use.
     Host { tensor: Tensor, staged: Option<u64> },
     /// Device memory.
-    Device { ptr: u64, dtype: DType, shape: Vec<usize> },
+    Device {
+        ptr: u64,
+        dtype: DType,
+        shape: Vec<usize>,
+    },
 }
 
 /// Where a run leaves one output.

@@ -26,29 +26,29 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::registry::{PluginRegistry, registry};
 
-/// Deserializes engines for a set of backends, re-creating plugins from a registry
-/// (TensorRT's `IRuntime`).
+/// Deserializes engines for a set of backends, re-creating plugins from a registry. The
+/// `torchtrt` facade's `Runtime` (TensorRT's `IRuntime`) is this over the default backends.
 #[derive(Clone)]
-pub struct Runtime {
+pub struct EngineLoader {
     backends: Vec<Arc<dyn Backend>>,
     registry: &'static PluginRegistry,
 }
 
-impl Runtime {
-    /// A runtime over `backends`, using the process-wide plugin registry.
-    pub fn new(backends: Vec<Arc<dyn Backend>>) -> Runtime {
-        Runtime {
+impl EngineLoader {
+    /// A loader over `backends`, using the process-wide plugin registry.
+    pub fn new(backends: Vec<Arc<dyn Backend>>) -> EngineLoader {
+        EngineLoader {
             backends,
             registry: registry(),
         }
     }
 
-    /// A runtime using another registry (tests, isolated hosts).
+    /// A loader using another registry (tests, isolated hosts).
     pub fn with_registry(
         backends: Vec<Arc<dyn Backend>>,
         registry: &'static PluginRegistry,
-    ) -> Runtime {
-        Runtime { backends, registry }
+    ) -> EngineLoader {
+        EngineLoader { backends, registry }
     }
 
     /// The backends.

@@ -4,10 +4,8 @@
 
 use std::sync::Arc;
 
-use torchtrt_plugin_api::DType;
-
 use super::io::RunInputs;
-use super::value::{Host, Value};
+use super::value::{Host, Meta, Value};
 use super::walk::SHAPE_TENSOR_ELEMENTS;
 use crate::engine::EnginePlan;
 use crate::network::Layer;
@@ -17,12 +15,12 @@ use crate::tensor::Tensor;
 const MAX_KEYS: usize = 16;
 
 /// The dtypes and shapes of a run's inputs, engine input order.
-pub(crate) type Key = Vec<(DType, Vec<usize>)>;
+pub(crate) type Key = Vec<Meta>;
 
 struct Plan {
     key: Key,
     /// Per layer: its output dtypes and shapes, when they follow from the key.
-    dims: Vec<Option<Vec<(DType, Vec<usize>)>>>,
+    dims: Vec<Option<Vec<Meta>>>,
     /// Per layer: its outputs, when they are small host values that follow from the key.
     values: Vec<Option<Vec<Arc<Tensor>>>>,
 }
@@ -73,7 +71,7 @@ impl ShapePlans {
     }
 
     /// Layer `li`'s output dtypes and shapes for the current key, when known.
-    pub(crate) fn dims(&self, li: usize) -> Option<&Vec<(DType, Vec<usize>)>> {
+    pub(crate) fn dims(&self, li: usize) -> Option<&Vec<Meta>> {
         self.plan()?.dims.get(li)?.as_ref()
     }
 
@@ -83,7 +81,7 @@ impl ShapePlans {
     }
 
     /// Records layer `li`'s output dtypes and shapes for the current key.
-    pub(crate) fn keep_dims(&mut self, li: usize, dims: &[(DType, Vec<usize>)]) {
+    pub(crate) fn keep_dims(&mut self, li: usize, dims: &[Meta]) {
         if let Some(p) = self.current.and_then(|i| self.plans.get_mut(i))
             && p.dims[li].is_none()
         {
@@ -103,22 +101,24 @@ impl ShapePlans {
         let Some(p) = self.current.and_then(|i| self.plans.get_mut(i)) else {
             return;
         };
-        if p.values[li].is_some() {
+        let keep = |t: &crate::network::TensorId| {
+            let v = &slots[t.index()];
+            keyed[t.index()]
+                && v.shape.iter().product::<usize>() <= SHAPE_TENSOR_ELEMENTS
+                && matches!(v.host, Host::Owned(_) | Host::Shared(_))
+        };
+        if p.values[li].is_some() || !layer.outputs.iter().all(keep) {
             return;
         }
-        let mut values = Vec::with_capacity(layer.outputs.len());
-        for t in &layer.outputs {
-            let v = &slots[t.index()];
-            let small = v.shape.iter().product::<usize>() <= SHAPE_TENSOR_ELEMENTS;
-            if !keyed[t.index()] || !small {
-                return;
-            }
-            match &v.host {
-                Host::Owned(h) => values.push(Arc::new(h.clone())),
-                Host::Shared(h) => values.push(h.clone()),
-                _ => return,
-            }
-        }
+        let values = layer
+            .outputs
+            .iter()
+            .map(|t| match &slots[t.index()].host {
+                Host::Shared(h) => h.clone(),
+                Host::Owned(h) => Arc::new(h.clone()),
+                _ => unreachable!("checked above"),
+            })
+            .collect();
         p.values[li] = Some(values);
     }
 }

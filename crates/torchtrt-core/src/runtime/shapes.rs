@@ -7,14 +7,12 @@ use std::sync::Arc;
 use torchtrt_plugin_api::{DType, const_shape};
 
 use super::dims::concrete_dims;
+use super::value::Known;
 use super::walk::{Walk, small};
 use crate::backend::Placement;
 use crate::error::{Error, Result};
 use crate::layers::{InferInput, LayerKind};
 use crate::tensor::{Tensor, shape_i64};
-
-/// A tensor's dtype, shape and, when known, value.
-type Known = (DType, Vec<usize>, Option<Arc<Tensor>>);
 
 impl Walk {
     /// The outputs' shapes (engine output order) for inputs of these dtypes and shapes

@@ -8,6 +8,12 @@ use torchtrt_plugin_api::{DType, DeviceTensor, TensorDesc};
 use crate::backend::{DeviceContext, DeviceMemory};
 use crate::tensor::Tensor;
 
+/// A tensor's dtype and concrete shape.
+pub(crate) type Meta = (DType, Vec<usize>);
+
+/// A tensor's dtype, concrete shape and, when known, value.
+pub(crate) type Known = (DType, Vec<usize>, Option<Arc<Tensor>>);
+
 /// A tensor's host copy.
 pub(crate) enum Host {
     /// None (yet).

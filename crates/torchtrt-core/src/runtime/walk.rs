@@ -22,7 +22,7 @@ use torchtrt_plugin_api::{DType, DeviceTensor};
 use super::dims::concrete_dims;
 use super::io::{OutputTarget, RunInputs};
 use super::plans::ShapePlans;
-use super::value::{Dev, DevTable, Host, HostPool, Value, device_tensor};
+use super::value::{Dev, DevTable, Host, HostPool, Known, Meta, Value, device_tensor};
 use crate::backend::{DeviceContext, DeviceMemory, Kernel, Placement};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -61,11 +61,11 @@ pub(crate) struct Walk {
     /// Where a recorded run leaves each output, with the memory it holds there.
     pub kept_outputs: Vec<(u64, DType, Vec<usize>, Option<DeviceMemory>)>,
     outs: Vec<Tensor>,
-    dims: Vec<(DType, Vec<usize>)>,
+    dims: Vec<Meta>,
 }
 
 /// Whether outputs are small enough to compute on the host next to host inputs.
-pub(crate) fn small(dims: &[(DType, Vec<usize>)]) -> bool {
+pub(crate) fn small(dims: &[Meta]) -> bool {
     dims.iter()
         .all(|(_, s)| s.iter().product::<usize>() <= SHAPE_TENSOR_ELEMENTS)
 }
@@ -236,7 +236,9 @@ impl Walk {
                             Ok(())
                         }
                         None => {
-                            let p = self.dev_ptr(i).unwrap_or_else(|| unreachable!("a live value has a copy"));
+                            let p = self
+                                .dev_ptr(i)
+                                .unwrap_or_else(|| unreachable!("a live value has a copy"));
                             let device = self.device.as_deref_mut().ok_or_else(no_device)?;
                             // SAFETY: the device copy holds the output's bytes.
                             unsafe { device.download(p, dst.bytes_mut()) }.map_err(&err)
@@ -284,15 +286,18 @@ impl Walk {
         inputs: &(impl RunInputs + ?Sized),
         targets: &[OutputTarget],
     ) -> Result<Tensor> {
-        if !later && matches!(self.slots[i].host, Host::Owned(_)) {
-            if let Host::Owned(t) = std::mem::replace(&mut self.slots[i].host, Host::None) {
-                return Ok(t);
-            }
+        if !later
+            && matches!(self.slots[i].host, Host::Owned(_))
+            && let Host::Owned(t) = std::mem::replace(&mut self.slots[i].host, Host::None)
+        {
+            return Ok(t);
         }
         if let Some(h) = Self::host(&self.slots, inputs, targets, i) {
             return Ok(h.clone());
         }
-        let ptr = self.dev_ptr(i).unwrap_or_else(|| unreachable!("a live value has a copy"));
+        let ptr = self
+            .dev_ptr(i)
+            .unwrap_or_else(|| unreachable!("a live value has a copy"));
         let v = &self.slots[i];
         let mut t = Tensor::zeros(v.dtype, &v.shape);
         let name = &self.engine.plan().tensor_names[i];
@@ -406,7 +411,11 @@ impl Walk {
             }
             return Ok(());
         }
-        if let Some(values) = self.eval_from_shapes(layer, inputs, targets) {
+        let dims_unknown = self.plans.dims(li).is_none();
+        if let Some(values) = dims_unknown
+            .then(|| self.eval_from_shapes(layer, inputs, targets))
+            .flatten()
+        {
             for (t, value) in layer.outputs.iter().zip(values) {
                 let v = &mut self.slots[t.index()];
                 v.reset(value.dtype(), value.shape());
@@ -487,9 +496,7 @@ impl Walk {
         let shapes: Vec<Vec<_>> = layer
             .inputs
             .iter()
-            .map(|t| {
-                torchtrt_plugin_api::const_shape(&shape_i64(&self.slots[t.index()].shape))
-            })
+            .map(|t| torchtrt_plugin_api::const_shape(&shape_i64(&self.slots[t.index()].shape)))
             .collect();
         let infer: Vec<InferInput<'_>> = layer
             .inputs
@@ -514,7 +521,15 @@ impl Walk {
         targets: &mut [OutputTarget],
     ) -> Result<()> {
         if let Some(dims) = self.plans.dims(li) {
-            self.dims.clone_from(dims);
+            self.dims.truncate(dims.len());
+            while self.dims.len() < dims.len() {
+                self.dims.push((DType::F32, Vec::new()));
+            }
+            for ((dtype, shape), (d, s)) in self.dims.iter_mut().zip(dims) {
+                *dtype = *d;
+                shape.clear();
+                shape.extend_from_slice(s);
+            }
             return Ok(());
         }
         for &i in layer.kind.op().value_inputs() {
@@ -562,7 +577,7 @@ impl Walk {
         layer: &Layer,
         inputs: &(impl RunInputs + ?Sized),
         targets: &[OutputTarget],
-    ) -> Result<Vec<(DType, Vec<usize>)>> {
+    ) -> Result<Vec<Meta>> {
         let described: Vec<(DType, &[usize], Option<&Tensor>)> = layer
             .inputs
             .iter()
@@ -605,8 +620,7 @@ impl Walk {
         }
         let last_use = self.engine.plan().memory.release_after[li].contains(&layer.inputs[0]);
         if last_use && matches!(self.slots[x].host, Host::Owned(_)) {
-            let Host::Owned(mut t) = std::mem::replace(&mut self.slots[x].host, Host::None)
-            else {
+            let Host::Owned(mut t) = std::mem::replace(&mut self.slots[x].host, Host::None) else {
                 return false;
             };
             self.slots[x].live = false;
@@ -682,11 +696,7 @@ impl Walk {
         if self.derived[li] || self.capturing {
             return None;
         }
-        self.engine
-            .plan()
-            .outputs
-            .iter()
-            .position(|(_, o)| *o == t)
+        self.engine.plan().outputs.iter().position(|(_, o)| *o == t)
     }
 
     fn run_host(
@@ -763,7 +773,9 @@ impl Walk {
             .inputs
             .iter()
             .map(|t| {
-                let ptr = self.dev_ptr(t.index()).unwrap_or_else(|| unreachable!("placed"));
+                let ptr = self
+                    .dev_ptr(t.index())
+                    .unwrap_or_else(|| unreachable!("placed"));
                 device_tensor(&self.slots[t.index()], ptr)
             })
             .collect();
@@ -881,7 +893,7 @@ impl Walk {
 
     /// The dtype, shape and host value of each output of layer `li` when it is a derived
     /// layer whose outputs are kept.
-    pub(crate) fn kept(&self, li: usize) -> Option<Vec<(DType, Vec<usize>, Option<Arc<Tensor>>)>> {
+    pub(crate) fn kept(&self, li: usize) -> Option<Vec<Known>> {
         if !self.derived_done[li] {
             return None;
         }
@@ -989,14 +1001,9 @@ fn check_output(
     bound: Option<&Tensor>,
 ) -> Result<()> {
     match bound {
-        Some(t) if t.dtype() != dtype || t.shape() != shape => Err(output_mismatch(
-            plan,
-            k,
-            dtype,
-            shape,
-            t.dtype(),
-            t.shape(),
-        )),
+        Some(t) if t.dtype() != dtype || t.shape() != shape => {
+            Err(output_mismatch(plan, k, dtype, shape, t.dtype(), t.shape()))
+        }
         _ => Ok(()),
     }
 }

@@ -10,6 +10,7 @@ use crate::dispatch::with_float;
 use crate::linalg::{Window, WindowParams};
 use crate::parallel::for_each_row;
 use crate::scalar::{FloatElem, Real};
+use crate::scratch::Kept;
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
 const WHAT: &str = "Pooling";
@@ -195,18 +196,16 @@ impl Pool {
             && w.output[0] == 1
             && spans[0][0].valid == 1
             && !matches!(self.kind, PoolKind::Lp { .. });
-        let plane_counts: Vec<T::C> = if planar {
-            (0..w.output[1])
-                .flat_map(|r| {
-                    let outer = self.count(spans[0][0]) * self.count(spans[1][r]);
-                    spans[2]
-                        .iter()
-                        .map(move |s2| T::C::from_f64((outer * self.count(*s2)) as f64))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let mut plane_counts = Kept::<Vec<T::C>>::take();
+        plane_counts.clear();
+        if planar {
+            plane_counts.extend((0..w.output[1]).flat_map(|r| {
+                let outer = self.count(spans[0][0]) * self.count(spans[1][r]);
+                spans[2]
+                    .iter()
+                    .map(move |s2| T::C::from_f64((outer * self.count(*s2)) as f64))
+            }));
+        }
         let geo = LineGeometry {
             spans: &spans,
             inner: &inner,
@@ -225,15 +224,20 @@ impl Pool {
                 }
             };
         let init = || {
-            (
-                Vec::new(),
-                Vec::new(),
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new()),
-            )
+            let mut kept = Kept::<(Vec<T::C>, Vec<T::C>, Scratch<T::C>)>::take();
+            let (a, b, (c, d, e, f)) = &mut *kept;
+            a.clear();
+            b.clear();
+            c.clear();
+            d.clear();
+            e.clear();
+            f.clear();
+            kept
         };
         if size_of::<T>() == size_of::<T::C>() && !planar {
             let work = o2 * w.kernel_len();
-            for_each_row(out, o2, work, init, |(in_buf, out_buf, scratch), l, dst| {
+            for_each_row(out, o2, work, init, |kept, l, dst| {
+                let (in_buf, out_buf, scratch) = &mut **kept;
                 let p = l / lines_per_plane;
                 let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
                 let part = Part::Line(l % lines_per_plane);
@@ -242,24 +246,19 @@ impl Pool {
         } else {
             let outputs = w.output_len();
             let work = outputs * w.kernel_len();
-            for_each_row(
-                out,
-                outputs,
-                work,
-                init,
-                |(in_buf, out_buf, scratch), p, dst| {
-                    let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
-                    T::write(dst, out_buf, |dst| {
-                        if planar {
-                            pool(src, Part::Plane, dst, scratch);
-                        } else {
-                            for (l, d) in dst.chunks_exact_mut(o2).enumerate() {
-                                pool(src, Part::Line(l), d, scratch);
-                            }
+            for_each_row(out, outputs, work, init, |kept, p, dst| {
+                let (in_buf, out_buf, scratch) = &mut **kept;
+                let src = T::view(&x[p * plane..(p + 1) * plane], in_buf);
+                T::write(dst, out_buf, |dst| {
+                    if planar {
+                        pool(src, Part::Plane, dst, scratch);
+                    } else {
+                        for (l, d) in dst.chunks_exact_mut(o2).enumerate() {
+                            pool(src, Part::Line(l), d, scratch);
                         }
-                    });
-                },
-            );
+                    }
+                });
+            });
         }
     }
 

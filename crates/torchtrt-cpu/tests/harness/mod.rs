@@ -7,7 +7,7 @@ use std::sync::Arc;
 use torchtrt_core::plugin_api::{DType, DimExpr, ShapeExpr, const_shape, shape_values};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{
-    Backend, BuildConfig, Engine, InferInput, LayerKind, NetworkDefinition, Runtime, Tensor,
+    Backend, BuildConfig, Engine, EngineLoader, InferInput, LayerKind, NetworkDefinition, Tensor,
     TypeShape,
 };
 use torchtrt_cpu::CpuBackend;
@@ -96,7 +96,7 @@ pub fn backends() -> Vec<Arc<dyn Backend>> {
 pub fn compile(net: &NetworkDefinition) -> Result<Engine, String> {
     let engine = torchtrt_core::build(net, &BuildConfig::default(), &backends())
         .map_err(|e| e.to_string())?;
-    Runtime::new(backends())
+    EngineLoader::new(backends())
         .deserialize(&engine.serialize())
         .map_err(|e| e.to_string())
 }
@@ -114,7 +114,8 @@ pub fn kinds(engine: &Engine) -> Vec<&'static str> {
 /// Runs `engine` on `inputs` and returns its outputs.
 pub fn execute(engine: &Engine, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
     engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(inputs)
         .map_err(|e| e.to_string())
 }

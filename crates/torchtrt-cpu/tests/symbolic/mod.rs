@@ -8,7 +8,8 @@ use std::sync::Arc;
 use torchtrt_core::plugin_api::{DType, DimExpr, ShapeExpr, const_shape, shape_values};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{
-    Backend, BuildConfig, Dim, InferInput, LayerKind, NetworkDefinition, Runtime, Tensor, build,
+    Backend, BuildConfig, Dim, EngineLoader, InferInput, LayerKind, NetworkDefinition, Tensor,
+    build,
 };
 use torchtrt_cpu::CpuBackend;
 
@@ -150,7 +151,7 @@ pub fn run_engine(
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let built = build(&net, &BuildConfig::default(), std::slice::from_ref(&cpu))
         .map_err(|e| e.to_string())?;
-    let engine = Runtime::new(vec![cpu])
+    let engine = EngineLoader::new(vec![cpu])
         .deserialize(&built.serialize())
         .map_err(|e| e.to_string())?;
     let mut context = engine.create_context().unwrap();

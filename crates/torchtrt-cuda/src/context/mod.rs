@@ -202,10 +202,7 @@ impl DeviceContext for CudaDeviceContext {
     }
 
     fn pooled_bytes(&self) -> usize {
-        self.pool
-            .iter()
-            .map(|(cap, ids)| cap * ids.len())
-            .sum()
+        self.pool.iter().map(|(cap, ids)| cap * ids.len()).sum()
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -23,7 +23,8 @@ pub fn run(
     let engine = torchtrt::compile(&net, &BuildConfig::default()).map_err(|e| e.to_string())?;
     let values: Vec<&Tensor> = inputs.iter().map(|(_, t)| *t).collect();
     engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&values)
         .map_err(|e| e.to_string())
 }

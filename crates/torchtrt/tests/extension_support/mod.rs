@@ -123,7 +123,8 @@ pub fn compile(path: &PathBuf) -> Result<Engine, String> {
 pub fn run(engine: &Engine, x: &[f32]) -> Result<Vec<f32>, String> {
     let input = Tensor::from_vec(&[x.len() / 8, 8], x.to_vec()).map_err(|e| e.to_string())?;
     let out = engine
-        .create_context().unwrap()
+        .create_context()
+        .unwrap()
         .execute(&[&input])
         .map_err(|e| e.to_string())?;
     Ok(out[0]

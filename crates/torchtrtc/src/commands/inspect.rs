@@ -76,7 +76,11 @@ fn is_cuda_engine(bytes: &[u8]) -> bool {
 
 /// The summary as `inspect` prints it.
 fn render(s: &EngineSummary) -> String {
-    let mut out = format!("target: {}\ninputs:\n", s.target);
+    let mut out = format!("target: {}\n", s.target);
+    if let Some(d) = &s.device {
+        out += &format!("device: {d}\n");
+    }
+    out += "inputs:\n";
     for i in &s.inputs {
         out += &format!("  {i}\n");
     }
