@@ -1,0 +1,3 @@
+mod archives;
+mod data;
+mod programs;
