@@ -10,7 +10,9 @@ PyTorch's outputs as `.npy` for each case (dynamic programs at two sizes):
     OUT/<program>/<case>/outputs/<output>.npy
 
 Outputs are named as the importer names them: by the keys of a returned dict (or model
-output) when the output is one flat mapping, else by the program's output-spec tensor names.
+output) when the output is one flat mapping, else by the program's output-spec tensor names
+(which differ between the two forms; the manifest lists both, the files use the exported
+form's names).
 
 Usage: scripts/gen_torch_programs.py OUT [NAME...]
 """
@@ -260,7 +262,8 @@ def export_program(root, name, build):
     out = os.path.join(root, name)
     os.makedirs(out, exist_ok=True)
     torch.export.save(ep, os.path.join(out, "exported.pt2"))
-    torch.export.save(ep.run_decompositions(), os.path.join(out, "decomposed.pt2"))
+    decomposed = ep.run_decompositions()
+    torch.export.save(decomposed, os.path.join(out, "decomposed.pt2"))
     inputs = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     entry = {"name": name, "inputs": inputs, "plugins": plugins, "cases": []}
     for k, args in enumerate(cases):
@@ -276,6 +279,7 @@ def export_program(root, name, build):
         for n, t in zip(names, flat):
             save_npy(os.path.join(out, case, "outputs", f"{n}.npy"), t)
         entry["outputs"] = names
+        entry["decomposed_outputs"] = output_names(decomposed, eager)
         entry["cases"].append({"name": case, "shapes": {n: list(t.shape) for n, t in zip(inputs, args)}})
     return entry
 

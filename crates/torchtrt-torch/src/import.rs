@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use torchtrt_core::layers::{Cast, TypeShape};
 use torchtrt_core::network::Dim;
+use torchtrt_core::plugin_api::DimExpr;
 use torchtrt_core::{Backend, NetworkDefinition, PluginRegistry, TensorId};
 
 use crate::ctx::Ctx;
@@ -14,6 +15,7 @@ use crate::node::Node;
 use crate::program::Program;
 use crate::registry::ConverterRegistry;
 use crate::schema::{self, Argument, SymIntArg};
+use crate::sym::parse_expr;
 
 /// How to import a program.
 #[derive(Clone)]
@@ -189,6 +191,7 @@ fn conform(ctx: &mut Ctx<'_>, node: &Node<'_>, mut outs: Vec<TensorId>) -> Resul
                 meta.sizes.len()
             )));
         }
+        refine_shape(ctx, *t, &meta.sizes);
         if let Ok(want) = dtype_from_torch(meta.dtype)
             && ctx.dtype(*t) != want
         {
@@ -196,4 +199,39 @@ fn conform(ctx: &mut Ctx<'_>, node: &Node<'_>, mut outs: Vec<TensorId>) -> Resul
         }
     }
     Ok(outs)
+}
+
+/// Fills in the dims shape inference could not know (they depend on values computed at
+/// run time) from the program's sizes: literals, and expressions over the symbols the
+/// engine's inputs are named by.
+fn refine_shape(ctx: &mut Ctx<'_>, t: TensorId, sizes: &[schema::SymInt]) {
+    let inputs: Vec<String> = ctx
+        .net
+        .inputs()
+        .iter()
+        .flat_map(|i| i.dims.iter())
+        .filter_map(|d| match d {
+            Dim::Dynamic { name, .. } => Some(name.clone()),
+            Dim::Fixed(_) => None,
+        })
+        .collect();
+    let Some(ty) = ctx.types.get_mut(&t) else {
+        return;
+    };
+    for (dim, size) in ty.shape.iter_mut().zip(sizes) {
+        if dim.as_const().is_some() {
+            continue;
+        }
+        let known = match size {
+            schema::SymInt::Int(v) => Some(DimExpr::Const(*v)),
+            schema::SymInt::Expr(e, _) => parse_expr(e).ok().filter(|e| {
+                e.symbols()
+                    .iter()
+                    .all(|s| inputs.iter().any(|n| **n == **s))
+            }),
+        };
+        if let Some(k) = known {
+            *dim = k;
+        }
+    }
 }

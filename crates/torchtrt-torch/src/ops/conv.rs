@@ -73,7 +73,11 @@ fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let (n, kernel) = spatial(ctx, node, w)?;
     let strides = per_dim(node, "stride", ctx.ints(node, "stride")?, n, 1)?;
     let dilations = per_dim(node, "dilation", ctx.ints(node, "dilation")?, n, 1)?;
-    let (pads_begin, pads_end) = match ctx.string(node, "padding")? {
+    let mode = match node.arg("padding") {
+        Some(crate::schema::Argument::String(m)) => Some(m.clone()),
+        _ => None,
+    };
+    let (pads_begin, pads_end) = match mode {
         Some(mode) if mode == "valid" => (vec![0; n], vec![0; n]),
         Some(mode) if mode == "same" => {
             let total: Vec<i64> = kernel

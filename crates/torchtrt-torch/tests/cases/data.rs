@@ -26,6 +26,7 @@ pub struct Program {
     pub name: String,
     pub inputs: Vec<String>,
     pub outputs: Vec<String>,
+    pub decomposed_outputs: Vec<String>,
     pub plugins: Vec<String>,
     pub cases: Vec<String>,
 }
@@ -50,6 +51,7 @@ pub fn manifest() -> Vec<Program> {
             name: p["name"].as_str().expect("name").to_string(),
             inputs: strings(&p["inputs"]),
             outputs: strings(&p["outputs"]),
+            decomposed_outputs: strings(&p["decomposed_outputs"]),
             plugins: strings(&p["plugins"]),
             cases: p["cases"]
                 .as_array()
