@@ -53,3 +53,18 @@ pub fn load_program_bytes(bytes: &[u8], label: &str) -> Result<Program> {
     )?;
     read_program(&mut archive)
 }
+
+/// The built-in converters as a Markdown table, one row per op family (the table of
+/// `docs/pytorch.md`, printed by `cargo run -p torchtrt-torch --example supported_ops`).
+pub fn supported_ops_markdown() -> String {
+    let mut families: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (op, source) in ConverterRegistry::builtin().ops() {
+        let family = source.trim_start_matches("builtin: ").to_string();
+        families.entry(family).or_default().push(format!("`{op}`"));
+    }
+    let mut out = String::from("| family | ops |\n|---|---|\n");
+    for (family, ops) in families {
+        out.push_str(&format!("| {family} | {} |\n", ops.join(", ")));
+    }
+    out
+}

@@ -1,3 +1,4 @@
 mod archives;
 mod data;
+mod docs;
 mod programs;
