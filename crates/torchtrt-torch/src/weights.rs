@@ -50,7 +50,7 @@ pub fn tensor_from_storage(storage: &[u8], meta: &TensorMeta) -> Result<Tensor, 
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .ok_or("the element count overflows")?;
-    if storage.len() % esize != 0 {
+    if !storage.len().is_multiple_of(esize) {
         return Err(format!(
             "the storage has {} bytes, not a whole number of {dtype} elements",
             storage.len()

@@ -67,8 +67,7 @@ fn compute_dtype(ctx: &Ctx<'_>, node: &Node<'_>, a: &str, b: &str) -> Result<DTy
 fn scaled_other(ctx: &mut Ctx<'_>, node: &Node<'_>, dtype: DType, name: &str) -> Result<TensorId> {
     let b = operand(ctx, node, name, dtype)?;
     match ctx.float(node, "alpha")? {
-        None => Ok(b),
-        Some(a) if a == 1.0 => Ok(b),
+        None | Some(1.0) => Ok(b),
         Some(a) => {
             let alpha = scalar(ctx, node, dtype, a)?;
             ctx.add(node, Elementwise::new(ElementwiseOp::Mul), &[b, alpha])

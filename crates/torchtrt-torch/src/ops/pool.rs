@@ -61,11 +61,15 @@ fn dims_of(node: &Node<'_>) -> Result<usize> {
     }
 }
 
-fn window(
-    ctx: &Ctx<'_>,
-    node: &Node<'_>,
-    n: usize,
-) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>, Vec<i64>)> {
+/// Kernel, strides, pads and dilations, one entry per pooled dim.
+struct Window {
+    kernel: Vec<i64>,
+    strides: Vec<i64>,
+    pads: Vec<i64>,
+    dilations: Vec<i64>,
+}
+
+fn window(ctx: &Ctx<'_>, node: &Node<'_>, n: usize) -> Result<Window> {
     let expand = |what: &str, v: Option<Vec<i64>>, default: &[i64]| -> Result<Vec<i64>> {
         match v {
             None => Ok(default.to_vec()),
@@ -82,20 +86,25 @@ fn window(
     let strides = expand("stride", ctx.ints(node, "stride")?, &kernel)?;
     let pads = expand("padding", ctx.ints(node, "padding")?, &vec![0; n])?;
     let dilations = expand("dilation", ctx.ints(node, "dilation")?, &vec![1; n])?;
-    Ok((kernel, strides, pads, dilations))
+    Ok(Window {
+        kernel,
+        strides,
+        pads,
+        dilations,
+    })
 }
 
 fn max_pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let x = ctx.tensor(node, "self")?;
     let n = dims_of(node)?;
-    let (kernel, strides, pads, dilations) = window(ctx, node, n)?;
+    let w = window(ctx, node, n)?;
     let layer = Pooling {
         kind: PoolKind::Max,
-        kernel,
-        strides,
-        pads_begin: pads.clone(),
-        pads_end: pads,
-        dilations,
+        kernel: w.kernel,
+        strides: w.strides,
+        pads_begin: w.pads.clone(),
+        pads_end: w.pads,
+        dilations: w.dilations,
         ceil_mode: ctx.bool_or(node, "ceil_mode", false)?,
         count_include_pad: false,
     };
@@ -108,13 +117,13 @@ fn avg_pool(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     if ctx.int(node, "divisor_override")?.is_some() {
         return Err(node.err("divisor_override is not supported"));
     }
-    let (kernel, strides, pads, _) = window(ctx, node, n)?;
+    let w = window(ctx, node, n)?;
     let layer = Pooling {
         kind: PoolKind::Average,
-        kernel,
-        strides,
-        pads_begin: pads.clone(),
-        pads_end: pads,
+        kernel: w.kernel,
+        strides: w.strides,
+        pads_begin: w.pads.clone(),
+        pads_end: w.pads,
         dilations: vec![1; n],
         ceil_mode: ctx.bool_or(node, "ceil_mode", false)?,
         count_include_pad: ctx.bool_or(node, "count_include_pad", true)?,

@@ -125,10 +125,7 @@ fn boolean(ctx: &mut Ctx<'_>, node: &Node<'_>, op: ReduceOp) -> Result<Vec<Tenso
         cast_to(ctx, node, x, DType::Bool)?
     };
     let i = cast_to(ctx, node, nonzero, DType::I32)?;
-    let axes = match ctx.ints(node, "dim")? {
-        Some(a) => a,
-        None => Vec::new(),
-    };
+    let axes = ctx.ints(node, "dim")?.unwrap_or_default();
     let layer = Reduce {
         op,
         axes,

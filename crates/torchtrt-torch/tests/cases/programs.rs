@@ -73,7 +73,7 @@ fn run_program(p: &Program, form: &str) -> Result<String, String> {
                 ));
             }
             let err = relative_error(got, &want);
-            if !(err <= F32_RTOL) {
+            if err.is_nan() || err > F32_RTOL {
                 return Err(format!(
                     "{case}: {o}: relative error {err:.3e} > {F32_RTOL:e}"
                 ));
