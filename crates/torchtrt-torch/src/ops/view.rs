@@ -40,6 +40,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     );
     r.add(&["aten::expand", "aten::expand_copy"], expand);
     r.add(&["aten::expand_as"], expand_as);
+    r.add(&["aten::view_as", "aten::reshape_as"], view_as);
     r.add(&["aten::permute", "aten::permute_copy"], permute);
     r.add(
         &[
@@ -65,8 +66,6 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
             "aten::feature_dropout",
             "aten::alpha_dropout",
             "aten::native_dropout",
-            "aten::view_as",
-            "aten::reshape_as",
         ],
         identity,
     );
@@ -106,9 +105,6 @@ fn reshape_to(ctx: &mut Ctx<'_>, node: &Node<'_>, x: TensorId, sizes: &[Sym]) ->
 
 fn reshape(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let x = ctx.tensor(node, "self")?;
-    if node.op.name == "view_as" || node.op.name == "reshape_as" {
-        return identity(ctx, node);
-    }
     let sizes = match ctx.syms(node, "size")? {
         Some(s) => s,
         None => ctx
@@ -297,6 +293,25 @@ fn expand_as(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         &[other],
     )?;
     Ok(vec![ctx.add(node, Expand, &[x, shape])?])
+}
+
+/// `view_as(self, other)`: `self` in `other`'s shape.
+fn view_as(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
+    let x = ctx.tensor(node, "self")?;
+    let other = ctx.tensor(node, "other")?;
+    let shape = ctx.add(
+        node,
+        Shape {
+            start: 0,
+            end: None,
+        },
+        &[other],
+    )?;
+    let layer = Reshape {
+        dims: Vec::new(),
+        allow_zero: true,
+    };
+    Ok(vec![ctx.add(node, layer, &[x, shape])?])
 }
 
 fn permute(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
