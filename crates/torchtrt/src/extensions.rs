@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use torchtrt_core::plugin_api::PluginKey;
 use torchtrt_core::plugin_api::abi::Extension;
 
-use crate::{Error, Result, onnx, registry};
+use crate::{Error, Result, onnx, registry, torch};
 
 /// How [`load_extensions`] treats a library's converters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,10 +26,13 @@ pub struct ExtensionInfo {
     pub plugins: Vec<PluginKey>,
     /// Converters newly added to the ONNX importer, custom ops' included.
     pub converters: Vec<onnx::ExtensionOp>,
+    /// Converters newly added to the PyTorch-program importer (ops of a namespace other
+    /// than ONNX's default domain), custom ops' included.
+    pub torch_ops: Vec<torch::ExtensionOp>,
 }
 
 /// Loads an extension library and adds everything it exports: plugin creators to the
-/// registry, custom converters to the ONNX importer, and for each custom op a derived plugin
+/// registry, custom converters to the ONNX and PyTorch importers, and for each custom op a derived plugin
 /// creator (namespace = domain, name = op type, version `1`) and converter. All or nothing:
 /// when any part is refused (a plugin key or op another library holds, an op with a built-in
 /// converter without [`LoadOptions::override_converters`]) nothing is added. Loading the same
@@ -50,22 +53,33 @@ pub fn register_extension(ext: &Extension, options: &LoadOptions) -> Result<Exte
     let path = ext.path();
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut plugins = Vec::new();
-    let converters =
-        onnx::register_extension_ops(ext, &canonical, options.override_converters, || {
-            plugins = registry().register_extension(ext)?.registered;
+    let mut converters = Vec::new();
+    let clash = |reason: String| Error::Library {
+        path: path.display().to_string(),
+        reason,
+    };
+    let torch_ops =
+        torch::register_extension_ops(ext, &canonical, options.override_converters, || {
+            converters =
+                onnx::register_extension_ops(ext, &canonical, options.override_converters, || {
+                    plugins = registry().register_extension(ext)?.registered;
+                    Ok(())
+                })
+                .map_err(|e| match e {
+                    onnx::ExtensionError::Plugins(e) => e,
+                    other => clash(other.to_string()),
+                })?;
             Ok(())
         })
         .map_err(|e| match e {
-            onnx::ExtensionError::Plugins(e) => e,
-            clash => Error::Library {
-                path: path.display().to_string(),
-                reason: clash.to_string(),
-            },
+            torch::ExtensionError::Rest(e) => e,
+            other => clash(other.to_string()),
         })?;
     Ok(ExtensionInfo {
         path: canonical,
         provider: ext.provider().to_string(),
         plugins,
         converters,
+        torch_ops,
     })
 }

@@ -21,6 +21,7 @@
 pub mod capi;
 
 mod extensions;
+mod pt2;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use torchtrt_plugin_api::DeviceKind;
 
 pub use extensions::{ExtensionInfo, LoadOptions, load_extensions, register_extension};
+pub use pt2::{import_program, import_pt2};
 
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
@@ -41,6 +43,7 @@ pub use torchtrt_cuda as cuda;
 pub use torchtrt_cuda::CudaBackend;
 pub use torchtrt_onnx as onnx;
 pub use torchtrt_plugin_api as plugin_api;
+pub use torchtrt_torch as torch;
 
 /// Registers the built-in plugin library (`torchtrt_plugins`) in the process-wide registry.
 /// Idempotent and thread-safe; [`compile`] and [`Runtime::new`] call it, so neither order

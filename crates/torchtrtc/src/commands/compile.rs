@@ -11,7 +11,7 @@ use crate::progress::Progress;
 /// Arguments of `compile`.
 #[derive(Args)]
 pub struct CompileArgs {
-    /// The ONNX model.
+    /// The ONNX model or `.pt2` program (torch.export archive).
     model: PathBuf,
     /// Where to write the engine.
     #[arg(short, long)]
@@ -30,7 +30,7 @@ pub fn run(a: CompileArgs) -> Result<()> {
     let progress = Progress::stages(5);
     progress.stage("loading libraries");
     super::load_libraries(&build)?;
-    let engine = super::compile_onnx(&a.model, &build, &[], &progress)?;
+    let engine = super::compile_model(&a.model, &build, &[], &progress)?;
     progress.stage("serializing");
     let bytes = engine.serialize();
     std::fs::write(&a.output, &bytes).with_context(|| format!("writing {}", a.output.display()))?;

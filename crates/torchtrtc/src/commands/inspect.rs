@@ -10,7 +10,7 @@ use torchtrt::EngineSummary;
 /// Arguments of `inspect`.
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The engine file.
+    /// The engine file (or a `.pt2` program, to see its inputs, outputs and ops).
     engine: PathBuf,
     /// Extension library the engine needs: plugins, custom ops (repeatable).
     #[arg(
@@ -34,6 +34,9 @@ pub fn run(a: InspectArgs) -> Result<()> {
     }
     let bytes =
         std::fs::read(&a.engine).with_context(|| format!("reading {}", a.engine.display()))?;
+    if !bytes.starts_with(&torchtrt::ENGINE_MAGIC) && super::pt2::is_pt2(&a.engine) {
+        return super::pt2::inspect(&a.engine);
+    }
     if !bytes.starts_with(&torchtrt::ENGINE_MAGIC) {
         let hint = if a.engine.extension().is_some_and(|e| e == "onnx") {
             " (an ONNX model: `torchtrtc compile` it first, or `torchtrtc run` it directly)"

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compile;
 pub mod inspect;
 pub mod plugins;
+pub mod pt2;
 pub mod run;
 
 use std::path::Path;
@@ -58,7 +59,8 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
     }
 }
 
-/// An engine from an `.engine` file, or compiled from an ONNX model. `shapes` are the shapes
+/// An engine from an `.engine` file, or compiled from an ONNX model or `.pt2` program.
+/// `shapes` are the shapes
 /// of the tensors `run` was given, which fix the model's dynamic input dims.
 pub fn load_or_compile(
     path: &Path,
@@ -78,7 +80,21 @@ pub fn load_or_compile(
             .deserialize_file(path)
             .with_context(|| format!("loading engine {}", path.display()));
     }
-    compile_onnx(path, opts, shapes, progress)
+    compile_model(path, opts, shapes, progress)
+}
+
+/// Imports and compiles an ONNX model or a `.pt2` program.
+pub fn compile_model(
+    path: &Path,
+    opts: &BuildOptions,
+    shapes: &[(String, Vec<usize>)],
+    progress: &Progress,
+) -> Result<Engine> {
+    if pt2::is_pt2(path) {
+        pt2::compile_pt2(path, opts, shapes, progress)
+    } else {
+        compile_onnx(path, opts, shapes, progress)
+    }
 }
 
 /// Imports and compiles an ONNX model, reporting the stages to `progress`.

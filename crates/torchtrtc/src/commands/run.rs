@@ -14,7 +14,7 @@ use crate::progress::Progress;
 /// Arguments of `run`.
 #[derive(Args)]
 pub struct RunArgs {
-    /// An ONNX model or an engine file.
+    /// An ONNX model, a `.pt2` program or an engine file.
     model: PathBuf,
     /// Input data: NAME=FILE.npy or NAME=FILE.pb (repeatable).
     #[arg(long = "input", value_name = "NAME=FILE")]

@@ -1,0 +1,4 @@
+mod archives;
+mod data;
+mod docs;
+mod programs;
