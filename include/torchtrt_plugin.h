@@ -12,7 +12,8 @@
  * Versioning. `abi_version` is the first member of TtrtExtension in every version, so a host
  * can read it whatever the library was built against. Within a version nothing changes;
  * a new version only appends members to the end of structures and never renumbers
- * constants. A host refuses a library whose version it does not speak.
+ * constants. A host refuses a library whose version it does not speak; a version-2 host
+ * loads libraries of versions 1 and 2 (TTRT_ABI_VERSION_MIN..TTRT_ABI_VERSION).
  *
  * Errors. Every fallible function returns a TtrtStatus (TTRT_OK = 0) and, on failure,
  * writes a UTF-8 message into the caller's TtrtErrorBuf: at most `capacity - 1` bytes,
@@ -53,7 +54,8 @@
 extern "C" {
 #endif
 
-#define TTRT_ABI_VERSION 1u
+#define TTRT_ABI_VERSION 2u
+#define TTRT_ABI_VERSION_MIN 1u
 #define TTRT_MAX_DIMS 8
 #define TTRT_ENTRY_POINT "torchtrt_extension_v1"
 
@@ -174,6 +176,43 @@ typedef struct TtrtExprBuilder {
   int32_t (*constant_value)(void* ctx, TtrtDimHandle dim, int64_t* value);
 } TtrtExprBuilder;
 
+/* One kernel launch a plugin asks of the host's CUDA runtime. Strings are UTF-8 with
+ * explicit lengths (no NUL needed). `source` is the program's complete CUDA C, compiled by
+ * the host's NVRTC as is (no toolkit headers); it must stay unchanged at its address for
+ * the plugin's life. The host compiles each program once per device architecture (engines
+ * store the images, so deployment needs no NVRTC), caches the modules, and refuses a launch
+ * whose argument count or sizes differ from the kernel's parameters. Each argument is the
+ * parameter's bytes: scalars little-endian, pointers as 8-byte device addresses, structs in
+ * their C layout. */
+typedef struct TtrtKernelLaunch {
+  const char* program;
+  size_t program_len;
+  const char* source;
+  size_t source_len;
+  const char* kernel; /* the extern "C" kernel name */
+  size_t kernel_len;
+  uint32_t grid[3];   /* a zero dimension launches nothing */
+  uint32_t block[3];
+  uint32_t shared_bytes; /* dynamic shared memory per block */
+  int32_t nb_args;
+  const void* const* args;
+  const size_t* arg_sizes;
+} TtrtKernelLaunch;
+
+/* The host's CUDA services during one CUDA `enqueue` (ABI version 2); valid until `enqueue`
+ * returns. Work is queued on the launch's stream. */
+typedef struct TtrtCudaRuntime {
+  const void* self;
+  TtrtStatus (*launch)(const void* self, const TtrtKernelLaunch* launch, TtrtErrorBuf* err);
+  /* Blocks of `launch->block` threads with `launch->shared_bytes` bytes that the kernel
+   * keeps resident on the whole device at once (at least 1); grid and args are ignored. */
+  TtrtStatus (*resident_blocks)(const void* self, const TtrtKernelLaunch* launch,
+                                uint32_t* blocks, TtrtErrorBuf* err);
+  /* A device copy of `len` bytes, uploaded once per distinct content and kept by the host. */
+  TtrtStatus (*constant)(const void* self, const void* bytes, size_t len, uint64_t* ptr,
+                         TtrtErrorBuf* err);
+} TtrtCudaRuntime;
+
 /* The arguments of one `enqueue`. Descriptions are concrete (no -1). Outputs and the
  * workspace overlap nothing else. */
 typedef struct TtrtLaunch {
@@ -190,6 +229,7 @@ typedef struct TtrtLaunch {
   void* stream;              /* the CUstream on CUDA; NULL on the CPU */
   int32_t threads;           /* threads a CPU kernel may use, at least 1 */
   int32_t reserved;          /* 0 */
+  const TtrtCudaRuntime* cuda; /* version 2: the host's CUDA runtime; NULL on the CPU */
 } TtrtLaunch;
 
 /* A plugin: its state (`self`) and its functions. All functions are required except

@@ -13,11 +13,12 @@ pub mod registry;
 pub mod runtime;
 pub mod tensor;
 
+pub use backend::EngineBlob;
 pub use backend::{
     Backend, CapturedRun, DeviceContext, DeviceMemory, Kernel, Placement, PrepareOptions,
 };
-pub use builder::{BuildConfig, MemoryPlan, build};
-pub use engine::{Engine, EngineBlob, EnginePlan, EngineSummary, IoTensor, Target};
+pub use builder::{BuildConfig, build};
+pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, MemoryPlan, Target};
 pub use error::{Error, Result};
 pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};
 pub use network::{Dim, Layer, NetworkDefinition, NetworkInput, TensorId};

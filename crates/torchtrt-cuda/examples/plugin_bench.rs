@@ -7,7 +7,9 @@
 //! `plugin_bench [--iters N] [--warmup N] [--dump DIR] [--only NAME]`
 
 use half::{bf16, f16};
-use torchtrt_cuda::{CudaDevice, DeviceBuffer, Event, Stream};
+use std::sync::{Arc, OnceLock};
+
+use torchtrt_cuda::{CudaDevice, DeviceBuffer, Event, PluginLauncher, PluginPrograms, Stream};
 use torchtrt_plugin_api::{
     CudaLaunch, DType, DeviceTensor, FieldCollection, Launch, Plugin, PluginCreator, TensorDesc,
     const_shape, create_plugin, shape_values,
@@ -139,6 +141,7 @@ fn encode(v: &[f32], dtype: DType) -> Vec<u8> {
 
 struct Prepared {
     plugin: Box<dyn Plugin>,
+    launcher: PluginLauncher,
     input: DeviceTensor,
     output: DeviceTensor,
     _buffers: (DeviceBuffer, DeviceBuffer),
@@ -171,6 +174,7 @@ fn prepare(
     let bytes = bx.len() + by.len();
     Ok(Prepared {
         plugin,
+        launcher: plugin_programs(dev).launcher(),
         input: DeviceTensor {
             desc: din,
             ptr: bx.ptr(),
@@ -185,6 +189,12 @@ fn prepare(
     })
 }
 
+/// The plugins' programs, compiled once for every case.
+fn plugin_programs(dev: &CudaDevice) -> &'static Arc<PluginPrograms> {
+    static PROGRAMS: OnceLock<Arc<PluginPrograms>> = OnceLock::new();
+    PROGRAMS.get_or_init(|| Arc::new(PluginPrograms::new(dev)))
+}
+
 fn launch(p: &Prepared, stream: &Stream) -> Result<(), AnyError> {
     p.plugin.enqueue(Launch::Cuda(CudaLaunch {
         inputs: std::slice::from_ref(&p.input),
@@ -192,6 +202,7 @@ fn launch(p: &Prepared, stream: &Stream) -> Result<(), AnyError> {
         workspace: 0,
         device: 0,
         stream: stream.raw(),
+        runtime: &p.launcher.on(stream),
     }))?;
     Ok(())
 }

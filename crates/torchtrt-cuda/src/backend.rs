@@ -11,11 +11,12 @@ use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 use crate::context::CudaDeviceContext;
 use crate::device::CudaDevice;
 use crate::error::CudaResult;
-use crate::images::{self, KernelImageSource};
+use crate::images;
 use crate::kernels::{self, PrepareCtx, Programs};
 use crate::layer_kernel::DeviceLayerKernel;
 use crate::nvrtc::{Arch, KernelImage};
 use crate::plugin_kernel::DevicePluginKernel;
+use crate::plugin_runtime::PluginPrograms;
 
 /// The CUDA backend of one device. Engines built with it are stamped with the device's
 /// compute capability and carry the GPU programs they use. Core layers with a CUDA kernel
@@ -29,7 +30,7 @@ pub struct CudaBackend {
     device: CudaDevice,
     host: Arc<dyn Backend>,
     programs: Programs,
-    sources: Vec<Arc<dyn KernelImageSource>>,
+    plugins: Arc<PluginPrograms>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -50,17 +51,10 @@ impl CudaBackend {
         let device = CudaDevice::open(ordinal)?;
         Ok(CudaBackend {
             programs: Programs::new(&device),
+            plugins: Arc::new(PluginPrograms::new(&device)),
             device,
             host,
-            sources: Vec::new(),
         })
-    }
-
-    /// Adds a library whose compiled programs engines built here store, and engines loaded
-    /// here reinstall (e.g. the built-in plugin library's).
-    pub fn with_image_source(mut self, source: Arc<dyn KernelImageSource>) -> CudaBackend {
-        self.sources.push(source);
-        self
     }
 
     /// The device.
@@ -71,6 +65,12 @@ impl CudaBackend {
     /// The core layers' program cache of this backend.
     pub fn programs(&self) -> &Programs {
         &self.programs
+    }
+
+    /// The CUDA runtime plugins launch their kernels through on this device, with the
+    /// programs they compiled.
+    pub fn plugin_programs(&self) -> &Arc<PluginPrograms> {
+        &self.plugins
     }
 
     /// The backend preparing layers that have no CUDA kernel.
@@ -146,6 +146,7 @@ impl Backend for CudaBackend {
         Some(Ok(Box::new(DevicePluginKernel::new(
             plugin.clone(),
             self.device.ordinal(),
+            &self.plugins,
         ))))
     }
 
@@ -156,23 +157,20 @@ impl Backend for CudaBackend {
 
     fn engine_blobs(&self) -> Vec<EngineBlob> {
         let arch = self.arch();
-        let mut blobs: Vec<EngineBlob> = self
-            .programs
-            .images()
-            .iter()
-            .filter(|i| i.arch == arch)
-            .map(|i| images::to_blob(images::CORE, i))
-            .collect();
-        for source in &self.sources {
-            blobs.extend(
-                source
-                    .export(arch)
-                    .iter()
+        let sources = [
+            (images::CORE, &self.programs),
+            (images::PLUGINS, self.plugins.programs()),
+        ];
+        sources
+            .into_iter()
+            .flat_map(|(source, programs)| {
+                programs
+                    .images()
+                    .into_iter()
                     .filter(|i| i.arch == arch)
-                    .map(|i| images::to_blob(source.name(), i)),
-            );
-        }
-        blobs
+                    .map(move |i| images::to_blob(source, &i))
+            })
+            .collect()
     }
 
     fn install_blobs(&self, blobs: &[EngineBlob]) -> Result<(), String> {
@@ -194,10 +192,10 @@ impl Backend for CudaBackend {
             by_source.entry(source).or_default().push(image);
         }
         for (name, list) in by_source {
-            if name == images::CORE {
-                self.programs.install(list);
-            } else if let Some(source) = self.sources.iter().find(|s| s.name() == name) {
-                source.install(list)?;
+            match name {
+                images::CORE => self.programs.install(list),
+                images::PLUGINS => self.plugins.programs().install(list),
+                other => return Err(format!("kernel images of unknown source `{other}`")),
             }
         }
         Ok(())

@@ -1,29 +1,18 @@
 //! Compiled GPU programs stored in engines. A CUDA engine carries, as engine blobs, the
-//! images of every program compiled for it: the core layers' (`cuda/core/<program>`, from
-//! the backend's [`crate::kernels::Programs`]) and those of libraries that compile their
-//! own, such as the built-in plugin library (`cuda/<source>/<program>`), which a host
-//! connects through [`KernelImageSource`]. Loading the engine installs them, so running it
-//! needs the driver only.
+//! images of every program compiled for it: the core layers' (`cuda/core/<program>`) and
+//! the plugins' (`cuda/plugins/<program>-<source hash>`, compiled through the backend's
+//! plugin runtime). Loading the engine installs them, so running it needs the driver only.
 
 use torchtrt_core::EngineBlob;
 
-use crate::nvrtc::{Arch, KernelImage};
+use crate::nvrtc::KernelImage;
 
 /// Blob-name prefix of every CUDA image.
 pub(crate) const PREFIX: &str = "cuda/";
 /// Source name of the core layers' programs.
 pub(crate) const CORE: &str = "core";
-
-/// A library that compiles its own GPU programs (e.g. a plugin library) and lets engines
-/// store and reinstall them.
-pub trait KernelImageSource: Send + Sync {
-    /// A short unique name, part of the blob names (`plugins`).
-    fn name(&self) -> &str;
-    /// The programs compiled so far for `arch`.
-    fn export(&self, arch: Arch) -> Vec<KernelImage>;
-    /// Makes stored programs available so that they load without compiling.
-    fn install(&self, images: Vec<KernelImage>) -> Result<(), String>;
-}
+/// Source name of the plugins' programs.
+pub(crate) const PLUGINS: &str = "plugins";
 
 /// `image` as a blob of `source`.
 pub(crate) fn to_blob(source: &str, image: &KernelImage) -> EngineBlob {

@@ -11,8 +11,9 @@
 //! - [`compile`], [`KernelImage`], [`Module`]: CUDA C compiled by NVRTC into PTX and cubin
 //!   bytes that an engine stores; loading them back needs only the driver.
 //! - [`CudaBackend`]: the [`torchtrt_core::backend::Backend`] for engines targeted at a GPU;
-//!   its engines carry their compiled programs ([`KernelImageSource`] connects libraries that
-//!   compile their own, like the plugin library).
+//!   its engines carry their compiled programs, the plugins' included.
+//! - [`PluginPrograms`]: the CUDA runtime plugins launch through (NVRTC, module cache,
+//!   argument checks, occupancy, constants), one per device.
 //! - [`CudaDeviceContext`]: what one execution context of a CUDA engine holds on the device
 //!   (stream, memory pools, CUDA graphs); the core `ExecutionContext` runs every engine.
 
@@ -29,7 +30,9 @@ mod memory;
 mod module;
 mod nvrtc;
 mod plugin_kernel;
+mod plugin_runtime;
 pub mod probe;
+mod shared;
 mod stream;
 
 pub use backend::CudaBackend;
@@ -37,9 +40,10 @@ pub use blas::{BatchStrides, Blas, Gemm, GemmType};
 pub use context::CudaDeviceContext;
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};
-pub use images::KernelImageSource;
 pub use launch::{Dim3, KernelArgs};
 pub use memory::{CachingAllocator, DeviceBuffer, ScratchGuard, ScratchPool};
 pub use module::{Function, Module};
 pub use nvrtc::{Arch, KernelImage, compile};
+pub use plugin_runtime::{PluginLauncher, PluginPrograms, StreamRuntime, program_key};
+pub use shared::{backend, backends};
 pub use stream::{Event, Stream};

@@ -93,6 +93,9 @@ impl Module {
     }
 }
 
+/// Most parameters [`Function::param_sizes`] reads.
+const MAX_PARAMS: usize = 1024;
+
 /// A kernel entry point; keeps its module loaded.
 #[derive(Clone)]
 pub struct Function {
@@ -112,6 +115,75 @@ impl Function {
         &self.name
     }
 
+    /// The byte size of each parameter, as the driver describes the kernel; `None` where it
+    /// cannot tell (`cuFuncGetParamInfo` is CUDA 12.4+).
+    pub fn param_sizes(&self) -> Option<Vec<usize>> {
+        self.module.inner.device.bind().ok()?;
+        let mut sizes = Vec::new();
+        while sizes.len() <= MAX_PARAMS {
+            let (mut offset, mut size) = (0usize, 0usize);
+            let index = sizes.len();
+            // SAFETY: a loaded kernel; an index past its parameters is an error result. A
+            // driver without the entry point makes cudarc panic: caught, and nothing is known.
+            let query = std::panic::AssertUnwindSafe(|| unsafe {
+                sys::cuFuncGetParamInfo(self.raw, index, &mut offset, &mut size)
+            });
+            let r = std::panic::catch_unwind(query).ok()?;
+            if r != sys::CUresult::CUDA_SUCCESS {
+                break;
+            }
+            sizes.push(size);
+        }
+        (!sizes.is_empty()).then_some(sizes)
+    }
+
+    /// Blocks of `threads` threads with `shared_bytes` of dynamic shared memory that one
+    /// multiprocessor keeps resident at once.
+    pub fn resident_blocks_per_sm(&self, threads: u32, shared_bytes: u32) -> CudaResult<u32> {
+        self.module.inner.device.bind()?;
+        let threads = i32::try_from(threads)
+            .map_err(|_| CudaError::Invalid(format!("{threads} threads per block")))?;
+        // SAFETY: a loaded kernel with its context current.
+        let n = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                self.raw,
+                threads,
+                shared_bytes as usize,
+            )
+        }
+        .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Queues the kernel on `stream` with `params`, one pointer to each parameter's bytes.
+    ///
+    /// # Safety
+    /// Each pointer must point to its parameter's bytes, in number, order and size as the
+    /// kernel declares them, and every device pointer among them must stay valid until the
+    /// kernel has run.
+    pub unsafe fn launch_params(
+        &self,
+        stream: &Stream,
+        grid: Dim3,
+        block: Dim3,
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> CudaResult<()> {
+        self.module.inner.device.bind()?;
+        // SAFETY: per the function's contract; the stream belongs to this device.
+        unsafe {
+            result::launch_kernel(
+                self.raw,
+                grid,
+                block,
+                shared_bytes,
+                stream.raw().cast(),
+                params,
+            )
+        }
+        .map_err(driver("cuLaunchKernel"))
+    }
+
     /// Queues the kernel on `stream`.
     ///
     /// # Safety
@@ -125,19 +197,8 @@ impl Function {
         shared_bytes: u32,
         args: &mut KernelArgs,
     ) -> CudaResult<()> {
-        self.module.inner.device.bind()?;
         let mut params = args.pointers();
-        // SAFETY: per the function's contract; the stream belongs to this device.
-        unsafe {
-            result::launch_kernel(
-                self.raw,
-                grid,
-                block,
-                shared_bytes,
-                stream.raw().cast(),
-                &mut params,
-            )
-        }
-        .map_err(driver("cuLaunchKernel"))
+        // SAFETY: per the function's contract.
+        unsafe { self.launch_params(stream, grid, block, shared_bytes, &mut params) }
     }
 }

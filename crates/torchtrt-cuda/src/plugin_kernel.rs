@@ -1,5 +1,6 @@
 //! A plugin layer placed on CUDA: its plugin enqueued on the context's current stream over
-//! device tensors, with its workspace from the context's memory.
+//! device tensors, with its workspace from the context's memory and the backend's CUDA
+//! runtime for its kernels.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -9,17 +10,24 @@ use torchtrt_core::tensor::Tensor;
 use torchtrt_plugin_api::{CudaLaunch, DeviceTensor, Launch, Plugin, TensorDesc};
 
 use crate::context::CudaDeviceContext;
+use crate::plugin_runtime::{PluginLauncher, PluginPrograms};
 
 pub(crate) struct DevicePluginKernel {
     plugin: Arc<dyn Plugin>,
     ordinal: i32,
+    launcher: PluginLauncher,
 }
 
 impl DevicePluginKernel {
-    pub(crate) fn new(plugin: Arc<dyn Plugin>, ordinal: usize) -> DevicePluginKernel {
+    pub(crate) fn new(
+        plugin: Arc<dyn Plugin>,
+        ordinal: usize,
+        programs: &Arc<PluginPrograms>,
+    ) -> DevicePluginKernel {
         DevicePluginKernel {
             plugin,
             ordinal: ordinal as i32,
+            launcher: programs.launcher(),
         }
     }
 
@@ -46,21 +54,25 @@ impl Kernel for DevicePluginKernel {
         outputs: &[DeviceTensor],
         device: &mut dyn DeviceContext,
     ) -> Result<(), String> {
-        let stream = CudaDeviceContext::of(device)?.current_stream().raw();
         let workspace = match self.workspace_size(inputs, outputs) {
             0 => None,
             n => Some(device.alloc(n)?),
         };
-        let launch = Launch::Cuda(CudaLaunch {
-            inputs,
-            outputs,
-            workspace: workspace.map_or(0, |w| w.ptr),
-            device: self.ordinal,
-            stream,
+        let ran = CudaDeviceContext::of(device).and_then(|context| {
+            let stream = context.current_stream();
+            let runtime = self.launcher.on(stream);
+            let launch = Launch::Cuda(CudaLaunch {
+                inputs,
+                outputs,
+                workspace: workspace.as_ref().map_or(0, |w| w.ptr),
+                device: self.ordinal,
+                stream: stream.raw(),
+                runtime: &runtime,
+            });
+            catch_unwind(AssertUnwindSafe(|| self.plugin.enqueue(launch)))
+                .map_err(|_| "the plugin panicked in enqueue".to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
         });
-        let ran = catch_unwind(AssertUnwindSafe(|| self.plugin.enqueue(launch)))
-            .map_err(|_| "the plugin panicked in enqueue".to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
         if let Some(w) = workspace {
             device.release(w);
         }

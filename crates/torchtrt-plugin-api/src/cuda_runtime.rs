@@ -58,3 +58,36 @@ pub trait CudaRuntime: Sync {
     /// for the device.
     fn constant(&self, bytes: &[u8]) -> PluginResult<u64>;
 }
+
+/// A runtime that refuses every request, for launches made where no CUDA runtime exists
+/// (checks that fail before any kernel, hosts of ABI version 1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoCudaRuntime;
+
+impl NoCudaRuntime {
+    fn refuse<T>(&self) -> PluginResult<T> {
+        Err(crate::PluginError::Unsupported(
+            "no CUDA runtime: the host provides none".into(),
+        ))
+    }
+}
+
+impl CudaRuntime for NoCudaRuntime {
+    fn launch(&self, _launch: &KernelLaunch<'_>) -> PluginResult<()> {
+        self.refuse()
+    }
+
+    fn resident_blocks(
+        &self,
+        _program: CudaProgram<'_>,
+        _kernel: &str,
+        _threads: u32,
+        _shared_bytes: u32,
+    ) -> PluginResult<u32> {
+        self.refuse()
+    }
+
+    fn constant(&self, _bytes: &[u8]) -> PluginResult<u64> {
+        self.refuse()
+    }
+}

@@ -15,6 +15,7 @@
 pub mod abi;
 mod converter;
 pub mod cuda_c;
+mod cuda_runtime;
 mod custom_op;
 mod dims;
 mod dtype;
@@ -25,6 +26,7 @@ mod plugin;
 pub use converter::{
     BinaryOp, Converter, ConverterNode, ConverterOp, NetworkBuilder, TensorHandle, UnaryOp,
 };
+pub use cuda_runtime::{CudaProgram, CudaRuntime, KernelLaunch, NoCudaRuntime};
 pub use custom_op::{CUSTOM_OP_VERSION, CustomOp, CustomOpCreator, custom_op_key};
 pub use dims::{DimError, DimExpr, DimOp, ShapeExpr, const_shape, format_shape, shape_values};
 pub use dtype::{

@@ -4,6 +4,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::cuda_runtime::CudaRuntime;
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, Element, PortDesc, TensorDesc};
 use crate::error::{PluginError, PluginResult};
@@ -179,7 +180,6 @@ pub struct CpuLaunch<'a, 'd> {
 }
 
 /// The arguments of one CUDA launch.
-#[derive(Debug)]
 pub struct CudaLaunch<'a> {
     /// Inputs in order.
     pub inputs: &'a [DeviceTensor],
@@ -191,6 +191,21 @@ pub struct CudaLaunch<'a> {
     pub device: i32,
     /// The execution context's `CUstream`; work must be queued on it.
     pub stream: *mut c_void,
+    /// The host's CUDA runtime: compiles, caches and launches the plugin's programs on
+    /// `stream` (see [`CudaRuntime`]).
+    pub runtime: &'a dyn CudaRuntime,
+}
+
+impl fmt::Debug for CudaLaunch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaLaunch")
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .field("workspace", &self.workspace)
+            .field("device", &self.device)
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One launch of a plugin, on the CPU or on a CUDA stream.

@@ -136,13 +136,22 @@ fn another_abi_version_is_refused() {
             e,
             LoadError::AbiVersion {
                 found: 999,
-                expected: 1,
+                expected: 2,
                 ..
             }
         ),
         "{e}"
     );
     assert!(e.to_string().contains("ABI version 999"));
+    let e = load_error(&common::shared_library("malformed", &["-DABI_VERSION=0"]));
+    assert!(matches!(e, LoadError::AbiVersion { found: 0, .. }), "{e}");
+}
+
+#[test]
+fn version_1_libraries_still_load() {
+    let v1 = Extension::load(common::shared_library("malformed", &["-DABI_VERSION=1"]))
+        .expect("a version-1 library loads");
+    assert_eq!(v1.creators().len(), 1);
 }
 
 #[test]

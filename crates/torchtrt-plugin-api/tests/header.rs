@@ -33,7 +33,10 @@ fn rust_view() -> BTreeMap<String, String> {
         TtrtShapeExpr { nb_dims, reserved, dims }
         TtrtExprBuilder { ctx, constant, operation, constant_value }
         TtrtLaunch { device, device_ordinal, nb_inputs, nb_outputs, input_descs, output_descs,
-            inputs, outputs, workspace, workspace_size, stream, threads, reserved }
+            inputs, outputs, workspace, workspace_size, stream, threads, reserved, cuda }
+        TtrtKernelLaunch { program, program_len, source, source_len, kernel, kernel_len, grid,
+            block, shared_bytes, nb_args, args, arg_sizes }
+        TtrtCudaRuntime { self_, launch, resident_blocks, constant }
         TtrtPlugin { self_, num_outputs, output_dtypes, output_shapes, supports, configure,
             workspace_size, enqueue, serialize_fields, clone, destroy }
         TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, reserved, create }
@@ -52,6 +55,7 @@ fn rust_view() -> BTreeMap<String, String> {
     );
     let mut c = |name: &str, value: i64| v.insert(name.to_string(), value.to_string());
     c("TTRT_ABI_VERSION", TTRT_ABI_VERSION.into());
+    c("TTRT_ABI_VERSION_MIN", TTRT_ABI_VERSION_MIN.into());
     c("TTRT_MAX_DIMS", TTRT_MAX_DIMS as i64);
     c("TTRT_DIM_INVALID", TTRT_DIM_INVALID);
     c("TTRT_OK", TTRT_OK.into());

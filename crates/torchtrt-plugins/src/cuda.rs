@@ -1,10 +1,7 @@
-//! The CUDA side shared by the built-in plugins: finding the driver, compiling each
-//! plugin's CUDA C with NVRTC for the launch device's architecture, loading and caching
-//! the modules per device, and launching on the stream a [`CudaLaunch`] hands over.
-//!
-//! Compiled images are kept per `(program, architecture)` for the life of the process;
-//! [`kernel_images`] and [`install_kernel_images`] let a host that stores them (an engine
-//! built for a GPU) run plugins later without NVRTC.
+//! The CUDA side shared by the built-in plugins: their CUDA C programs and launches. The
+//! host's runtime (handed over in each [`CudaLaunch`]) compiles the programs for the launch
+//! device, stores the images in engines, caches modules and queues the kernels; this crate
+//! loads no driver of its own.
 //!
 //! [`CudaLaunch`]: torchtrt_plugin_api::CudaLaunch
 
@@ -13,8 +10,6 @@ mod common;
 mod runtime;
 
 pub(crate) use common::COMMON;
-#[cfg(test)]
-pub(crate) use runtime::assert_compiles;
 pub(crate) use runtime::{Args, Program, constant, launch, resident_blocks};
 
 use torchtrt_plugin_api::DType;
@@ -28,4 +23,19 @@ pub(crate) fn suffix(dtype: DType) -> Option<&'static str> {
         _ => None,
     }
 }
-pub use runtime::{KernelImage, install_kernel_images, kernel_images};
+
+/// Every CUDA C program of the built-in plugins, complete as the host compiles it (for
+/// compile checks and resource reports; launches name their program themselves).
+pub fn programs() -> Vec<torchtrt_plugin_api::CudaProgram<'static>> {
+    [
+        &crate::gelu::cuda::PROGRAM,
+        &crate::instance_norm::cuda::PROGRAM,
+        &crate::interpolate::cuda::PROGRAM,
+        &crate::interpolate::cuda_linear::PROGRAM,
+        &crate::interpolate::cuda_pool::PROGRAM,
+        &crate::normalize::cuda::PROGRAM,
+    ]
+    .into_iter()
+    .map(Program::cuda)
+    .collect()
+}

@@ -1,7 +1,7 @@
 //! `CustomGeluPluginDynamic` v1 (namespace `""`): GELU in its exact (erf) or tanh form, with
 //! an optional bias added along the last dimension first.
 
-mod cuda;
+pub(crate) mod cuda;
 mod kernel;
 
 use std::sync::Arc;

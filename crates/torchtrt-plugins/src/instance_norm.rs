@@ -2,7 +2,7 @@
 //! 3-D to 5-D `[N, C, …]` inputs, a per-channel scale and bias, and an optional fused
 //! (leaky) relu.
 
-mod cuda;
+pub(crate) mod cuda;
 mod kernel;
 
 use std::sync::Arc;

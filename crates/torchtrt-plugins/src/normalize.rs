@@ -2,7 +2,7 @@
 //! (`torch.norm`), or, with `mode = "normalize"`, the input divided by that norm
 //! (`F.normalize`: `x / max(‖x‖ₚ, eps)`).
 
-mod cuda;
+pub(crate) mod cuda;
 mod fused;
 mod kernel;
 mod loops;

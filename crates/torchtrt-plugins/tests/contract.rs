@@ -188,6 +188,7 @@ fn cuda_launches_with_null_pointers_are_refused() {
                 workspace: 0,
                 device: 0,
                 stream: std::ptr::null_mut(),
+                runtime: &torchtrt_plugin_api::NoCudaRuntime,
             }))
             .unwrap_err();
         assert!(

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream, result, sys};
 use harness::{DTYPES, check_close, decode, encode, values};
+use torchtrt_cuda::{CudaDevice, PluginPrograms, Stream};
 use torchtrt_plugin_api::{
     CudaLaunch, DType, DeviceKind, DeviceTensor, FieldCollection, Launch, Plugin, PluginCreator,
-    PortDesc, TensorDesc, const_shape, create_plugin, shape_values,
+    PluginResult, PortDesc, TensorDesc, const_shape, create_plugin, shape_values,
 };
 use torchtrt_plugins::gelu::GeluCreator;
 use torchtrt_plugins::instance_norm::InstanceNormCreator;
@@ -21,6 +22,31 @@ use torchtrt_plugins::normalize::NormalizeCreator;
 struct Gpu {
     _ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    device: CudaDevice,
+    programs: Arc<PluginPrograms>,
+}
+
+impl Gpu {
+    /// Enqueues `plugin` on the test's stream with the host's CUDA runtime for plugins.
+    fn enqueue(
+        &self,
+        plugin: &dyn Plugin,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+    ) -> PluginResult<()> {
+        // SAFETY: the test's live stream on cuda:0's primary context, outliving the wrapper.
+        let stream = unsafe { Stream::from_raw(&self.device, self.stream.cu_stream().cast()) };
+        let launcher = self.programs.launcher();
+        let runtime = launcher.on(&stream);
+        plugin.enqueue(Launch::Cuda(CudaLaunch {
+            inputs,
+            outputs,
+            workspace: 0,
+            device: 0,
+            stream: stream.raw(),
+            runtime: &runtime,
+        }))
+    }
 }
 
 fn gpu() -> Option<Gpu> {
@@ -40,7 +66,14 @@ fn gpu() -> Option<Gpu> {
     }
     let ctx = CudaContext::new(0).expect("cuda:0 opens");
     let stream = ctx.new_stream().expect("stream");
-    Some(Gpu { _ctx: ctx, stream })
+    let device = CudaDevice::open(0).expect("cuda:0 opens");
+    let programs = Arc::new(PluginPrograms::new(&device));
+    Some(Gpu {
+        _ctx: ctx,
+        stream,
+        device,
+        programs,
+    })
 }
 
 struct DevBuf(u64);
@@ -136,21 +169,18 @@ fn run_cuda(
     let out_len = out_desc.byte_len().expect("concrete");
     let dx = DevBuf::upload(x);
     let dy = DevBuf::upload(&vec![0xffu8; out_len]);
-    plugin
-        .enqueue(Launch::Cuda(CudaLaunch {
-            inputs: &[DeviceTensor {
-                desc: in_desc.clone(),
-                ptr: dx.0,
-            }],
-            outputs: &[DeviceTensor {
-                desc: out_desc.clone(),
-                ptr: dy.0,
-            }],
-            workspace: 0,
-            device: 0,
-            stream: gpu.stream.cu_stream().cast(),
-        }))
-        .expect("cuda enqueue");
+    gpu.enqueue(
+        plugin,
+        &[DeviceTensor {
+            desc: in_desc.clone(),
+            ptr: dx.0,
+        }],
+        &[DeviceTensor {
+            desc: out_desc.clone(),
+            ptr: dy.0,
+        }],
+    )
+    .expect("cuda enqueue");
     gpu.stream.synchronize().expect("sync");
     dy.download(out_len)
 }
@@ -420,19 +450,17 @@ fn bad_cuda_launches_are_errors() {
     let wrong = TensorDesc::new(DType::F32, vec![4, 5]);
     let x = DevBuf::upload(&[0u8; 64]);
     let launch = |out: &TensorDesc, ptr: u64| {
-        plugin.enqueue(Launch::Cuda(CudaLaunch {
-            inputs: &[DeviceTensor {
+        gpu.enqueue(
+            plugin.as_ref(),
+            &[DeviceTensor {
                 desc: desc.clone(),
                 ptr,
             }],
-            outputs: &[DeviceTensor {
+            &[DeviceTensor {
                 desc: out.clone(),
                 ptr: x.0,
             }],
-            workspace: 0,
-            device: 0,
-            stream: gpu.stream.cu_stream().cast(),
-        }))
+        )
     };
     assert!(launch(&wrong, x.0).is_err());
     assert!(launch(&desc, 0).is_err());

@@ -732,6 +732,7 @@ fn shape_and_launch_errors() {
         workspace: 0,
         device: 0,
         stream: std::ptr::null_mut(),
+        runtime: &torchtrt_plugin_api::NoCudaRuntime,
     }));
     assert!(cuda.is_err());
 

@@ -173,7 +173,7 @@ fn cpu_engines_refuse_device_buffers_and_enqueue() {
 
 #[test]
 fn cuda_engine_enqueues_on_device_buffers_and_executes_on_host_buffers() {
-    let backend = match cuda_backend(0) {
+    let backend = match torchtrt_cuda::backend(0) {
         Ok(b) => b,
         Err(e) => {
             println!("skipped: no CUDA device ({e})");

@@ -60,7 +60,7 @@ pub fn init_plugins() -> Result<()> {
 pub fn default_backends() -> Vec<Arc<dyn Backend>> {
     let mut backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
     backends.extend(
-        torchtrt_runtime::cuda_backends()
+        torchtrt_cuda::backends()
             .into_iter()
             .map(|b| b as Arc<dyn Backend>),
     );
@@ -69,7 +69,7 @@ pub fn default_backends() -> Vec<Arc<dyn Backend>> {
 
 /// The backend a device name selects: `cpu`, `cuda` (`cuda:0`) or `cuda:N`. A CUDA backend
 /// is shared by the process, prepares layers without a CUDA kernel on the CPU, and stores
-/// the built-in plugins' compiled programs in its engines. Without a GPU the error says
+/// the plugins' compiled programs in its engines. Without a GPU the error says
 /// "no CUDA device" and why.
 pub fn backend_for(device: &str) -> Result<Arc<dyn Backend>> {
     match parse_device(device)? {
@@ -80,7 +80,7 @@ pub fn backend_for(device: &str) -> Result<Arc<dyn Backend>> {
 
 /// The CUDA backend of `cuda:ordinal` (see [`backend_for`]).
 pub fn cuda_backend(ordinal: usize) -> Result<Arc<CudaBackend>> {
-    torchtrt_runtime::cuda_backend(ordinal).map_err(|e| Error::InvalidArgument(e.to_string()))
+    torchtrt_cuda::backend(ordinal).map_err(|e| Error::InvalidArgument(e.to_string()))
 }
 
 /// `None` for `cpu`, the ordinal for `cuda[:N]`.

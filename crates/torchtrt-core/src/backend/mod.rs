@@ -2,14 +2,17 @@
 //! per-context device resources ([`DeviceContext`]) the one execution context runs them on.
 
 mod device;
+mod plugin_kernel;
 
 pub use device::{CapturedRun, DeviceContext, DeviceMemory};
+pub(crate) use plugin_kernel::PluginKernel;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use torchtrt_plugin_api::{DeviceKind, DeviceTensor, Plugin};
 
-use crate::engine::EngineBlob;
 use crate::layers::{InferInput, LayerKind};
 use crate::tensor::Tensor;
 
@@ -137,4 +140,14 @@ pub trait Backend: Send + Sync {
     fn run_scope(&self, f: &mut (dyn FnMut() + Send)) {
         f()
     }
+}
+
+/// A named opaque blob stored in an engine file for its backend (see
+/// [`Backend::engine_blobs`]), e.g. a compiled GPU program `cuda/core/elementwise`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineBlob {
+    /// Unique name, `<backend>/<source>/<item>` by convention.
+    pub name: String,
+    /// The bytes, opaque to the engine.
+    pub data: Vec<u8>,
 }

@@ -1,27 +1,14 @@
 //! Activation memory planning: lifetimes, release points, and an arena layout at the
 //! optimisation shapes that reuses memory between tensors whose lifetimes do not overlap.
 
-use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::DimExpr;
 
 use crate::engine::EnginePlan;
+use crate::engine::MemoryPlan;
 use crate::error::Result;
 use crate::layers::{LayerKind, TypeShape};
 use crate::network::TensorId;
 use crate::tensor::ALIGN;
-
-/// Where activations live and when they die.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct MemoryPlan {
-    /// For each layer, the activations whose last use it is (freed right after it runs).
-    pub release_after: Vec<Vec<TensorId>>,
-    /// Arena offset of each activation at the opt shapes (`None`: not an activation).
-    pub offsets: Vec<Option<u64>>,
-    /// Arena size at the opt shapes, with reuse.
-    pub arena_bytes: u64,
-    /// Sum of all activation sizes at the opt shapes (no reuse), for comparison.
-    pub naive_bytes: u64,
-}
 
 struct Activation {
     tensor: usize,

@@ -9,14 +9,12 @@ mod fuse_elementwise;
 mod memory;
 mod negotiate;
 
-pub use memory::MemoryPlan;
-
 use std::sync::Arc;
 
-use torchtrt_plugin_api::{DType, DeviceKind, TensorDesc};
+use torchtrt_plugin_api::{DType, DeviceKind};
 
 use crate::backend::{Backend, PrepareOptions};
-use crate::engine::{Engine, EnginePlan, Target};
+use crate::engine::{Engine, EnginePlan, MemoryPlan, Target};
 use crate::error::{Error, Result};
 use crate::layers::{Cast, Constant, ConstantOfShape, InferInput, LayerKind, TypeShape};
 use crate::network::{Layer, NetworkDefinition, NetworkInput, TensorId};
@@ -416,15 +414,4 @@ pub(crate) fn convert_f32(t: &Tensor, to: DType) -> Result<Tensor> {
         ),
         _ => Ok(t.clone()),
     }
-}
-
-/// A build-time description of a tensor: dtype and shape with `-1` for symbolic dims.
-pub(crate) fn build_desc(ty: &TypeShape) -> TensorDesc {
-    TensorDesc::new(
-        ty.dtype,
-        ty.shape
-            .iter()
-            .map(|d| d.as_const().unwrap_or(-1))
-            .collect::<Vec<_>>(),
-    )
 }

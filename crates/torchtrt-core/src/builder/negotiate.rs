@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use torchtrt_plugin_api::{DType, DeviceKind, PortDesc, TensorDesc};
 
-use super::{BuildConfig, Work, build_desc};
+use super::{BuildConfig, Work};
 use crate::error::{Error, Result};
 use crate::layers::{PluginLayer, TypeShape};
 use crate::network::TensorId;
@@ -83,8 +83,8 @@ pub(crate) fn configure(
     device: DeviceKind,
 ) -> Result<()> {
     let plugin = layer.plugin().map_err(|m| layer_error(name, m))?.clone();
-    let in_descs: Vec<TensorDesc> = inputs.iter().map(|&t| build_desc(work.ty(t))).collect();
-    let out_descs: Vec<TensorDesc> = outputs.iter().map(build_desc).collect();
+    let in_descs: Vec<TensorDesc> = inputs.iter().map(|&t| work.ty(t).build_desc()).collect();
+    let out_descs: Vec<TensorDesc> = outputs.iter().map(TypeShape::build_desc).collect();
     let io: Vec<PortDesc> = in_descs
         .iter()
         .chain(&out_descs)

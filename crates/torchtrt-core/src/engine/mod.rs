@@ -1,23 +1,25 @@
 //! Engines: the built, executable form of a network, and its file format.
 
+mod check;
 mod format;
 mod inspect;
+mod memory;
 
+pub(crate) use check::{check_input, check_input_shapes, check_metas};
 pub use format::{FORMAT_VERSION, MAGIC};
 pub use inspect::{EngineSummary, LayerSummary};
+pub use memory::MemoryPlan;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DType, DeviceKind, ShapeExpr, TensorDesc};
 
-use crate::backend::{Backend, Kernel, PrepareOptions};
-use crate::builder::{MemoryPlan, build_desc};
+use crate::backend::{Backend, EngineBlob, Kernel, PluginKernel, PrepareOptions};
 use crate::error::{Error, Result};
 use crate::layers::{InferInput, LayerKind, TypeShape};
 use crate::network::{Layer, NetworkInput, TensorId};
 use crate::registry::{PluginRegistry, guard_plugin};
-use crate::runtime::{ExecutionContext, PluginKernel};
 
 /// The device an engine was built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,16 +61,6 @@ impl std::fmt::Display for Target {
             Target::Cuda { major, minor } => write!(f, "cuda sm_{major}{minor}"),
         }
     }
-}
-
-/// A named opaque blob stored in an engine file for its backend (see
-/// [`Backend::engine_blobs`]), e.g. a compiled GPU program `cuda/core/elementwise`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngineBlob {
-    /// Unique name, `<backend>/<source>/<item>` by convention.
-    pub name: String,
-    /// The bytes, opaque to the engine.
-    pub data: Vec<u8>,
 }
 
 /// Everything an engine file stores: the layers in execution order with their tensors,
@@ -236,12 +228,12 @@ pub(crate) fn configure_plugins(plan: &mut EnginePlan) -> Result<()> {
             let ins: Vec<TensorDesc> = layer
                 .inputs
                 .iter()
-                .map(|t| build_desc(&types[t.index()]))
+                .map(|t| types[t.index()].build_desc())
                 .collect();
             let outs: Vec<TensorDesc> = layer
                 .outputs
                 .iter()
-                .map(|t| build_desc(&types[t.index()]))
+                .map(|t| types[t.index()].build_desc())
                 .collect();
             let plugin = p.plugin().map_err(Error::Engine)?.clone();
             let configured = guard_plugin(|| {
@@ -395,7 +387,7 @@ impl Engine {
     /// engine's inputs (count, dtypes, ranks, fixed dims, dynamic ranges, named dims that
     /// must agree): what every execution context checks before a run.
     pub fn check_inputs(&self, inputs: &[(DType, &[usize])]) -> Result<()> {
-        crate::runtime::check_input_shapes(&self.inner.plan, inputs)
+        check_input_shapes(&self.inner.plan, inputs)
     }
 
     /// The kernel prepared for layer `index` (in execution order); `None` for constant
@@ -429,13 +421,6 @@ impl Engine {
     /// The build target.
     pub fn target(&self) -> Target {
         self.inner.plan.target
-    }
-
-    /// A new execution context with its own activation memory and, for a device engine,
-    /// its own device resources (stream, memory pool); `Err` when the device cannot
-    /// provide them.
-    pub fn create_context(&self) -> Result<ExecutionContext> {
-        ExecutionContext::new(self.clone())
     }
 
     /// Serializes the engine (see `docs/engine-format.md`).

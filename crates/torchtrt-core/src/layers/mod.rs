@@ -88,7 +88,7 @@ pub use unsqueeze::{Unsqueeze, unsqueeze_shape};
 pub use value_input::{input_vector, int_vector, known_len};
 
 use serde::{Deserialize, Serialize};
-use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr};
+use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr, TensorDesc};
 
 use crate::tensor::Tensor;
 
@@ -111,6 +111,20 @@ pub struct TypeShape {
     pub dtype: DType,
     /// Shape, possibly symbolic.
     pub shape: ShapeExpr,
+}
+
+impl TypeShape {
+    /// The tensor as plugins see it at build time: dtype and shape with `-1` for symbolic
+    /// dims.
+    pub(crate) fn build_desc(&self) -> TensorDesc {
+        TensorDesc::new(
+            self.dtype,
+            self.shape
+                .iter()
+                .map(|d| d.as_const().unwrap_or(-1))
+                .collect::<Vec<_>>(),
+        )
+    }
 }
 
 impl TypeShape {

@@ -6,17 +6,14 @@ mod dims;
 mod graph;
 mod io;
 mod plans;
-mod plugin_kernel;
 mod shapes;
 mod value;
 mod walk;
 
-pub(crate) use context::check_input_shapes;
 pub use context::{ExecutionContext, GRAPHS_ENV, LayerTiming};
 pub use dims::concrete_dims;
 pub(crate) use dims::{concrete, infer_concrete};
 pub use io::{IoBuffer, MemoryKind};
-pub(crate) use plugin_kernel::PluginKernel;
 
 use std::path::Path;
 use std::sync::Arc;

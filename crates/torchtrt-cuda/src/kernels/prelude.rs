@@ -89,19 +89,24 @@ impl Program {
 /// `TORCHTRT_CUBIN_DIR` set, the cubins are written there (`scripts/kernel_resources`).
 #[cfg(test)]
 pub(crate) fn assert_compiles(program: &'static Program) {
+    let src = program.source();
+    assert_source_compiles(src.name, src.source);
+}
+
+/// [`assert_compiles`] for a program given as its name and complete source.
+#[cfg(test)]
+pub(crate) fn assert_source_compiles(name: &str, source: &str) {
     use crate::nvrtc::{Arch, compile};
     if crate::probe::nvrtc().is_err() {
         let required = std::env::var("TORCHTRT_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
         assert!(!required, "NVRTC not found but TORCHTRT_REQUIRE_NVRTC=1");
-        eprintln!("NVRTC not found: `{}` not compiled", program.name);
+        eprintln!("NVRTC not found: `{name}` not compiled");
         return;
     }
-    let src = program.source();
     for arch in [(7, 5), (8, 0), (9, 0)] {
-        let image =
-            compile(src.name, src.source, Arch::new(arch), &[]).unwrap_or_else(|e| panic!("{e}"));
+        let image = compile(name, source, Arch::new(arch), &[]).unwrap_or_else(|e| panic!("{e}"));
         if let Ok(dir) = std::env::var("TORCHTRT_CUBIN_DIR") {
-            let path = format!("{dir}/{}_sm{}{}.cubin", src.name, arch.0, arch.1);
+            let path = format!("{dir}/{name}_sm{}{}.cubin", arch.0, arch.1);
             std::fs::write(&path, image.cubin).unwrap_or_else(|e| panic!("writing {path}: {e}"));
         }
     }

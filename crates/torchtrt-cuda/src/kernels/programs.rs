@@ -44,23 +44,29 @@ impl Programs {
 
     /// The entry point `entry` of `program`, compiling (NVRTC) and loading it on first use.
     pub fn function(&self, program: &ProgramSource, entry: &str) -> CudaResult<Function> {
+        self.function_of(program.name, program.source, entry)
+    }
+
+    /// The entry point `entry` of the program stored as `name` (compiled from `source` on
+    /// first use unless an image of that name was installed), loading it on first use.
+    pub fn function_of(&self, name: &str, source: &str, entry: &str) -> CudaResult<Function> {
         let module = {
             let mut inner = self.inner.lock().map_err(|_| poisoned())?;
-            match inner.modules.get(program.name) {
+            match inner.modules.get(name) {
                 Some(m) => m.clone(),
                 None => {
-                    let image = match inner.images.get(program.name) {
+                    let image = match inner.images.get(name) {
                         Some(i) => i.clone(),
                         None => {
                             let arch = Arch::new(self.device.compute_capability());
-                            let i = compile(program.name, program.source, arch, &[])?;
+                            let i = compile(name, source, arch, &[])?;
                             inner.compiles += 1;
-                            inner.images.insert(program.name.to_string(), i.clone());
+                            inner.images.insert(name.to_string(), i.clone());
                             i
                         }
                     };
                     let m = Module::load(&self.device, &image)?;
-                    inner.modules.insert(program.name.to_string(), m.clone());
+                    inner.modules.insert(name.to_string(), m.clone());
                     m
                 }
             }

@@ -9,7 +9,9 @@ use super::converter::ForeignConverter;
 use super::custom_op::ForeignCustomOp;
 use super::host_creator::ForeignCreator;
 use super::ptr;
-use super::types::{TTRT_ABI_VERSION, TTRT_ENTRY_POINT, TtrtEntryPoint, TtrtExtension};
+use super::types::{
+    TTRT_ABI_VERSION, TTRT_ABI_VERSION_MIN, TTRT_ENTRY_POINT, TtrtEntryPoint, TtrtExtension,
+};
 use crate::converter::Converter;
 use crate::custom_op::{CustomOp, CustomOpCreator};
 use crate::plugin::{PluginCreator, PluginKey};
@@ -42,7 +44,7 @@ pub enum LoadError {
     },
     /// The library speaks another ABI version.
     #[error(
-        "plugin library {} has torchtrt ABI version {found}; this host speaks version {expected}",
+        "plugin library {} has torchtrt ABI version {found}; this host speaks versions 1 to {expected}",
         .path.display()
     )]
     AbiVersion {
@@ -164,14 +166,15 @@ impl Extension {
         }
         // SAFETY: non-NULL and aligned; every version begins with the `u32` version.
         let found = unsafe { raw.cast::<u32>().read() };
-        if found != TTRT_ABI_VERSION {
+        if !(TTRT_ABI_VERSION_MIN..=TTRT_ABI_VERSION).contains(&found) {
             return Err(LoadError::AbiVersion {
                 path,
                 found,
                 expected: TTRT_ABI_VERSION,
             });
         }
-        // SAFETY: a version-1 table, valid while the library is loaded.
+        // SAFETY: a table of a version this host reads (versions 1 and 2 share its layout),
+        // valid while the library is loaded.
         let ext = unsafe { &*raw };
         // SAFETY: a NUL-terminated string by the ABI's rules.
         let provider = unsafe { ptr::string(ext.provider, "provider") }.map_err(malformed)?;

@@ -10,6 +10,7 @@
 mod builder_foreign;
 mod builder_host;
 mod converter;
+mod cuda_runtime;
 mod custom_op;
 mod desc;
 mod dims;

@@ -1,4 +1,4 @@
-//! The raw `#[repr(C)]` types of ABI version 1, member for member as declared in
+//! The raw `#[repr(C)]` types of the ABI (version 2), member for member as declared in
 //! `include/torchtrt_plugin.h`. Layouts never change within a version: later versions only
 //! append members (see `docs/plugin-abi.md`). The header holds the ownership rules.
 
@@ -6,8 +6,11 @@ use std::ffi::{c_char, c_void};
 
 use super::ext_types::{TtrtConverter, TtrtCustomOp};
 
-/// The ABI version this crate speaks; the first member of [`TtrtExtension`].
-pub const TTRT_ABI_VERSION: u32 = 1;
+/// The ABI version this crate speaks; the first member of [`TtrtExtension`]. Version 2
+/// appended [`TtrtLaunch::cuda`]; hosts still load version-1 libraries.
+pub const TTRT_ABI_VERSION: u32 = 2;
+/// The oldest ABI version hosts load.
+pub const TTRT_ABI_VERSION_MIN: u32 = 1;
 /// Most dimensions a tensor or a shape may have across the ABI.
 pub const TTRT_MAX_DIMS: usize = 8;
 /// Name of the one symbol an extension library exports.
@@ -174,6 +177,78 @@ pub struct TtrtLaunch {
     pub threads: i32,
     /// Zero.
     pub reserved: i32,
+    /// The host's CUDA runtime on CUDA launches (NULL on the CPU); since version 2.
+    pub cuda: *const TtrtCudaRuntime,
+}
+
+/// One kernel launch a library asks of the host (see [`crate::KernelLaunch`]). Strings are
+/// UTF-8 with explicit lengths, not NUL-terminated.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TtrtKernelLaunch {
+    /// The program's name.
+    pub program: *const c_char,
+    /// Bytes of `program`.
+    pub program_len: usize,
+    /// The program's complete CUDA C source; it must stay unchanged at this address while
+    /// the plugin lives.
+    pub source: *const c_char,
+    /// Bytes of `source`.
+    pub source_len: usize,
+    /// The kernel's name.
+    pub kernel: *const c_char,
+    /// Bytes of `kernel`.
+    pub kernel_len: usize,
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Bytes of dynamic shared memory per block.
+    pub shared_bytes: u32,
+    /// Number of parameters.
+    pub nb_args: i32,
+    /// `nb_args` pointers to each parameter's bytes.
+    pub args: *const *const c_void,
+    /// `nb_args` byte sizes.
+    pub arg_sizes: *const usize,
+}
+
+/// `launch(self, launch, err)`: queues a kernel on the launch's stream.
+pub type TtrtCudaLaunchFn = unsafe extern "C" fn(
+    this: *const c_void,
+    launch: *const TtrtKernelLaunch,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
+/// `resident_blocks(self, launch, &blocks, err)`: blocks of `launch.block` threads and
+/// `launch.shared_bytes` bytes the kernel keeps resident on the device (grid and arguments
+/// are ignored).
+pub type TtrtCudaResidentBlocksFn = unsafe extern "C" fn(
+    this: *const c_void,
+    launch: *const TtrtKernelLaunch,
+    blocks: *mut u32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
+/// `constant(self, bytes, len, &device_ptr, err)`: a device copy of `bytes` kept by the host.
+pub type TtrtCudaConstantFn = unsafe extern "C" fn(
+    this: *const c_void,
+    bytes: *const c_void,
+    len: usize,
+    ptr: *mut u64,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
+
+/// The host's CUDA services for one launch; valid until `enqueue` returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TtrtCudaRuntime {
+    /// The host's state, passed to every function.
+    pub self_: *const c_void,
+    /// See [`TtrtCudaLaunchFn`].
+    pub launch: Option<TtrtCudaLaunchFn>,
+    /// See [`TtrtCudaResidentBlocksFn`].
+    pub resident_blocks: Option<TtrtCudaResidentBlocksFn>,
+    /// See [`TtrtCudaConstantFn`].
+    pub constant: Option<TtrtCudaConstantFn>,
 }
 
 /// `num_outputs(self, &nb_outputs, err)`.

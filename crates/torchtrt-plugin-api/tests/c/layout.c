@@ -66,6 +66,27 @@ int main(void) {
   OFF(TtrtLaunch, stream);
   OFF(TtrtLaunch, threads);
   OFF(TtrtLaunch, reserved);
+  OFF(TtrtLaunch, cuda);
+
+  SIZE(TtrtKernelLaunch);
+  OFF(TtrtKernelLaunch, program);
+  OFF(TtrtKernelLaunch, program_len);
+  OFF(TtrtKernelLaunch, source);
+  OFF(TtrtKernelLaunch, source_len);
+  OFF(TtrtKernelLaunch, kernel);
+  OFF(TtrtKernelLaunch, kernel_len);
+  OFF(TtrtKernelLaunch, grid);
+  OFF(TtrtKernelLaunch, block);
+  OFF(TtrtKernelLaunch, shared_bytes);
+  OFF(TtrtKernelLaunch, nb_args);
+  OFF(TtrtKernelLaunch, args);
+  OFF(TtrtKernelLaunch, arg_sizes);
+
+  SIZE(TtrtCudaRuntime);
+  OFF(TtrtCudaRuntime, self);
+  OFF(TtrtCudaRuntime, launch);
+  OFF(TtrtCudaRuntime, resident_blocks);
+  OFF(TtrtCudaRuntime, constant);
 
   SIZE(TtrtPlugin);
   OFF(TtrtPlugin, self);
@@ -159,6 +180,7 @@ int main(void) {
   OFF(TtrtExtension, custom_ops);
 
   CONST(TTRT_ABI_VERSION);
+  CONST(TTRT_ABI_VERSION_MIN);
   CONST(TTRT_MAX_DIMS);
   CONST(TTRT_DIM_INVALID);
   CONST(TTRT_OK);

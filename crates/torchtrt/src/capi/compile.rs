@@ -3,13 +3,13 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 
-use torchtrt_core::{BuildConfig, Dim, NetworkDefinition};
-use torchtrt_plugin_api::abi::{TTRT_MAX_DIMS, TtrtStatus};
-use torchtrt_plugin_api::{DType, DeviceKind};
-use torchtrt_runtime::{
+use torchtrt_capi::{
     CapiError, TTRT_ERROR_IO, TTRT_ERROR_MODEL, TtrtEngine, TtrtRuntime, c_str, engine_out, guard,
     out_ptr, reference,
 };
+use torchtrt_core::{BuildConfig, Dim, NetworkDefinition};
+use torchtrt_plugin_api::abi::{TTRT_MAX_DIMS, TtrtStatus};
+use torchtrt_plugin_api::{DType, DeviceKind};
 
 use crate::onnx::{ImportOptions, OnnxError};
 

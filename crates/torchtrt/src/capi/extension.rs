@@ -2,8 +2,8 @@
 
 use std::ffi::c_char;
 
+use torchtrt_capi::{TtrtRuntime, c_str, guard, reference};
 use torchtrt_plugin_api::abi::TtrtStatus;
-use torchtrt_runtime::{TtrtRuntime, c_str, guard, reference};
 
 use crate::LoadOptions;
 

@@ -8,4 +8,4 @@ mod extension;
 
 pub use compile::*;
 pub use extension::*;
-pub use torchtrt_runtime::*;
+pub use torchtrt_capi::*;

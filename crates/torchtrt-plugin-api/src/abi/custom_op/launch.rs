@@ -4,10 +4,11 @@
 use std::ffi::c_void;
 
 use super::invalid;
+use crate::abi::cuda_runtime;
 use crate::abi::desc;
 use crate::abi::export_plugin::launch::with_launch;
 use crate::abi::ptr;
-use crate::abi::types::TtrtLaunch;
+use crate::abi::types::{TtrtCudaRuntime, TtrtLaunch};
 use crate::dtype::{DeviceKind, TensorDesc};
 use crate::error::PluginResult;
 use crate::plugin::{CpuLaunch, CudaLaunch, Launch};
@@ -37,6 +38,7 @@ struct Parts<'a> {
     out_ptrs: &'a [*mut c_void],
     workspace: (*mut c_void, usize),
     stream: *mut c_void,
+    cuda: *const TtrtCudaRuntime,
     threads: usize,
 }
 
@@ -57,6 +59,7 @@ fn raw_launch(p: Parts<'_>, f: impl FnOnce(&TtrtLaunch) -> PluginResult<()>) -> 
         stream: p.stream,
         threads: i32::try_from(p.threads.max(1)).unwrap_or(i32::MAX),
         reserved: 0,
+        cuda: p.cuda,
     };
     f(&raw)
 }
@@ -103,6 +106,7 @@ pub(super) fn cpu(
             out_ptrs: &out_ptrs,
             workspace: ws,
             stream: std::ptr::null_mut(),
+            cuda: std::ptr::null(),
             threads: c.threads,
         },
         f,
@@ -119,6 +123,7 @@ pub(super) fn cuda(
     let dev = |p: u64| std::ptr::without_provenance_mut::<c_void>(p as usize);
     let in_ptrs: Vec<*const c_void> = c.inputs.iter().map(|t| dev(t.ptr).cast_const()).collect();
     let out_ptrs: Vec<*mut c_void> = c.outputs.iter().map(|t| dev(t.ptr)).collect();
+    let runtime = cuda_runtime::table(&c.runtime);
     raw_launch(
         Parts {
             device: DeviceKind::Cuda,
@@ -129,6 +134,7 @@ pub(super) fn cuda(
             out_ptrs: &out_ptrs,
             workspace: (dev(c.workspace), 0),
             stream: c.stream,
+            cuda: &runtime,
             threads: 1,
         },
         f,

@@ -3,6 +3,7 @@
 //! kernels.
 
 use super::{descs, invalid};
+use crate::abi::cuda_runtime::ForeignCudaRuntime;
 use crate::abi::ptr;
 use crate::abi::types::TtrtLaunch;
 use crate::dtype::{DeviceKind, TensorDesc};
@@ -71,12 +72,15 @@ pub(in crate::abi) unsafe fn with_launch(
                 .zip(out_ptrs.iter().map(|p| p.addr()))
                 .map(device)
                 .collect();
+            // SAFETY: NULL or the host's table, valid for this call.
+            let runtime = unsafe { ForeignCudaRuntime::new(l.cuda) };
             f(Launch::Cuda(CudaLaunch {
                 inputs: &inputs,
                 outputs: &outputs,
                 workspace: l.workspace.addr() as u64,
                 device: l.device_ordinal,
                 stream: l.stream,
+                runtime: &runtime,
             }))
         }
         None => Err(invalid(format!("unknown device kind {}", l.device))),

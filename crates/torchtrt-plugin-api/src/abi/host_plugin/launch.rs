@@ -4,8 +4,9 @@
 use std::ffi::c_void;
 
 use super::ForeignPlugin;
+use crate::abi::cuda_runtime;
 use crate::abi::desc;
-use crate::abi::types::TtrtLaunch;
+use crate::abi::types::{TtrtCudaRuntime, TtrtLaunch};
 use crate::dtype::{DeviceKind, TensorDesc};
 use crate::error::PluginResult;
 use crate::plugin::{CpuLaunch, CudaLaunch};
@@ -21,6 +22,7 @@ struct RawLaunch<'a> {
     workspace: *mut c_void,
     workspace_size: usize,
     stream: *mut c_void,
+    cuda: *const TtrtCudaRuntime,
     threads: usize,
 }
 
@@ -56,6 +58,7 @@ impl ForeignPlugin {
             workspace: c.workspace.as_mut_ptr().cast(),
             workspace_size: c.workspace.len(),
             stream: std::ptr::null_mut(),
+            cuda: std::ptr::null(),
             threads: c.threads,
         })
     }
@@ -72,6 +75,7 @@ impl ForeignPlugin {
             .collect();
         let out_ptrs: Vec<*mut c_void> = c.outputs.iter().map(|t| device_ptr(t.ptr)).collect();
         let needed = self.query_workspace(&ins, &outs)?;
+        let runtime = cuda_runtime::table(&c.runtime);
         self.launch(RawLaunch {
             device: DeviceKind::Cuda,
             ordinal: c.device,
@@ -82,6 +86,7 @@ impl ForeignPlugin {
             workspace: device_ptr(c.workspace),
             workspace_size: needed,
             stream: c.stream,
+            cuda: &runtime,
             threads: 1,
         })
     }
@@ -119,6 +124,7 @@ impl ForeignPlugin {
             stream: a.stream,
             threads: i32::try_from(a.threads.max(1)).unwrap_or(i32::MAX),
             reserved: 0,
+            cuda: a.cuda,
         };
         // SAFETY: the table's function on its own `self`; `raw` describes live buffers.
         self.call(|err| unsafe { (self.fns.enqueue)(self.this, &raw, err) })

@@ -23,7 +23,7 @@ impl TtrtRuntime {
         register_builtin_plugins()?;
         let mut backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
         backends.extend(
-            crate::cuda::cuda_backends()
+            torchtrt_cuda::backends()
                 .into_iter()
                 .map(|b| b as Arc<dyn Backend>),
         );
