@@ -30,7 +30,6 @@ mod pad;
 mod pooling;
 mod range;
 mod reduce;
-mod reduce_int;
 mod reshape;
 mod scalar_arg;
 mod scatter_elements;

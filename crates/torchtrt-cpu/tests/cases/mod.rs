@@ -13,6 +13,7 @@ mod gather;
 mod matmul;
 mod pooling;
 mod reduce;
+mod reduction_paths;
 mod reshape;
 mod slice;
 mod softmax;

@@ -7,6 +7,7 @@ pub mod convolution;
 pub mod elementwise;
 pub mod matmul;
 pub mod movement;
+pub mod normalization;
 pub mod pooling;
 pub mod reduce;
 pub mod softmax;

@@ -1,85 +1,40 @@
-//! Mean/variance normalization over axes with an optional broadcast scale and bias: the
-//! statistics per group first (two passes over each group), then one broadcast pass
+//! Normalization in two phases, for any axes and any broadcast scale and bias: the mean
+//! and `1 / √(var + eps)` of every group first, then one broadcast pass
 //! `(x − mean) · inv_std · scale + bias`.
 
-use torchtrt_core::layers::Normalization;
-use torchtrt_core::plugin_api::DType;
-use torchtrt_core::{InferInput, Kernel, Tensor};
-
-use super::reduce::ReducePlan;
-use crate::dispatch::with_float;
+use super::WHAT;
+use crate::kernels::reduce::ReducePlan;
 use crate::parallel::{for_each_chunk, for_each_row};
-use crate::scalar::{FloatElem, Real, lane_sum};
+use crate::scalar::{Real, lane_sum};
 use crate::strided::{Strided, broadcast_strides};
-use crate::tensor_access::{
-    check_arity, check_dtype, check_output, contiguous_strides, elems, elems_mut,
-};
+use crate::tensor_access::contiguous_strides;
 
-const WHAT: &str = "Normalization";
-
-struct NormKernel {
-    layer: Normalization,
-    dtype: DType,
-}
-
-pub(super) fn prepare(
-    layer: &Normalization,
-    inputs: &[InferInput<'_>],
-) -> Result<Box<dyn Kernel>, String> {
-    Ok(Box::new(NormKernel {
-        layer: layer.clone(),
-        dtype: inputs[0].dtype,
-    }))
-}
-
-impl Kernel for NormKernel {
-    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 1..=3, 1)?;
-        for t in inputs {
-            check_dtype(WHAT, t, self.dtype)?;
-        }
-        let x = inputs[0];
-        let axes = self
-            .layer
-            .resolved_axes(x.rank())
-            .map_err(|e| format!("{WHAT}: {e}"))?;
-        let out = &mut outputs[0];
-        check_output(WHAT, out, self.dtype, x.shape())?;
-        let stats_shape: Vec<usize> = x
-            .shape()
-            .iter()
-            .enumerate()
-            .map(|(d, &n)| if axes.contains(&d) { 1 } else { n })
-            .collect();
-        let stat = broadcast_strides(&stats_shape, x.shape())?;
-        let mut strides: Vec<[isize; 4]> = stat.iter().map(|&s| [0, s, 0, 0]).collect();
-        let contiguous = signed_strides(x.shape());
-        for (d, s) in strides.iter_mut().enumerate() {
-            s[0] = contiguous[d];
-        }
-        for (k, t) in inputs[1..].iter().enumerate() {
-            let bs = broadcast_strides(t.shape(), x.shape())
-                .map_err(|e| format!("{WHAT}: {} {e}", ["scale", "bias"][k]))?;
-            for (s, b) in strides.iter_mut().zip(bs) {
-                s[2 + k] = b;
-            }
-        }
-        let walk = Strided::new(x.shape(), &strides, [0; 4]);
-        let plan = ReducePlan::new(x.shape(), &axes);
-        let eps = f64::from(self.layer.epsilon);
-        with_float!(self.dtype, WHAT, T => {
-            let mut bufs: [Vec<<T as FloatElem>::C>; 3] = Default::default();
-            let [xb, sb, bb] = &mut bufs;
-            let xc = T::view(elems::<T>(x)?, xb);
-            let scale = inputs.get(1).map(|t| elems::<T>(t)).transpose()?.map(|s| T::view(s, sb));
-            let bias = inputs.get(2).map(|t| elems::<T>(t)).transpose()?.map(|s| T::view(s, bb));
-            let (mean, inv) = statistics(&plan, xc, eps);
-            T::write(elems_mut(out)?, &mut Vec::new(), |oc| {
-                apply(&walk, [xc, &mean, scale.unwrap_or(&[]), bias.unwrap_or(&[])], &inv, oc)
-            });
-            Ok(())
-        })
+/// The walk over the output that reads `[x, statistics, scale, bias]`, for a normalization
+/// of `shape` over `axes` with parameters of shapes `params`.
+pub(super) fn walk(
+    shape: &[usize],
+    axes: &[usize],
+    params: &[&[usize]],
+) -> Result<Strided<4>, String> {
+    let stats_shape: Vec<usize> = shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| if axes.contains(&d) { 1 } else { n })
+        .collect();
+    let stat = broadcast_strides(&stats_shape, shape)?;
+    let mut strides: Vec<[isize; 4]> = stat.iter().map(|&s| [0, s, 0, 0]).collect();
+    let contiguous = signed_strides(shape);
+    for (d, s) in strides.iter_mut().enumerate() {
+        s[0] = contiguous[d];
     }
+    for (k, p) in params.iter().enumerate() {
+        let bs = broadcast_strides(p, shape)
+            .map_err(|e| format!("{WHAT}: {} {e}", ["scale", "bias"][k]))?;
+        for (s, b) in strides.iter_mut().zip(bs) {
+            s[2 + k] = b;
+        }
+    }
+    Ok(Strided::new(shape, &strides, [0; 4]))
 }
 
 /// Row-major strides of `shape` as `isize`.
@@ -91,8 +46,8 @@ fn signed_strides(shape: &[usize]) -> Vec<isize> {
 }
 
 /// Mean and `1 / √(var + eps)` of every group, in the order of the statistics' shape.
-fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>) {
-    let (inner, count) = (plan.inner, plan.reduced.len());
+pub(super) fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>) {
+    let (inner, count, run) = (plan.inner, plan.count(), plan.run);
     let groups = plan.outer.len() * inner;
     let mut stats = vec![C::ZERO; 2 * groups];
     let n = C::from_f64(count as f64);
@@ -103,9 +58,9 @@ fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>)
         2 * count * inner,
         Vec::new,
         |acc: &mut Vec<C>, o, dst| {
-            let base = plan.outer[o];
+            let base = plan.outer.get(o);
             let (mean, inv) = dst.split_at_mut(inner);
-            if inner == 1 && plan.reduced_is_contiguous() {
+            if plan.is_one_run() {
                 let row = &x[base..base + count];
                 let m = lane_sum(row) / n;
                 acc.clear();
@@ -114,9 +69,14 @@ fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>)
                 inv[0] = C::ONE / (lane_sum(acc) / n + eps).sqrt();
                 return;
             }
+            let rows = || {
+                plan.starts.range(0..plan.starts.len()).flat_map(move |s| {
+                    (0..run).map(move |k| &x[base + s + k..base + s + k + inner])
+                })
+            };
             mean.fill(C::ZERO);
-            for &r in &plan.reduced {
-                for (m, &v) in mean.iter_mut().zip(&x[base + r..base + r + inner]) {
+            for row in rows() {
+                for (m, &v) in mean.iter_mut().zip(row) {
                     *m = *m + v;
                 }
             }
@@ -124,8 +84,7 @@ fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>)
                 *m = *m / n;
             }
             inv.fill(C::ZERO);
-            for &r in &plan.reduced {
-                let row = &x[base + r..base + r + inner];
+            for row in rows() {
                 for ((s, &m), &v) in inv.iter_mut().zip(mean.iter()).zip(row) {
                     *s = *s + (v - m) * (v - m);
                 }
@@ -147,7 +106,7 @@ fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>)
 /// (`inv` shares `mean`'s strides; an empty scale or bias is left out). Along a run `x`
 /// steps by 1 (it has the output's shape) and the others by 0 or 1 (they broadcast to it),
 /// so each step is a loop over slices or against one value.
-fn apply<C: Real>(walk: &Strided<4>, src: [&[C]; 4], inv: &[C], out: &mut [C]) {
+pub(super) fn apply<C: Real>(walk: &Strided<4>, src: [&[C]; 4], inv: &[C], out: &mut [C]) {
     let [x, mean, scale, bias] = src;
     let steps = walk.inner_strides();
     for_each_chunk(out, |start, chunk| {
