@@ -2,9 +2,11 @@
 //! layer family. Slow by design.
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod convolution;
 pub mod elementwise;
+pub mod indexing;
 pub mod matmul;
 pub mod movement;
 pub mod normalization;

@@ -58,3 +58,37 @@ pub fn normalize(
     });
     (y, std.iter().copied().fold(f64::INFINITY, f64::min))
 }
+
+/// `x / √(mean(x²) + eps) · scale` over `axes` (RMS normalization), `scale` broadcast.
+pub fn rms_normalize(x: &Nd, axes: &[usize], eps: f64, scale: &Nd) -> Nd {
+    let stats_shape: Vec<usize> = x
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| if axes.contains(&d) { 1 } else { n })
+        .collect();
+    let group_of = |idx: &[usize]| -> usize {
+        let g: Vec<usize> = idx
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| if axes.contains(&d) { 0 } else { i })
+            .collect();
+        ravel(&g, &stats_shape)
+    };
+    let groups: usize = stats_shape.iter().product();
+    let count = (x.data.len() / groups.max(1)) as f64;
+    let mut sq = vec![0.0; groups];
+    for idx in indices(&x.shape) {
+        sq[group_of(&idx)] += x.at(&idx).powi(2);
+    }
+    Nd::from_fn(x.shape.clone(), |idx| {
+        let lead = idx.len() - scale.shape.len();
+        let s: Vec<usize> = scale
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(d, &n)| if n == 1 { 0 } else { idx[lead + d] })
+            .collect();
+        x.at(idx) / (sq[group_of(idx)] / count + eps).sqrt() * scale.at(&s)
+    })
+}

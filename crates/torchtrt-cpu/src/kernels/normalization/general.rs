@@ -46,7 +46,13 @@ fn signed_strides(shape: &[usize]) -> Vec<isize> {
 }
 
 /// Mean and `1 / √(var + eps)` of every group, in the order of the statistics' shape.
-pub(super) fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<C>, Vec<C>) {
+/// With `rms` the mean is taken as 0 (root-mean-square normalization).
+pub(super) fn statistics<C: Real>(
+    plan: &ReducePlan,
+    x: &[C],
+    eps: f64,
+    rms: bool,
+) -> (Vec<C>, Vec<C>) {
     let (inner, count, run) = (plan.inner, plan.count(), plan.run);
     let groups = plan.outer.len() * inner;
     let mut stats = vec![C::ZERO; 2 * groups];
@@ -62,7 +68,7 @@ pub(super) fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<
             let (mean, inv) = dst.split_at_mut(inner);
             if plan.is_one_run() {
                 let row = &x[base..base + count];
-                let m = lane_sum(row) / n;
+                let m = if rms { C::ZERO } else { lane_sum(row) / n };
                 acc.clear();
                 acc.extend(row.iter().map(|&v| (v - m) * (v - m)));
                 mean[0] = m;
@@ -75,13 +81,15 @@ pub(super) fn statistics<C: Real>(plan: &ReducePlan, x: &[C], eps: f64) -> (Vec<
                 })
             };
             mean.fill(C::ZERO);
-            for row in rows() {
-                for (m, &v) in mean.iter_mut().zip(row) {
-                    *m = *m + v;
+            if !rms {
+                for row in rows() {
+                    for (m, &v) in mean.iter_mut().zip(row) {
+                        *m = *m + v;
+                    }
                 }
-            }
-            for m in mean.iter_mut() {
-                *m = *m / n;
+                for m in mean.iter_mut() {
+                    *m = *m / n;
+                }
             }
             inv.fill(C::ZERO);
             for row in rows() {

@@ -8,7 +8,7 @@
 mod general;
 mod rows;
 
-use torchtrt_core::layers::Normalization;
+use torchtrt_core::layers::{Normalization, RmsNormalization};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
@@ -21,6 +21,8 @@ const WHAT: &str = "Normalization";
 
 struct NormKernel {
     layer: Normalization,
+    /// Root mean square only: no mean subtracted, no bias.
+    rms: bool,
     dtype: DType,
 }
 
@@ -30,13 +32,29 @@ pub(super) fn prepare(
 ) -> Result<Box<dyn Kernel>, String> {
     Ok(Box::new(NormKernel {
         layer: layer.clone(),
+        rms: false,
+        dtype: inputs[0].dtype,
+    }))
+}
+
+/// The kernel of `RmsNormalization`: the normalization kernel without the mean.
+pub(super) fn prepare_rms(
+    layer: &RmsNormalization,
+    inputs: &[InferInput<'_>],
+) -> Result<Box<dyn Kernel>, String> {
+    Ok(Box::new(NormKernel {
+        layer: Normalization {
+            axes: layer.axes.clone(),
+            epsilon: layer.epsilon,
+        },
+        rms: true,
         dtype: inputs[0].dtype,
     }))
 }
 
 impl Kernel for NormKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 1..=3, 1)?;
+        check_arity(WHAT, inputs, outputs, 1..=3 - usize::from(self.rms), 1)?;
         for t in inputs {
             check_dtype(WHAT, t, self.dtype)?;
         }
@@ -59,11 +77,11 @@ impl Kernel for NormKernel {
             let bias = inputs.get(2).map(|t| elems::<T>(t)).transpose()?.map(|s| T::view(s, bb));
             match layouts {
                 Some(layouts) => T::write(elems_mut(out)?, &mut Vec::new(), |oc| {
-                    rows::normalize(&plan, xc, [scale, bias], &layouts, eps, oc)
+                    rows::normalize(&plan, xc, [scale, bias], &layouts, eps, self.rms, oc)
                 }),
                 None => {
                     let walk = general::walk(x.shape(), &axes, &params)?;
-                    let (mean, inv) = general::statistics(&plan, xc, eps);
+                    let (mean, inv) = general::statistics(&plan, xc, eps, self.rms);
                     T::write(elems_mut(out)?, &mut Vec::new(), |oc| {
                         general::apply(&walk, [xc, &mean, scale.unwrap_or(&[]), bias.unwrap_or(&[])], &inv, oc)
                     });

@@ -107,11 +107,16 @@ struct Moments<C> {
 }
 
 impl<C: Real> Moments<C> {
-    /// Two passes over `x`: the mean, then the squared deviations from it.
+    /// Two passes over `x`: the mean, then the squared deviations from it; with `rms`,
+    /// one pass: the mean taken as 0.
     #[inline(always)]
-    fn of(x: &[C]) -> Moments<C> {
+    fn of(x: &[C], rms: bool) -> Moments<C> {
         let n = x.len() as f64;
-        let mean = fold_run(SumOf { mean: false }, C::ZERO, x) / C::from_f64(n.max(1.0));
+        let mean = if rms {
+            C::ZERO
+        } else {
+            fold_run(SumOf { mean: false }, C::ZERO, x) / C::from_f64(n.max(1.0))
+        };
         let m2 = fold_run(Deviations { mean }, C::ZERO, x);
         Moments { n, mean, m2 }
     }
@@ -175,15 +180,18 @@ struct Source<'a, C> {
     params: [Option<&'a [C]>; 2],
     layouts: &'a [Layout; 2],
     eps: C,
+    rms: bool,
 }
 
-/// Normalizes every row of `plan` (one run per row) of `x` into `out`.
+/// Normalizes every row of `plan` (one run per row) of `x` into `out`; with `rms` by the
+/// root mean square alone.
 pub(super) fn normalize<C: Real>(
     plan: &ReducePlan,
     x: &[C],
     params: [Option<&[C]>; 2],
     layouts: &[Layout; 2],
     eps: f64,
+    rms: bool,
     out: &mut [C],
 ) {
     let count = plan.count();
@@ -193,6 +201,7 @@ pub(super) fn normalize<C: Real>(
         params,
         layouts,
         eps: C::from_f64(eps),
+        rms,
     };
     if count == 0 || out.is_empty() {
         return;
@@ -216,7 +225,7 @@ pub(super) fn normalize<C: Real>(
     }
     let moments: Vec<Moments<C>> = pieces
         .par_iter()
-        .map(|(row, span, _)| part_moments(x, row * count, span.clone()))
+        .map(|(row, span, _)| part_moments(x, row * count, span.clone(), rms))
         .collect();
     let stats: Vec<(C, C)> = moments
         .chunks_exact(parts)
@@ -238,7 +247,7 @@ multiversion! {
         for (j, out) in dst.chunks_exact_mut(n).enumerate() {
             let row = first + j;
             let x = &src.x[row * n..(row + 1) * n];
-            let m = Moments::of(x);
+            let m = Moments::of(x, src.rms);
             write_row(src, row, 0..n, x, m.mean, m.inv_std(src.eps), out);
         }
     }
@@ -246,8 +255,13 @@ multiversion! {
 
 multiversion! {
     /// The moments of elements `span` of the row at `base`.
-    fn part_moments<C: Real>(x: &[C], base: usize, span: std::ops::Range<usize>) -> Moments<C> {
-        Moments::of(&x[base + span.start..base + span.end])
+    fn part_moments<C: Real>(
+        x: &[C],
+        base: usize,
+        span: std::ops::Range<usize>,
+        rms: bool,
+    ) -> Moments<C> {
+        Moments::of(&x[base + span.start..base + span.end], rms)
     }
 }
 
