@@ -92,6 +92,16 @@ def layer_norm(axis):
                   axis=axis, epsilon=1e-5)
 
 
+def attention(seq):
+    """ONNX Attention-23 over [1, 12, seq, 64] with an additive [1, 1, seq, seq] mask
+    (onnxruntime takes no mask broadcast along the queries)."""
+    shape = [1, 12, seq, 64]
+    mask = np.where(np.arange(seq) < seq - seq // 8, 0.0, -np.inf).astype(np.float32)
+    mask = numpy_helper.from_array(mask.reshape(1, 1, 1, seq).repeat(seq, axis=2), "mask")
+    return [helper.make_node("Attention", ["x", "x", "x", "mask"], ["y"])], [mask], shape, \
+        "q = k = v = the input; the mask masks the last eighth of the keys"
+
+
 # The core layers' case names (bench_layers) -> the equivalent one-node model.
 LAYER_CASES = {
     "core_global_max_pool": single("GlobalMaxPool"),
@@ -106,6 +116,8 @@ LAYER_CASES = {
     "log_softmax_last_axis": single("LogSoftmax", axis=-1),
     "layer_norm_last_axis": layer_norm(3),
     "layer_norm_axis1": layer_norm(1),
+    "attention_bert_s128": attention(128),
+    "attention_bert_s512": attention(512),
 }
 
 
@@ -113,7 +125,8 @@ def model_of(nodes, inits, shape):
     graph = helper.make_graph(
         nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+    opset = 23 if nodes[0].op_type == "Attention" else 20
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
 
 
 def ort_ms(nodes, inits, shape, threads, iters, warmup):

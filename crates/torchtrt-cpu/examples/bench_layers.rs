@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use torchtrt_core::layers::{Normalization, Reduce, ReduceOp, Softmax};
+use torchtrt_core::layers::{Attention, Normalization, Reduce, ReduceOp, Softmax};
 use torchtrt_core::plugin_api::{const_shape, shape_values};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
@@ -63,6 +63,21 @@ fn layer_norm(name: &'static str, axis: usize) -> Case {
     }
 }
 
+/// Self-attention of one BERT-base layer: 12 heads of 64, `seq` tokens, an additive
+/// padding mask `[batch, 1, seq, seq]`.
+fn attention(name: &'static str, batch: usize, seq: usize) -> Case {
+    let layer = Attention {
+        mask: true,
+        ..Attention::default()
+    };
+    let qkv = vec![batch, 12, seq, 64];
+    Case {
+        name,
+        layer: layer.into(),
+        shapes: vec![qkv.clone(), qkv.clone(), qkv, vec![batch, 1, seq, seq]],
+    }
+}
+
 fn cases() -> Vec<Case> {
     vec![
         reduce("core_global_max_pool", ReduceOp::Max, &[2, 3]),
@@ -77,6 +92,8 @@ fn cases() -> Vec<Case> {
         softmax("log_softmax_last_axis", -1, true),
         layer_norm("layer_norm_last_axis", 3),
         layer_norm("layer_norm_axis1", 1),
+        attention("attention_bert_s128", 1, 128),
+        attention("attention_bert_s512", 1, 512),
     ]
 }
 

@@ -1,7 +1,8 @@
 //! Attention, blocked: for each batch, head and block of queries the keys are visited a
-//! block at a time. A block's scores (queries × keys) come from the keys transposed into
-//! scratch; each query's running maximum, sum and output are then updated (online
-//! softmax), so at most one block of the score matrix exists at a time.
+//! block at a time. A block's scores (queries × keys) are one matrix product; each query's
+//! running maximum, sum and output are then updated (online softmax) and the block's
+//! weighted values added by a second product, so at most one block of the score matrix
+//! exists at a time.
 
 use rayon::prelude::*;
 use torchtrt_core::layers::Attention;
@@ -9,6 +10,7 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use crate::dispatch::with_float;
+use crate::linalg::{GemmElem, MatRef, gemm};
 use crate::scalar::{FloatElem, Real};
 use crate::simd::multiversion;
 use crate::strided::broadcast_strides;
@@ -17,9 +19,9 @@ use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_
 const WHAT: &str = "Attention";
 
 /// Queries per task.
-const Q_BLOCK: usize = 32;
+const Q_BLOCK: usize = 64;
 /// Keys per block of scores.
-const K_BLOCK: usize = 64;
+const K_BLOCK: usize = 128;
 
 struct AttentionKernel {
     layer: Attention,
@@ -99,16 +101,15 @@ impl<C: Real> KeySource<'_, C> {
         self.past.map_or(0, |p| p.1.dims[2])
     }
 
-    /// Key `j` of batch `b`, head `h`.
-    #[inline(always)]
-    fn row(&self, b: usize, h: usize, j: usize) -> &[C] {
+    /// The keys from `j` on of batch `b`, head `h`, within one source (past or new): the
+    /// source's elements, the distance between keys, and where key `j` starts.
+    fn block(&self, b: usize, h: usize, j: usize) -> (&[C], usize, usize) {
         let p = self.past_len();
         let (data, op, s) = match self.past {
             Some((data, op)) if j < p => (data, op, j),
             _ => (self.new.0, self.new.1, j - p),
         };
-        let at = op.row(b, h, s);
-        &data[at..at + op.dims[3]]
+        (data, op.at.seq, op.row(b, h, s))
     }
 }
 
@@ -127,7 +128,13 @@ impl<C: Real> Bias<C> {
         let values: Vec<C> = if mask.dtype() == DType::Bool {
             mask.bytes()
                 .iter()
-                .map(|&b| if b != 0 { C::ZERO } else { C::NEG_INFINITY })
+                .map(|&b| {
+                    if b != 0 {
+                        <C as Real>::ZERO
+                    } else {
+                        <C as Real>::NEG_INFINITY
+                    }
+                })
                 .collect()
         } else if mask.dtype() == dtype {
             mask.to_f64_vec().into_iter().map(C::from_f64).collect()
@@ -152,7 +159,7 @@ impl<C: Real> Bias<C> {
             *o = if j < self.len {
                 self.values[base + j * self.strides[3]]
             } else {
-                C::NEG_INFINITY
+                <C as Real>::NEG_INFINITY
             };
         }
     }
@@ -275,7 +282,7 @@ impl Kernel for AttentionKernel {
 }
 
 /// Computes every query of `p` into `out` (in the query's layout: rank 3 when `rank3`).
-fn attend<C: Real>(p: &Problem<'_, C>, rank3: bool, out: &mut [C]) {
+fn attend<C: AttnElem>(p: &Problem<'_, C>, rank3: bool, out: &mut [C]) {
     let [b, hq, sq, _] = p.q.1.dims;
     let dv = p.dv;
     if out.is_empty() {
@@ -283,7 +290,7 @@ fn attend<C: Real>(p: &Problem<'_, C>, rank3: bool, out: &mut [C]) {
     }
     let mut staged = Vec::new();
     let heads_first: &mut [C] = if rank3 {
-        staged.resize(out.len(), C::ZERO);
+        staged.resize(out.len(), <C as Real>::ZERO);
         &mut staged
     } else {
         &mut *out
@@ -308,111 +315,180 @@ fn attend<C: Real>(p: &Problem<'_, C>, rank3: bool, out: &mut [C]) {
     }
 }
 
-multiversion! {
-    /// Queries `i0..` of batch `b`, head `h` (as many as `dst` has rows of `dv`).
-    fn attend_block<C: Real>(p: &Problem<'_, C>, b: usize, h: usize, i0: usize, dst: &mut [C]) {
-        let (dv, d) = (p.dv, p.q.1.dims[3]);
-        let rows = dst.len() / dv;
-        let hk = h / p.group;
-        let total = p.keys.len();
-        let (offset, valid) = match &p.valid {
-            Some(v) => (v[b] - p.q.1.dims[2] as i64, v[b]),
-            None => (p.keys.past_len() as i64, total as i64),
+/// A compute type attention runs in: f32 or f64, which `gemm` multiplies.
+pub(super) trait AttnElem: Real + GemmElem {}
+
+impl<C: Real + GemmElem> AttnElem for C {}
+
+/// Queries `i0..` of batch `b`, head `h` (as many as `dst` has rows of `dv`): for each block
+/// of keys (never straddling past and new keys) the scores come from one product, the
+/// rules and the online softmax update them, and a second product adds the block's
+/// weighted values to the output rows.
+fn attend_block<C: AttnElem>(p: &Problem<'_, C>, b: usize, h: usize, i0: usize, dst: &mut [C]) {
+    let (dv, d) = (p.dv, p.q.1.dims[3]);
+    let rows = dst.len() / dv;
+    let hk = h / p.group;
+    let total = p.keys.len();
+    let past = p.keys.past_len();
+    let (offset, valid) = match &p.valid {
+        Some(v) => (v[b] - p.q.1.dims[2] as i64, v[b]),
+        None => (past as i64, total as i64),
+    };
+    let mut q = vec![<C as Real>::ZERO; rows * d];
+    for (r, row) in q.chunks_exact_mut(d).enumerate() {
+        let at = p.q.1.row(b, h, i0 + r);
+        for (o, &v) in row.iter_mut().zip(&p.q.0[at..at + d]) {
+            *o = v * p.scale;
+        }
+    }
+    let mut scores = vec![<C as Real>::ZERO; rows * K_BLOCK];
+    let mut state = Online {
+        max: vec![<C as Real>::NEG_INFINITY; rows],
+        sum: vec![<C as Real>::ZERO; rows],
+        allowed: vec![false; rows],
+    };
+    dst.fill(<C as Real>::ZERO);
+    let last_query = (i0 + rows - 1) as i64;
+    let blocks = (0..past)
+        .step_by(K_BLOCK)
+        .map(|j| (j, K_BLOCK.min(past - j)))
+        .chain(
+            (past..total)
+                .step_by(K_BLOCK)
+                .map(|j| (j, K_BLOCK.min(total - j))),
+        );
+    for (j0, n) in blocks {
+        if j0 as i64 >= valid || (p.rule.causal && j0 as i64 > last_query + offset) {
+            break;
+        }
+        let s = &mut scores[..rows * n];
+        let (kdata, kstride, kbase) = p.keys.block(b, hk, j0);
+        let qm = MatRef::row_major(&q, rows, d);
+        let kt = MatRef {
+            data: &kdata[kbase..],
+            rows: d,
+            cols: n,
+            row_stride: 1,
+            col_stride: kstride,
         };
-        let mut kt = vec![C::ZERO; d * K_BLOCK];
-        let mut scores = [C::ZERO; K_BLOCK];
-        let mut bias = [C::ZERO; K_BLOCK];
-        let mut qrow = vec![C::ZERO; d];
-        let mut max = [C::NEG_INFINITY; Q_BLOCK];
-        let mut sum = [C::ZERO; Q_BLOCK];
-        let mut allowed = [false; Q_BLOCK];
-        dst.fill(C::ZERO);
-        let last_query = i0 + rows - 1;
-        for j0 in (0..total).step_by(K_BLOCK) {
-            if j0 as i64 >= valid || (p.rule.causal && j0 as i64 > last_query as i64 + offset) {
-                break;
+        if gemm(s, qm, kt, false, false).is_err() {
+            dst.fill(<C as Real>::ZERO);
+            return;
+        }
+        let ctx = BlockRows {
+            b,
+            h,
+            i0,
+            j0,
+            offset,
+            valid,
+        };
+        if !update_rows(p, &ctx, s, n, dst, &mut state) {
+            continue;
+        }
+        let (vdata, vstride, vbase) = p.values.block(b, hk, j0);
+        let vm = MatRef {
+            data: &vdata[vbase..],
+            rows: n,
+            cols: dv,
+            row_stride: vstride,
+            col_stride: 1,
+        };
+        if gemm(dst, MatRef::row_major(s, rows, n), vm, true, false).is_err() {
+            dst.fill(<C as Real>::ZERO);
+            return;
+        }
+    }
+    for (r, acc) in dst.chunks_exact_mut(dv).enumerate() {
+        if !state.allowed[r] || state.sum[r] == <C as Real>::ZERO {
+            acc.fill(<C as Real>::ZERO);
+        } else {
+            let inv = <C as Real>::ONE / state.sum[r];
+            for a in acc.iter_mut() {
+                *a = *a * inv;
             }
-            let n = K_BLOCK.min(total - j0);
-            for jj in 0..n {
-                let key = p.keys.row(b, hk, j0 + jj);
-                for (dd, &v) in key.iter().enumerate() {
-                    kt[dd * K_BLOCK + jj] = v;
-                }
-            }
-            for r in 0..rows {
-                let i = i0 + r;
-                let at = p.q.1.row(b, h, i);
-                for (o, &v) in qrow.iter_mut().zip(&p.q.0[at..at + d]) {
-                    *o = v * p.scale;
-                }
-                let s = &mut scores[..n];
-                s.fill(C::ZERO);
-                for (dd, &qd) in qrow.iter().enumerate() {
-                    for (o, &kv) in s.iter_mut().zip(&kt[dd * K_BLOCK..dd * K_BLOCK + n]) {
-                        *o = M::madd(qd, kv, *o);
-                    }
-                }
-                if p.softcap > C::ZERO {
-                    for o in s.iter_mut() {
-                        *o = p.softcap * (*o / p.softcap).tanh();
-                    }
-                }
-                let bs = &mut bias[..n];
-                match &p.bias {
-                    Some(mask) => mask.row(b, h, i, j0, bs),
-                    None => bs.fill(C::ZERO),
-                }
-                for (jj, o) in bs.iter_mut().enumerate() {
-                    if !p.rule.allows(i as i64, (j0 + jj) as i64, offset, valid) {
-                        *o = C::NEG_INFINITY;
-                    }
-                }
-                let mut block_max = C::NEG_INFINITY;
-                for (o, &bv) in s.iter_mut().zip(bs.iter()) {
-                    allowed[r] |= bv != C::NEG_INFINITY;
-                    *o = *o + bv;
-                    if *o > block_max {
-                        block_max = *o;
-                    }
-                }
-                if block_max == C::NEG_INFINITY || block_max.is_nan() {
-                    continue;
-                }
-                let m = if block_max > max[r] { block_max } else { max[r] };
-                let correction = (max[r] - m).exp_with::<M>();
-                let mut block_sum = C::ZERO;
+        }
+    }
+}
+
+/// The running maximum and sum of each query row, and whether any key may be attended.
+struct Online<C> {
+    max: Vec<C>,
+    sum: Vec<C>,
+    allowed: Vec<bool>,
+}
+
+/// Where a block of scores lies: batch, head, first query, first key, and the batch's
+/// causal offset and valid keys.
+struct BlockRows {
+    b: usize,
+    h: usize,
+    i0: usize,
+    j0: usize,
+    offset: i64,
+    valid: i64,
+}
+
+multiversion! {
+    /// Turns a block's scores (`rows × n`) into weights for the values: soft cap, mask and
+    /// rules, then `e^(s − max)` with each row's running maximum and sum updated and its
+    /// output row rescaled. Returns whether any weight is non-zero.
+    fn update_rows<C: AttnElem>(
+        p: &Problem<'_, C>,
+        at: &BlockRows,
+        scores: &mut [C],
+        n: usize,
+        dst: &mut [C],
+        state: &mut Online<C>,
+    ) -> bool {
+        let dv = p.dv;
+        let mut bias = [<C as Real>::ZERO; K_BLOCK];
+        let mut any = false;
+        for (r, s) in scores.chunks_exact_mut(n).enumerate() {
+            let i = at.i0 + r;
+            if p.softcap > <C as Real>::ZERO {
                 for o in s.iter_mut() {
-                    *o = (*o - m).exp_with::<M>();
-                    block_sum = block_sum + *o;
-                }
-                sum[r] = sum[r] * correction + block_sum;
-                max[r] = m;
-                let acc = &mut dst[r * dv..(r + 1) * dv];
-                if correction != C::ONE {
-                    for a in acc.iter_mut() {
-                        *a = *a * correction;
-                    }
-                }
-                for (jj, &w) in s.iter().enumerate() {
-                    if w != C::ZERO {
-                        let value = p.values.row(b, hk, j0 + jj);
-                        for (a, &v) in acc.iter_mut().zip(value) {
-                            *a = M::madd(w, v, *a);
-                        }
-                    }
+                    *o = p.softcap * (*o / p.softcap).tanh();
                 }
             }
-        }
-        for r in 0..rows {
-            let acc = &mut dst[r * dv..(r + 1) * dv];
-            if !allowed[r] || sum[r] == C::ZERO {
-                acc.fill(C::ZERO);
-            } else {
-                let inv = C::ONE / sum[r];
-                for a in acc.iter_mut() {
-                    *a = *a * inv;
+            let bs = &mut bias[..n];
+            match &p.bias {
+                Some(mask) => mask.row(at.b, at.h, i, at.j0, bs),
+                None => bs.fill(<C as Real>::ZERO),
+            }
+            for (jj, o) in bs.iter_mut().enumerate() {
+                if !p.rule.allows(i as i64, (at.j0 + jj) as i64, at.offset, at.valid) {
+                    *o = <C as Real>::NEG_INFINITY;
                 }
             }
+            let mut block_max = <C as Real>::NEG_INFINITY;
+            for (o, &bv) in s.iter_mut().zip(bs.iter()) {
+                state.allowed[r] |= bv != <C as Real>::NEG_INFINITY;
+                *o = *o + bv;
+                if *o > block_max {
+                    block_max = *o;
+                }
+            }
+            if block_max == <C as Real>::NEG_INFINITY || block_max.is_nan() {
+                s.fill(<C as Real>::ZERO);
+                continue;
+            }
+            let m = if block_max > state.max[r] { block_max } else { state.max[r] };
+            let correction = (state.max[r] - m).exp_with::<M>();
+            let mut block_sum = <C as Real>::ZERO;
+            for o in s.iter_mut() {
+                *o = (*o - m).exp_with::<M>();
+                block_sum = block_sum + *o;
+            }
+            state.sum[r] = state.sum[r] * correction + block_sum;
+            state.max[r] = m;
+            if correction != <C as Real>::ONE {
+                for a in dst[r * dv..(r + 1) * dv].iter_mut() {
+                    *a = *a * correction;
+                }
+            }
+            any = true;
         }
+        any
     }
 }
