@@ -433,13 +433,14 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
 
 /// How an exported attention is written: the key's transpose, the scale as a division or
 /// a multiplication, a padding mask added (before the scale when `mask_first`, which is
-/// not attention's order), a causal mask selected.
+/// not attention's order), a causal mask selected, a boolean padding mask selected.
 #[derive(Clone, Copy, Default)]
 struct Sdpa {
     divide: bool,
     padding: bool,
     causal: bool,
     mask_first: bool,
+    bool_mask: bool,
 }
 
 /// `MatMul(Softmax(mask(q · kᵀ / 8)), v)` over `[2, 3, 5, 8]` operands, the key given as
@@ -504,6 +505,18 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
             .add("masked", Elementwise::new(ElementwiseOp::Add), &[m, s])
             .unwrap();
     }
+    if form.bool_mask {
+        let keep = net
+            .add_input("keep", DType::Bool, &dims(&[2, 1, 1, 5]))
+            .unwrap();
+        let fill = net
+            .add_constant(
+                "neg_inf",
+                Tensor::from_vec(&[], vec![f32::NEG_INFINITY]).unwrap(),
+            )
+            .unwrap();
+        s = net.add("kept", Select, &[keep, s, fill]).unwrap();
+    }
     let p = net
         .add(
             "p",
@@ -545,6 +558,11 @@ fn exported_attention_becomes_one_layer() {
             mask_first: true,
             ..Sdpa::default()
         },
+        Sdpa {
+            causal: true,
+            bool_mask: true,
+            ..Sdpa::default()
+        },
     ];
     for (i, form) in forms.into_iter().enumerate() {
         let net = sdpa_network(form, false);
@@ -576,9 +594,14 @@ fn exported_attention_becomes_one_layer() {
             .map(|j| if j % 5 == 4 { -1e9 } else { 0.0 })
             .collect();
         let m = Tensor::from_vec(&[2, 1, 1, 5], mask).unwrap();
+        let keep: Vec<u8> = (0..10).map(|j| u8::from(j != 3 && j != 9)).collect();
+        let keep = Tensor::from_bytes(DType::Bool, &[2, 1, 1, 5], &keep).unwrap();
         let mut inputs = vec![&q, &k, &v];
         if form.padding {
             inputs.push(&m);
+        }
+        if form.bool_mask {
+            inputs.push(&keep);
         }
         let got = fused.create_context().unwrap().execute(&inputs).unwrap();
         let want = plain.create_context().unwrap().execute(&inputs).unwrap();

@@ -6,11 +6,12 @@
 //! Recognised around the scores `q·kᵀ` (the key transposed by a `Transpose` of any
 //! permutation ending in the last two dims swapped, or by the MatMul's `transpose_b`):
 //! multiplication or division by a one-element constant (the scale; 1 when there is none,
-//! any scale already applied to `q` or `k` stays there; masks must come after it); an additive mask (`Add` of a tensor
-//! whose last dim is the key count); a causal mask (`Where(tril, scores, fill)` with a
-//! constant lower-triangular condition over equal query and key counts and a fill of at
-//! most −10⁴); softmax over the last axis. The layers bypassed are left unread, for
-//! `compact` to drop.
+//! any scale already applied to `q` or `k` stays there; masks must come after it); an
+//! additive mask (`Add` of a tensor whose last dim is the key count) or a boolean one
+//! (`Where(keep, scores, fill)` with a fill of at most −10⁴); a causal mask (the same
+//! `Where` with a constant lower-triangular condition over equal query and key counts);
+//! softmax over the last axis. The fused layer must infer the MatMul's output type. The
+//! layers bypassed are left unread, for `compact` to drop.
 
 use torchtrt_plugin_api::{DType, DimExpr};
 
@@ -138,18 +139,24 @@ fn scores(work: &Work, uses: &Uses, t: TensorId, x: TensorId, found: &mut Found)
                 _ => None,
             }
         }
-        LayerKind::Select(_) if !found.causal && !found.scaled => {
+        LayerKind::Select(_) if !found.scaled => {
             let [cond, s, fill] = layer.inputs[..] else {
                 return None;
             };
+            if scalar(work, fill).is_none_or(|f| f > -1e4) || work.ty(cond).dtype != DType::Bool {
+                return None;
+            }
             let tril = work.tensors[cond.index()]
                 .value
                 .as_ref()
                 .is_some_and(|c| lower_triangular(c));
-            if !tril || scalar(work, fill).is_none_or(|f| f > -1e4) {
+            if tril && !found.causal {
+                found.causal = true;
+            } else if !tril && found.mask.is_none() {
+                found.mask = Some(cond);
+            } else {
                 return None;
             }
-            found.causal = true;
             scores(work, uses, s, x, found)
         }
         _ => None,
@@ -188,6 +195,9 @@ fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
     let LayerKind::MatMul(qk_mm) = &work.layers[qk].kind else {
         return None;
     };
+    if work.ty(work.layers[qk].outputs[0]).shape != work.ty(x).shape {
+        return None;
+    }
     let (q, kt) = (work.layers[qk].inputs[0], work.layers[qk].inputs[1]);
     found.q = q;
     if qk_mm.transpose_b {
@@ -232,7 +242,7 @@ fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
         if ms.is_empty()
             || ms.len() > 4
             || ms.last() != Some(keys)
-            || work.ty(mask).dtype != qt.dtype
+            || !(work.ty(mask).dtype == qt.dtype || work.ty(mask).dtype == DType::Bool)
         {
             return None;
         }
@@ -252,14 +262,37 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
             m += 1;
             continue;
         };
+        let key_ty = match &found.k_perm {
+            Some(perm) => {
+                let src = work.ty(found.k);
+                let shape: Vec<DimExpr> = perm.iter().map(|&d| src.shape[d].clone()).collect();
+                TypeShape::new(src.dtype, shape)
+            }
+            None => work.ty(found.k).clone(),
+        };
+        let kind = LayerKind::Attention(Attention {
+            scale: Some(found.scale as f32),
+            causal: found.causal,
+            mask: found.mask.is_some(),
+            ..Attention::default()
+        });
+        let mut ins = work.infer_inputs(&[found.q, found.k, found.v]);
+        ins[1].dtype = key_ty.dtype;
+        ins[1].shape = &key_ty.shape;
+        ins[1].value = None;
+        if let Some(mask) = found.mask {
+            ins.extend(work.infer_inputs(&[mask]));
+        }
+        let want = work.ty(work.layers[m].outputs[0]);
+        if kind.op().infer(&ins).ok().as_deref() != Some(std::slice::from_ref(want)) {
+            m += 1;
+            continue;
+        }
         let mut k = found.k;
-        if let Some(perm) = found.k_perm.clone() {
+        if let Some(perm) = found.k_perm {
             let name = format!("{}/key", work.layers[m].name);
             let t = work.new_tensor(name.clone());
-            let src = &work.ty(found.k).shape;
-            let shape: Vec<DimExpr> = perm.iter().map(|&d| src[d].clone()).collect();
-            let ty = TypeShape::new(work.ty(found.k).dtype, shape);
-            work.tensors[t.index()].ty = Some(ty);
+            work.tensors[t.index()].ty = Some(key_ty);
             let device = work.devices[m];
             work.layers.insert(
                 m,
@@ -276,13 +309,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
         }
         let mut inputs = vec![found.q, k, found.v];
         inputs.extend(found.mask);
-        let layer = Attention {
-            scale: Some(found.scale as f32),
-            causal: found.causal,
-            mask: found.mask.is_some(),
-            ..Attention::default()
-        };
-        work.layers[m].kind = LayerKind::Attention(layer);
+        work.layers[m].kind = kind;
         work.layers[m].inputs = inputs;
         m += 1;
         uses = Uses::new(work, outputs);
