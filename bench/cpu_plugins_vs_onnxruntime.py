@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Times torchtrt's built-in CPU plugins against onnxruntime's equivalent single-node models
-and against a plain memory copy of the same bytes, in one run, and prints a table.
+"""Times torchtrt's built-in CPU plugins and its core reduction and normalisation layers
+against onnxruntime's equivalent single-node models and against a plain memory copy of the
+same bytes, in one run, and prints two tables.
 
     python bench/cpu_plugins_vs_onnxruntime.py [--iters 50] [--warmup 10] [--threads 2]
-        [--skip-build | --exe PATH] [--markdown] [--cli [--torchtrtc PATH]]
+        [--skip-build | --exe PATH --layers-exe PATH] [--cli [--torchtrtc PATH]]
+        [--only plugins|layers] [--markdown]
 
 Needs `pip install onnx onnxruntime numpy`. Our side is
-`cargo run --release -p torchtrt-plugins --example bench_plugins -- --json`; onnxruntime runs
-each model with `intra_op_num_threads = --threads` and preallocated, bound outputs. The copy
-is one memcpy of (input + output bytes) / 2 between preallocated buffers, measured by the
-example in the same run; a fraction is copy_ms / ms (1.0 = as fast as copying the bytes).
-
-With `--cli`, each case's ONNX model (the one onnxruntime runs) is also timed through the
-path users run, `torchtrtc bench MODEL.onnx --json` (compiled from the model, bound buffers,
-`RAYON_NUM_THREADS = --threads`), in a column of its own.
+`cargo run --release -p torchtrt-plugins --example bench_plugins -- --json` for the plugins
+and `cargo run --release -p torchtrt-cpu --example bench_layers -- --json` for the core
+layers (kernels run with preallocated outputs on a pool of --threads threads). With --cli
+each case's ONNX model (the one onnxruntime runs) also goes through `torchtrtc bench
+MODEL.onnx --json` (the path users run: compiled from the model, bound buffers,
+RAYON_NUM_THREADS = --threads), in a column of its own. onnxruntime runs each model with
+`intra_op_num_threads = --threads` and preallocated, bound outputs. Core-layer cases run
+ours and onnxruntime back to back, case by case. The copy is one memcpy of (input + output
+bytes) / 2 between preallocated buffers, measured by the example in the same run; a
+fraction is copy_ms / ms (1.0 = as fast as copying the bytes).
 """
 
 import argparse
@@ -70,23 +74,59 @@ ORT_CASES = {
 }
 
 
+def axes(*a):
+    return numpy_helper.from_array(np.array(a, np.int64), "axes")
+
+
+def reduce(op, *a):
+    return single(op, inits=(axes(*a),) if a else (), inputs=("x", "axes") if a else ("x",),
+                  keepdims=1)
+
+
+def layer_norm(axis):
+    n = int(np.prod(BIG[axis:]))
+    c = np.arange(n, dtype=np.float32).reshape(BIG[axis:])
+    scale = numpy_helper.from_array(0.5 + (c % 64) / 64.0, "scale")
+    bias = numpy_helper.from_array((c % 32) / 32.0 - 0.5, "bias")
+    return single("LayerNormalization", inits=(scale, bias), inputs=("x", "scale", "bias"),
+                  axis=axis, epsilon=1e-5)
+
+
+def attention(seq):
+    """ONNX Attention-23 over [1, 12, seq, 64] with an additive [1, 1, seq, seq] mask
+    (onnxruntime takes no mask broadcast along the queries)."""
+    shape = [1, 12, seq, 64]
+    mask = np.where(np.arange(seq) < seq - seq // 8, 0.0, -np.inf).astype(np.float32)
+    mask = numpy_helper.from_array(mask.reshape(1, 1, 1, seq).repeat(seq, axis=2), "mask")
+    return [helper.make_node("Attention", ["x", "x", "x", "mask"], ["y"])], [mask], shape, \
+        "q = k = v = the input; the mask masks the last eighth of the keys"
+
+
+# The core layers' case names (bench_layers) -> the equivalent one-node model.
+LAYER_CASES = {
+    "core_global_max_pool": single("GlobalMaxPool"),
+    "core_global_average_pool": single("GlobalAveragePool"),
+    "reduce_mean_last_axis": reduce("ReduceMean", -1),
+    "reduce_mean_axis1": reduce("ReduceMean", 1),
+    "reduce_max_last_axis": reduce("ReduceMax", -1),
+    "reduce_max_axis1": reduce("ReduceMax", 1),
+    "reduce_sum_all": reduce("ReduceSum"),
+    "softmax_last_axis": single("Softmax", axis=-1),
+    "softmax_axis1": single("Softmax", axis=1),
+    "log_softmax_last_axis": single("LogSoftmax", axis=-1),
+    "layer_norm_last_axis": layer_norm(3),
+    "layer_norm_axis1": layer_norm(1),
+    "attention_bert_s128": attention(128),
+    "attention_bert_s512": attention(512),
+}
+
+
 def model_of(nodes, inits, shape):
     graph = helper.make_graph(
         nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
-
-
-def cli_ms(exe, case, nodes, inits, shape, args):
-    """Median ms of `torchtrtc bench` on the case's ONNX model."""
-    path = os.path.join(ROOT, "target", "bench-models", f"{case}.onnx")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    onnx.save(model_of(nodes, inits, shape), path)
-    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
-    out = subprocess.run([exe, "-q", "bench", path, "--json", "--iterations", str(args.iters),
-                          "--warmup", str(args.warmup)],
-                         cwd=ROOT, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])["median_ms"]
+    opset = 23 if nodes[0].op_type == "Attention" else 20
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
 
 
 def ort_ms(nodes, inits, shape, threads, iters, warmup):
@@ -123,8 +163,76 @@ def ours(args):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
+def layers_exe(args):
+    exe = args.layers_exe or os.path.join(ROOT, "target", "release", "examples", "bench_layers")
+    if not args.skip_build and not args.layers_exe:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchtrt-cpu",
+                        "--example", "bench_layers"], cwd=ROOT, check=True)
+    return exe
+
+
+def layer_ms(exe, case, args):
+    out = subprocess.run([exe, "--json", "--case", case, "--iters", str(args.iters),
+                          "--warmup", str(args.warmup), "--threads", str(args.threads)],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")][0]
+
+
+def cli_ms(exe, case, nodes, inits, shape, args):
+    """Median ms of `torchtrtc bench` on the case's ONNX model; None when it fails."""
+    path = os.path.join(ROOT, "target", "bench-models", f"{case}.onnx")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    onnx.save(model_of(nodes, inits, shape), path)
+    env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads))
+    out = subprocess.run([exe, "-q", "bench", path, "--json", "--iterations", str(args.iters),
+                          "--warmup", str(args.warmup)],
+                         cwd=ROOT, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"]
+
+
+def torchtrtc(args):
+    """The torchtrtc binary timed with --cli (built unless given or --skip-build), or None."""
+    if not args.cli:
+        return None
+    if not args.skip_build and not args.torchtrtc:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchtrtc"], cwd=ROOT,
+                       check=True)
+    return args.torchtrtc or os.path.join(ROOT, "target", "release", "torchtrtc")
+
+
+def layer_rows(args, cli_exe):
+    exe = layers_exe(args)
+    rows, notes = [], []
+    for case, (nodes, inits, shape, note) in LAYER_CASES.items():
+        r = layer_ms(exe, case, args)
+        ort_t = ort_ms(nodes, inits, shape, args.threads, args.iters, args.warmup)
+        cli = cli_ms(cli_exe, case, nodes, inits, shape, args) if cli_exe else None
+        if note:
+            notes.append(f"{case}: {note}")
+        if "skipped" in r:
+            notes.append(f"{case}: ours skipped ({r['skipped']})")
+            rows.append((case, None, None, cli, ort_t, None))
+            continue
+        rows.append((case, r["ours_ms"], r["ours_min_ms"], cli, ort_t, r["copy_ms"]))
+    return rows, notes
+
+
 def fmt(v, spec):
     return "n/a" if v is None else format(v, spec)
+
+
+def table(header, lines, markdown):
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        print(f"{header[0]:<32}" + "".join(f"{h:>11}" for h in header[1:]))
+        for line in lines:
+            print(f"{line[0]:<32}" + "".join(f"{v:>11}" for v in line[1:]))
 
 
 def main():
@@ -134,18 +242,35 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip-build", action="store_true")
     p.add_argument("--exe", help="a prebuilt bench_plugins binary (implies --skip-build)")
+    p.add_argument("--layers-exe", help="a prebuilt bench_layers binary")
+    p.add_argument("--only", choices=["plugins", "layers"])
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--cli", action="store_true",
                    help="also time each ONNX model through `torchtrtc bench`")
     p.add_argument("--torchtrtc", help="a prebuilt torchtrtc (default target/release/torchtrtc)")
     args = p.parse_args()
-    cli = None
-    if args.cli:
-        cli = args.torchtrtc or os.path.join(ROOT, "target", "release", "torchtrtc")
-        if not args.skip_build and not args.torchtrtc:
-            subprocess.run(["cargo", "build", "--release", "-q", "-p", "torchtrtc"], cwd=ROOT,
-                           check=True)
+    cli = torchtrtc(args)
 
+    if args.only != "layers":
+        plugin_table(args, cli)
+    if args.only != "plugins":
+        rows, notes = layer_rows(args, cli)
+        header = ("layer case", "ours ms", "ours min", "torchtrtc", "ORT ms", "copy ms",
+                  "ORT/ours")
+        lines = [(case, fmt(o, ".3f"), fmt(m, ".3f"), fmt(c, ".3f"), fmt(t, ".3f"),
+                  fmt(cp, ".3f"), fmt(None if o is None else t / o, ".2f"))
+                 for case, o, m, c, t, cp in rows]
+        print()
+        table(header, lines, args.markdown)
+        print(f"\nthreads {args.threads}, median of {args.iters} after {args.warmup} warm-up "
+              f"runs; onnxruntime {ort.__version__}; ORT/ours > 1 means ours is faster; "
+              f"torchtrtc = median through `torchtrtc bench` on the one-node model (--cli).")
+        for n in notes:
+            print(f"- {n}")
+    return 0
+
+
+def plugin_table(args, cli):
     rows, notes = [], []
     for r in ours(args):
         case = r["case"]
@@ -172,20 +297,11 @@ def main():
         if cli:
             line += (fmt(cl, ".3f"), fmt(None if cl is None else t / cl, ".2f"))
         lines.append(line)
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-        for line in lines:
-            print("| " + " | ".join(line) + " |")
-    else:
-        print(f"{header[0]:<32}" + "".join(f"{h:>11}" for h in header[1:]))
-        for line in lines:
-            print(f"{line[0]:<32}" + "".join(f"{v:>11}" for v in line[1:]))
+    table(header, lines, args.markdown)
     print(f"\nthreads {args.threads}, median of {args.iters} after {args.warmup} warm-up runs; "
           f"onnxruntime {ort.__version__}; fractions are copy ms / ms.")
     for n in notes:
         print(f"- {n}")
-    return 0
 
 
 if __name__ == "__main__":

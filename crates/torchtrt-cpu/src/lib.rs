@@ -14,6 +14,7 @@ mod math;
 mod parallel;
 mod scalar;
 mod scratch;
+mod simd;
 mod strided;
 mod tensor_access;
 

@@ -7,20 +7,29 @@
 //! the same accuracy for f64.
 
 use crate::scalar::Real;
+use crate::simd::{Madd, Unfused};
 
 /// `eˣ` in f32 by range reduction and a degree-7 polynomial: within 2 ulp for normal
-/// results, 0 below −104, ∞ above ln(f32::MAX), NaN for NaN. Branch-free.
+/// results, 0 where the result would be below the smallest normal f32, ∞ above
+/// ln(f32::MAX), NaN for NaN. Branch-free.
 #[inline(always)]
 pub(crate) fn exp_f32(x: f32) -> f32 {
+    exp_f32_with::<Unfused>(x)
+}
+
+/// [`exp_f32`] with the multiply-adds `M` compiles (fused where the caller has FMA).
+#[inline(always)]
+pub(crate) fn exp_f32_with<M: Madd>(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     const ROUND: f32 = 12_582_912.0;
-    let xc = x.clamp(-104.0, 88.75);
-    let shifted = xc * std::f32::consts::LOG2_E + ROUND;
+    const LOWEST: f32 = -87.336_55;
+    let xc = x.clamp(LOWEST, 88.75);
+    let shifted = M::madd(xc, std::f32::consts::LOG2_E, ROUND);
     let n = shifted - ROUND;
-    let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let p = [
-        1.0 / 5040.0,
+    let r = M::madd(-n, LN2_LO, M::madd(-n, LN2_HI, xc));
+    let mut p = 1.0 / 5040.0;
+    for c in [
         1.0 / 720.0,
         1.0 / 120.0,
         1.0 / 24.0,
@@ -28,14 +37,13 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
         0.5,
         1.0,
         1.0,
-    ]
-    .iter()
-    .fold(0.0, |acc, &c| acc * r + c);
+    ] {
+        p = M::madd(p, r, c);
+    }
     let ni = (shifted.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
-    let half = ni >> 1;
-    let scale = |e: i32| f32::from_bits((e.wrapping_add(127) as u32) << 23);
-    let y = p * scale(half) * scale(ni.wrapping_sub(half));
-    if x < -104.0 { 0.0 } else { y }
+    let top = if ni > 127 { 2.0 } else { 1.0 };
+    let y = p * f32::from_bits((ni.min(127).wrapping_add(127) as u32) << 23) * top;
+    if x < LOWEST { 0.0 } else { y }
 }
 
 /// Coefficients of `erf(x) / x` as a polynomial in `x²`:
@@ -114,10 +122,15 @@ mod tests {
 
     #[test]
     fn exp_f32_is_within_two_ulp() {
+        check_exp(exp_f32);
+        check_exp(exp_f32_with::<crate::simd::Fused>);
+    }
+
+    fn check_exp(exp: fn(f32) -> f32) {
         let mut x = -110.0f32;
         while x < 90.0 {
             let want = (x as f64).exp();
-            let got = exp_f32(x) as f64;
+            let got = exp(x) as f64;
             if want > f32::MIN_POSITIVE as f64 && want < f32::MAX as f64 {
                 assert!(
                     (got - want).abs() <= 2.5e-7 * want,
@@ -130,10 +143,20 @@ mod tests {
             }
             x += 0.0137;
         }
-        assert!(exp_f32(f32::NAN).is_nan());
-        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
-        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_f32(0.0), 1.0);
+        for x in [88.0f32, 88.5, 88.72, -87.3, -87.336, -87.34] {
+            let want = (x as f64).exp();
+            let got = exp(x) as f64;
+            if want > f32::MIN_POSITIVE as f64 {
+                assert!(
+                    (got - want).abs() <= 2.5e-7 * want,
+                    "exp({x}) = {got}, want {want}"
+                );
+            }
+        }
+        assert!(exp(f32::NAN).is_nan());
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(0.0), 1.0);
     }
 
     #[test]

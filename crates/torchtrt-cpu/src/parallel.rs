@@ -51,3 +51,40 @@ pub(crate) fn for_each_row<T: Send, S>(
         .enumerate()
         .for_each_init(&init, |scratch, (task, chunk)| run(scratch, task, chunk));
 }
+
+/// Runs `f(first_row, chunk)` over chunks of whole rows of `out` (`row_len` elements each),
+/// in parallel tasks of at least [`MIN_TASK`] units of `work_per_row` when there is enough
+/// work; `first_row` is the index of the chunk's first row.
+pub(crate) fn for_each_rows<T: Send>(
+    out: &mut [T],
+    row_len: usize,
+    work_per_row: usize,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
+    if row_len == 0 || out.is_empty() {
+        return;
+    }
+    let rows = out.len() / row_len;
+    let threads = rayon::current_num_threads();
+    let rows_per_task = (MIN_TASK / work_per_row.max(1))
+        .max(rows.div_ceil(threads * 4))
+        .max(1);
+    if rows <= rows_per_task || threads == 1 {
+        f(0, out);
+        return;
+    }
+    out.par_chunks_mut(rows_per_task * row_len)
+        .enumerate()
+        .for_each(|(task, chunk)| f(task * rows_per_task, chunk));
+}
+
+/// How many parts to split each of `rows` reductions of `count` elements into so that
+/// every thread gets work: 1 when there are enough rows, else enough parts for about four
+/// tasks per thread, each of at least [`MIN_TASK`] elements.
+pub(crate) fn split_parts(rows: usize, count: usize) -> usize {
+    let threads = rayon::current_num_threads();
+    if threads == 1 || rows >= threads * 8 || rows == 0 {
+        return 1;
+    }
+    (threads * 4).div_ceil(rows).min(count / MIN_TASK).max(1)
+}

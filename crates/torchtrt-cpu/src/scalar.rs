@@ -8,6 +8,7 @@ use half::{bf16, f16};
 use torchtrt_core::plugin_api::Element;
 
 use crate::math;
+use crate::simd::Madd;
 
 /// A floating-point compute type (f32 or f64).
 pub(crate) trait Real:
@@ -48,6 +49,10 @@ pub(crate) trait Real:
     fn abs(self) -> Self;
     /// `eˣ`
     fn exp(self) -> Self;
+    /// `eˣ` with the multiply-adds `M` compiles (vectorises for f32).
+    fn exp_with<M: Madd>(self) -> Self;
+    /// `self · a + b` with one rounding (a library call without FMA instructions).
+    fn mul_add(self, a: Self, b: Self) -> Self;
     /// `eˣ − 1`
     fn exp_m1(self) -> Self;
     /// `ln x`
@@ -89,7 +94,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real {
-    ($t:ident, $exp:path) => {
+    ($t:ident, $exp:path, $exp_with:expr) => {
         impl Real for $t {
             const ZERO: $t = 0.0;
             const ONE: $t = 1.0;
@@ -120,6 +125,14 @@ macro_rules! real {
             fn exp(self) -> $t {
                 $exp(self)
             }
+            #[inline(always)]
+            fn exp_with<M: Madd>(self) -> $t {
+                $exp_with(self)
+            }
+            #[inline(always)]
+            fn mul_add(self, a: $t, b: $t) -> $t {
+                $t::mul_add(self, a, b)
+            }
             real!(@forward $t: abs exp_m1 ln ln_1p sqrt floor ceil sin cos tan asin acos
                 atan sinh cosh tanh asinh acosh atanh);
             #[inline(always)]
@@ -137,8 +150,8 @@ macro_rules! real {
         )*
     };
 }
-real!(f32, math::exp_f32);
-real!(f64, f64::exp);
+real!(f32, math::exp_f32, math::exp_f32_with::<M>);
+real!(f64, f64::exp, f64::exp);
 
 /// `Σ x` with eight independent partial sums, so the loop vectorises.
 pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {
@@ -152,20 +165,6 @@ pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {
     }
     let head = lanes.iter().fold(C::ZERO, |a, &l| a + l);
     tail.iter().fold(head, |a, &v| a + v)
-}
-
-/// The largest element (−∞ for none; NaNs are skipped), with eight independent lanes.
-pub(crate) fn lane_max<C: Real>(x: &[C]) -> C {
-    let mut lanes = [C::NEG_INFINITY; 8];
-    let chunks = x.chunks_exact(8);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, &v) in lanes.iter_mut().zip(chunk) {
-            *l = if v > *l { v } else { *l };
-        }
-    }
-    let all = lanes.iter().chain(tail);
-    all.fold(C::NEG_INFINITY, |a, &v| if v > a { v } else { a })
 }
 
 /// A floating-point storage type and the [`Real`] type it is computed in.

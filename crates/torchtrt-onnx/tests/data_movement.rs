@@ -422,6 +422,71 @@ proptest! {
     }
 }
 
+/// Shapes taken from a dynamic input drive `Expand`, `Tile` and `Range`, and `NonZero`'s
+/// data-dependent count flows through `Transpose` into `GatherND`, in one engine run at two
+/// input shapes.
+#[test]
+fn run_time_shapes_drive_expand_tile_range_and_non_zero() {
+    let m = model(
+        vec![
+            node("Shape", &["x"], &["s"], vec![]),
+            node("Expand", &["c", "s"], &["e"], vec![]),
+            node("Add", &["x", "e"], &["shifted"], vec![]),
+            node("Gather", &["s", "one"], &["b"], vec![int("axis", 0)]),
+            node("Concat", &["b", "one"], &["reps"], vec![int("axis", 0)]),
+            node("Tile", &["x", "reps"], &["tiled"], vec![]),
+            node("Gather", &["s", "zero"], &["a"], vec![int("axis", 0)]),
+            node("Range", &["zero", "a", "one"], &["rows"], vec![]),
+            node("Greater", &["x", "c0"], &["positive"], vec![]),
+            node("NonZero", &["positive"], &["nz"], vec![]),
+            node(
+                "Transpose",
+                &["nz"],
+                &["coords"],
+                vec![ints("perm", &[1, 0])],
+            ),
+            node("GatherND", &["x", "coords"], &["picked"], vec![]),
+        ],
+        vec![
+            f32_init("c", &[1], &[2.5]),
+            f32_init("c0", &[], &[0.0]),
+            i64_init("one", &[1], &[1]),
+            i64_init("zero", &[], &[0]),
+        ],
+        vec![dynamic("x", F32, 2)],
+        vec![
+            dynamic("shifted", F32, 2),
+            dynamic("tiled", F32, 2),
+            dynamic("rows", I64, 1),
+            dynamic("picked", F32, 1),
+        ],
+        18,
+    );
+    let engine = compile(&m).expect("the model compiles");
+    for (a, b, seed) in [(3usize, 4usize, 1u64), (5, 2, 2)] {
+        let values = random_f32(a * b, seed);
+        let x = Tensor::from_vec(&[a, b], values.clone()).unwrap();
+        let got = engine
+            .create_context()
+            .unwrap()
+            .execute(&[&x])
+            .expect("the engine runs");
+        let shifted: Vec<f32> = values.iter().map(|v| v + 2.5).collect();
+        assert_eq!((got[0].shape(), f32s(&got[0])), (&[a, b][..], shifted));
+        let tiled: Vec<f32> = (0..a * b)
+            .flat_map(|r| values[(r % a) * b..(r % a + 1) * b].to_vec())
+            .collect();
+        assert_eq!(got[1].shape(), &[a * b, b][..]);
+        assert_eq!(f32s(&got[1]), tiled);
+        assert_eq!(
+            got[2].to_i64_vec().unwrap(),
+            (0..a as i64).collect::<Vec<_>>()
+        );
+        let picked: Vec<f32> = values.iter().copied().filter(|&v| v > 0.0).collect();
+        assert_eq!(f32s(&got[3]), picked);
+    }
+}
+
 /// Inference `Dropout` passes the input through and gives an all-true mask of its shape.
 #[test]
 fn dropout_mask_is_all_true() {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
-    Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul, Reshape,
+    Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul,
+    Reshape, Select, Softmax, Transpose,
 };
 use torchtrt::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
@@ -427,5 +428,205 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
             .execute(&[&input])
             .unwrap(),
         got
+    );
+}
+
+/// How an exported attention is written: the key's transpose, the scale as a division or
+/// a multiplication, a padding mask added (before the scale when `mask_first`, which is
+/// not attention's order), a causal mask selected, a boolean padding mask selected.
+#[derive(Clone, Copy, Default)]
+struct Sdpa {
+    divide: bool,
+    padding: bool,
+    causal: bool,
+    mask_first: bool,
+    bool_mask: bool,
+}
+
+/// `MatMul(Softmax(mask(q · kᵀ / 8)), v)` over `[2, 3, 5, 8]` operands, the key given as
+/// `[2, 5, 3, 8]` and moved into place by one `Transpose` (as exporters write it); the
+/// scores are an output too when `leak`.
+fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let dims = |d: &[i64]| d.iter().map(|&v| Dim::Fixed(v)).collect::<Vec<_>>();
+    let q = net
+        .add_input("q", DType::F32, &dims(&[2, 3, 5, 8]))
+        .unwrap();
+    let k = net
+        .add_input("k", DType::F32, &dims(&[2, 5, 3, 8]))
+        .unwrap();
+    let v = net
+        .add_input("v", DType::F32, &dims(&[2, 3, 5, 6]))
+        .unwrap();
+    let kt = net
+        .add(
+            "kt",
+            Transpose {
+                perm: vec![0, 2, 3, 1],
+            },
+            &[k],
+        )
+        .unwrap();
+    let qk = net.add("qk", MatMul::default(), &[q, kt]).unwrap();
+    let mask = form.padding.then(|| {
+        net.add_input("m", DType::F32, &dims(&[2, 1, 1, 5]))
+            .unwrap()
+    });
+    let mut s = qk;
+    if let (Some(m), true) = (mask, form.mask_first) {
+        s = net
+            .add("masked", Elementwise::new(ElementwiseOp::Add), &[s, m])
+            .unwrap();
+    }
+    let (op, c) = if form.divide {
+        (ElementwiseOp::Div, 8.0f32)
+    } else {
+        (ElementwiseOp::Mul, 0.125)
+    };
+    let c = net
+        .add_constant("c", Tensor::from_vec(&[], vec![c]).unwrap())
+        .unwrap();
+    let mut s = net.add("scaled", Elementwise::new(op), &[s, c]).unwrap();
+    if form.causal {
+        let tril: Vec<u8> = (0..25).map(|i| u8::from(i % 5 <= i / 5)).collect();
+        let cond = net
+            .add_constant(
+                "tril",
+                Tensor::from_bytes(DType::Bool, &[1, 1, 5, 5], &tril).unwrap(),
+            )
+            .unwrap();
+        let fill = net
+            .add_constant("fill", Tensor::from_vec(&[], vec![-1e9f32]).unwrap())
+            .unwrap();
+        s = net.add("causal", Select, &[cond, s, fill]).unwrap();
+    }
+    if let (Some(m), false) = (mask, form.mask_first) {
+        s = net
+            .add("masked", Elementwise::new(ElementwiseOp::Add), &[m, s])
+            .unwrap();
+    }
+    if form.bool_mask {
+        let keep = net
+            .add_input("keep", DType::Bool, &dims(&[2, 1, 1, 5]))
+            .unwrap();
+        let fill = net
+            .add_constant(
+                "neg_inf",
+                Tensor::from_vec(&[], vec![f32::NEG_INFINITY]).unwrap(),
+            )
+            .unwrap();
+        s = net.add("kept", Select, &[keep, s, fill]).unwrap();
+    }
+    let p = net
+        .add(
+            "p",
+            Softmax {
+                axis: -1,
+                log: false,
+            },
+            &[s],
+        )
+        .unwrap();
+    let y = net.add("y", MatMul::default(), &[p, v]).unwrap();
+    net.mark_output(y, "y").unwrap();
+    if leak {
+        net.mark_output(qk, "scores").unwrap();
+    }
+    net
+}
+
+#[test]
+fn exported_attention_becomes_one_layer() {
+    let forms = [
+        Sdpa {
+            divide: true,
+            padding: true,
+            ..Sdpa::default()
+        },
+        Sdpa {
+            causal: true,
+            ..Sdpa::default()
+        },
+        Sdpa {
+            divide: true,
+            padding: true,
+            causal: true,
+            ..Sdpa::default()
+        },
+        Sdpa {
+            padding: true,
+            mask_first: true,
+            ..Sdpa::default()
+        },
+        Sdpa {
+            causal: true,
+            bool_mask: true,
+            ..Sdpa::default()
+        },
+    ];
+    for (i, form) in forms.into_iter().enumerate() {
+        let net = sdpa_network(form, false);
+        let fused = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+        let plain = torchtrt::compile(
+            &net,
+            &BuildConfig {
+                fuse_attention: false,
+                ..BuildConfig::default()
+            },
+        )
+        .unwrap();
+        let ks = kinds(&fused);
+        if form.mask_first {
+            assert!(!ks.contains(&"Attention"), "form {i}: {ks:?}");
+        } else {
+            assert!(ks.contains(&"Attention"), "form {i}: {ks:?}");
+            assert!(
+                !ks.contains(&"Softmax") && !ks.contains(&"MatMul"),
+                "form {i}: {ks:?}"
+            );
+        }
+        assert!(kinds(&plain).contains(&"Softmax"));
+        let seed = 40 + i as u64;
+        let q = Tensor::from_vec(&[2, 3, 5, 8], random_f32(240, seed)).unwrap();
+        let k = Tensor::from_vec(&[2, 5, 3, 8], random_f32(240, seed + 1)).unwrap();
+        let v = Tensor::from_vec(&[2, 3, 5, 6], random_f32(180, seed + 2)).unwrap();
+        let mask: Vec<f32> = (0..10)
+            .map(|j| if j % 5 == 4 { -1e9 } else { 0.0 })
+            .collect();
+        let m = Tensor::from_vec(&[2, 1, 1, 5], mask).unwrap();
+        let keep: Vec<u8> = (0..10).map(|j| u8::from(j != 3 && j != 9)).collect();
+        let keep = Tensor::from_bytes(DType::Bool, &[2, 1, 1, 5], &keep).unwrap();
+        let mut inputs = vec![&q, &k, &v];
+        if form.padding {
+            inputs.push(&m);
+        }
+        if form.bool_mask {
+            inputs.push(&keep);
+        }
+        let got = fused.create_context().unwrap().execute(&inputs).unwrap();
+        let want = plain.create_context().unwrap().execute(&inputs).unwrap();
+        assert_close(
+            got[0].as_slice::<f32>().unwrap(),
+            want[0].as_slice::<f32>().unwrap(),
+            1e-5,
+            1e-4,
+        );
+    }
+}
+
+#[test]
+fn attention_whose_scores_are_read_elsewhere_stays_apart() {
+    let net = sdpa_network(
+        Sdpa {
+            divide: true,
+            ..Sdpa::default()
+        },
+        true,
+    );
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let ks = kinds(&engine);
+    assert!(
+        !ks.contains(&"Attention") && ks.contains(&"Softmax"),
+        "{ks:?}"
     );
 }

@@ -5,6 +5,7 @@
 mod fold;
 mod fold_transpose;
 mod fuse;
+mod fuse_attention;
 mod fuse_elementwise;
 mod memory;
 mod negotiate;
@@ -40,6 +41,9 @@ pub struct BuildConfig {
     /// ([`Backend::fuses_elementwise`]): group element-wise layers into `Fused` layers, and
     /// fold transposes of the last two dims into the MatMul reading them. On by default.
     pub fuse_elementwise: bool,
+    /// Replace exported scaled-dot-product attention (MatMul, scale, mask, Softmax,
+    /// MatMul) by one `Attention` layer. On by default.
+    pub fuse_attention: bool,
 }
 
 impl Default for BuildConfig {
@@ -51,6 +55,7 @@ impl Default for BuildConfig {
             max_fold_elements: 1 << 24,
             tf32: false,
             fuse_elementwise: true,
+            fuse_attention: true,
         }
     }
 }
@@ -270,6 +275,9 @@ pub fn build(
             t = work.emit_cast(t, DType::F32, config.device)?;
         }
         outputs.push((name.clone(), t));
+    }
+    if config.fuse_attention {
+        fuse_attention::run(&mut work, &outputs);
     }
     if config.fuse_elementwise && backend.fuses_elementwise() {
         fold_transpose::run(&mut work, &outputs);

@@ -43,6 +43,12 @@ pub enum ElementwiseOp {
     GreaterOrEqual,
     /// `a < 0 ? b · a : a` with `b` the slope (ONNX `PRelu`; floats only).
     PRelu,
+    /// `a << b` on integers, bits past the width dropped; 0 when `b` is negative or at
+    /// least the width (ONNX `BitShift`).
+    ShiftLeft,
+    /// `a >> b` on integers, arithmetic for signed types; when `b` is negative or at least
+    /// the width, −1 for negative `a` and 0 otherwise (ONNX `BitShift`).
+    ShiftRight,
 }
 
 impl ElementwiseOp {
@@ -56,6 +62,11 @@ impl ElementwiseOp {
                 | ElementwiseOp::Greater
                 | ElementwiseOp::GreaterOrEqual
         )
+    }
+
+    /// True for the bit shifts, which take integers.
+    pub fn is_shift(self) -> bool {
+        matches!(self, ElementwiseOp::ShiftLeft | ElementwiseOp::ShiftRight)
     }
 
     /// True for the logical operations, which take bools.
@@ -100,6 +111,9 @@ impl LayerOp for Elementwise {
         }
         if self.op.is_logical() != (a.dtype == DType::Bool) {
             return Err(format!("{:?} is not defined for {}", self.op, a.dtype));
+        }
+        if self.op.is_shift() && !a.dtype.is_integer() {
+            return Err(format!("{:?} needs integers, got {}", self.op, a.dtype));
         }
         if self.op == ElementwiseOp::PRelu && !a.dtype.is_float() {
             return Err(format!(

@@ -4,6 +4,7 @@
 
 mod activation;
 mod arg_reduce;
+mod attention;
 mod cast;
 mod concat;
 mod constant;
@@ -19,7 +20,9 @@ mod flatten;
 mod fused;
 mod gather;
 mod gather_elements;
+mod gather_nd;
 mod matmul;
+mod non_zero;
 mod normalization;
 mod pad;
 mod plugin;
@@ -27,8 +30,11 @@ mod pooling;
 mod range;
 mod reduce;
 mod reshape;
+mod rms_normalization;
+mod rotary_embedding;
 mod scalar_input;
 mod scatter_elements;
+mod scatter_nd;
 mod select;
 mod shape;
 mod shape_util;
@@ -44,9 +50,11 @@ mod trilu;
 mod unary;
 mod unsqueeze;
 mod value_input;
+mod value_test;
 
 pub use activation::{Activation, ActivationKind};
 pub use arg_reduce::ArgReduce;
+pub use attention::Attention;
 pub use cast::Cast;
 pub use concat::Concat;
 pub use constant::Constant;
@@ -62,7 +70,9 @@ pub use flatten::Flatten;
 pub use fused::{Fused, FusedOperand, FusedStep, fusible_kind};
 pub use gather::Gather;
 pub use gather_elements::GatherElements;
+pub use gather_nd::GatherNd;
 pub use matmul::MatMul;
+pub use non_zero::{NonZero, count_non_zero};
 pub use normalization::Normalization;
 pub use pad::{Pad, PadMode, resolve_pads};
 pub use plugin::PluginLayer;
@@ -70,7 +80,10 @@ pub use pooling::{PoolKind, Pooling};
 pub use range::{Range, range_len};
 pub use reduce::{Reduce, ReduceOp};
 pub use reshape::Reshape;
+pub use rms_normalization::RmsNormalization;
+pub use rotary_embedding::{RotaryDims, RotaryEmbedding};
 pub use scatter_elements::{ScatterElements, ScatterReduction};
+pub use scatter_nd::ScatterNd;
 pub use select::Select;
 pub use shape::Shape;
 pub use shape_util::{broadcast_shapes, normalize_axis};
@@ -86,6 +99,7 @@ pub use trilu::Trilu;
 pub use unary::{Unary, UnaryOp};
 pub use unsqueeze::{Unsqueeze, unsqueeze_shape};
 pub use value_input::{input_vector, int_vector, known_len};
+pub use value_test::{ValueTest, ValueTestKind};
 
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr, TensorDesc};
@@ -274,6 +288,13 @@ layer_kinds! {
     GatherElements(GatherElements),
     ScatterElements(ScatterElements),
     Fused(Fused),
+    GatherNd(GatherNd),
+    ScatterNd(ScatterNd),
+    NonZero(NonZero),
+    ValueTest(ValueTest),
+    RmsNormalization(RmsNormalization),
+    RotaryEmbedding(RotaryEmbedding),
+    Attention(Attention),
 }
 
 fn require_float(what: &str, dtype: DType) -> Result<(), String> {

@@ -74,7 +74,7 @@ impl LayerOp for Normalization {
 
 /// Whether `t` broadcasts to `x` without growing it: aligned from the end, each dim of `t`
 /// is 1 or equal to `x`'s; symbolic dims that may agree are left to the run-time check.
-fn broadcasts_to(t: &[DimExpr], x: &[DimExpr]) -> bool {
+pub(super) fn broadcasts_to(t: &[DimExpr], x: &[DimExpr]) -> bool {
     t.len() <= x.len()
         && t.iter().rev().zip(x.iter().rev()).all(|(a, b)| {
             a == b

@@ -4,7 +4,7 @@ use torchtrt_core::layers::Elementwise;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use super::elementwise_ops::{Arith, BinOp, Operand, arith_int, arith_real, compare, logic};
+use super::elementwise_ops::{Arith, BinOp, Operand, arith_int, arith_real, compare, logic, shift};
 use crate::dispatch::{with_float, with_int};
 use crate::parallel::for_each_chunk;
 use crate::scalar::{FloatElem, Int};
@@ -28,6 +28,7 @@ pub(super) fn prepare(
         BinOp::Logic(_) => dtype == DType::Bool,
         BinOp::Arith(Arith::PRelu) => dtype.is_float(),
         BinOp::Arith(_) | BinOp::Compare(_) => dtype.is_float() || dtype.is_integer(),
+        BinOp::Shift(_) => dtype.is_integer(),
     };
     if !ok {
         return Err(format!("{:?} has no CPU kernel for {dtype}", layer.op));
@@ -70,6 +71,12 @@ impl Kernel for ElementwiseKernel {
             BinOp::Compare(op) => with_int!(dtype, WHAT, T => {
                 drive::<T, u8, ()>(&walk, elems(a)?, elems(b)?, elems_mut(out)?, |_, x, y, o| {
                     compare(op, x, y, o)
+                });
+                Ok(())
+            }),
+            BinOp::Shift(op) => with_int!(dtype, WHAT, T => {
+                drive::<T, T, ()>(&walk, elems(a)?, elems(b)?, elems_mut(out)?, |_, x, y, o| {
+                    shift(op, x, y, o)
                 });
                 Ok(())
             }),

@@ -78,12 +78,20 @@ pub(super) enum Logic {
     Xor,
 }
 
+/// Bit shifts of integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Shift {
+    Left,
+    Right,
+}
+
 /// An element-wise operation, by the element family it works on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum BinOp {
     Arith(Arith),
     Compare(Compare),
     Logic(Logic),
+    Shift(Shift),
 }
 
 impl BinOp {
@@ -108,6 +116,8 @@ impl BinOp {
             E::LessOrEqual => BinOp::Compare(Compare::LessOrEqual),
             E::Greater => BinOp::Compare(Compare::Greater),
             E::GreaterOrEqual => BinOp::Compare(Compare::GreaterOrEqual),
+            E::ShiftLeft => BinOp::Shift(Shift::Left),
+            E::ShiftRight => BinOp::Shift(Shift::Right),
         }
     }
 }
@@ -237,6 +247,31 @@ fn int_pow(base: i64, exp: i64) -> i64 {
         e >>= 1;
     }
     acc
+}
+
+/// Bit shifts: bits past the width are dropped; a shift by a negative count or at least
+/// the width gives 0, or −1 for a right shift of a negative value.
+pub(super) fn shift<T: Int>(op: Shift, a: Operand<'_, T>, b: Operand<'_, T>, out: &mut [T]) {
+    let bits = 8 * std::mem::size_of::<T>() as i64;
+    match op {
+        Shift::Left => zip(a, b, out, |x, y| {
+            let n = y.to_i64();
+            if (0..bits).contains(&n) {
+                T::from_i64(x.to_i64().wrapping_shl(n as u32))
+            } else {
+                T::ZERO
+            }
+        }),
+        Shift::Right => zip(a, b, out, |x, y| {
+            let n = y.to_i64();
+            let v = x.to_i64();
+            T::from_i64(if (0..bits).contains(&n) {
+                v >> n
+            } else {
+                v >> 63
+            })
+        }),
+    }
 }
 
 /// Comparisons, writing 0 or 1.

@@ -2,6 +2,7 @@
 
 mod activation;
 mod arg_reduce;
+mod attention;
 mod cast;
 mod concat;
 mod constant_of_shape;
@@ -22,18 +23,21 @@ mod expand;
 mod fill;
 mod gather;
 mod gather_elements;
+mod gather_nd;
 mod map;
 mod matmul;
 mod max_pool3;
+mod non_zero;
 mod normalization;
 mod pad;
 mod pooling;
 mod range;
 mod reduce;
-mod reduce_int;
 mod reshape;
+mod rotary_embedding;
 mod scalar_arg;
 mod scatter_elements;
+mod scatter_nd;
 mod select;
 mod shape;
 mod size;
@@ -45,6 +49,7 @@ mod top_k;
 mod transpose;
 mod trilu;
 mod unary;
+mod value_test;
 mod winograd_f4;
 
 use torchtrt_core::{InferInput, Kernel, LayerKind};
@@ -108,6 +113,13 @@ pub(crate) fn prepare(
         LayerKind::GatherElements(l) => gather_elements::prepare(l, inputs),
         LayerKind::ScatterElements(l) => scatter_elements::prepare(l, inputs),
         LayerKind::Fused(l) => l.chain_kernel(inputs, prepare),
+        LayerKind::GatherNd(l) => gather_nd::prepare(l, inputs),
+        LayerKind::ScatterNd(l) => scatter_nd::prepare(l, inputs),
+        LayerKind::NonZero(l) => non_zero::prepare(l, inputs),
+        LayerKind::ValueTest(l) => value_test::prepare(l, inputs),
+        LayerKind::RmsNormalization(l) => normalization::prepare_rms(l, inputs),
+        LayerKind::RotaryEmbedding(l) => rotary_embedding::prepare(l, inputs),
+        LayerKind::Attention(l) => attention::prepare(l, inputs),
         LayerKind::Constant(_) | LayerKind::Plugin(_) => Err(format!(
             "{} layers are executed by the runtime itself",
             op.kind()

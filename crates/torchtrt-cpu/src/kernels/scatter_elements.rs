@@ -39,7 +39,7 @@ pub(super) fn prepare(
 }
 
 /// An element type updates can be combined into.
-trait Combine: Element {
+pub(super) trait Combine: Element {
     /// `self ⊕ update` for a reduction other than `None`.
     fn combine(self, update: Self, op: ScatterReduction) -> Self;
 }

@@ -50,7 +50,14 @@ fn needs_kernel(kind: &LayerKind) -> bool {
         | LayerKind::Select(_)
         | LayerKind::GatherElements(_)
         | LayerKind::ScatterElements(_)
-        | LayerKind::Fused(_) => true,
+        | LayerKind::Fused(_)
+        | LayerKind::GatherNd(_)
+        | LayerKind::ScatterNd(_)
+        | LayerKind::NonZero(_)
+        | LayerKind::ValueTest(_)
+        | LayerKind::RmsNormalization(_)
+        | LayerKind::RotaryEmbedding(_)
+        | LayerKind::Attention(_) => true,
     }
 }
 
@@ -218,6 +225,38 @@ fn samples() -> Vec<Sample> {
             }
             .into(),
             vec![f(&[2, 3]), f(&[3])],
+        ),
+        (
+            GatherNd { batch_dims: 0 }.into(),
+            vec![f(&[2, 3]), i(&[4, 1])],
+        ),
+        (
+            ScatterNd::default().into(),
+            vec![f(&[2, 3]), i(&[4, 1]), f(&[4, 3])],
+        ),
+        (NonZero.into(), vec![f(&[2, 3])]),
+        (
+            ValueTest {
+                test: ValueTestKind::Nan,
+            }
+            .into(),
+            vec![f(&[2, 3])],
+        ),
+        (
+            RmsNormalization {
+                axes: vec![-1],
+                epsilon: 1e-5,
+            }
+            .into(),
+            vec![f(&[2, 3]), f(&[3])],
+        ),
+        (
+            RotaryEmbedding::default().into(),
+            vec![f(&[1, 2, 3, 4]), f(&[1, 3, 2]), f(&[1, 3, 2])],
+        ),
+        (
+            Attention::default().into(),
+            vec![f(&[1, 2, 3, 4]), f(&[1, 2, 5, 4]), f(&[1, 2, 5, 6])],
         ),
         (
             PluginLayer {

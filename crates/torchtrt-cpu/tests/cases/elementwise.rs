@@ -32,6 +32,12 @@ const COMPARE: [E; 5] = [
     E::GreaterOrEqual,
 ];
 
+/// Shift counts within the width, small enough that the shifted values stay within i64.
+fn shift_counts(dtype: DType, shape: &[usize], rng: &mut Rng) -> torchtrt_core::Tensor {
+    let bits = (8 * dtype.size()) as f64;
+    random(dtype, shape, rng, 0.0, (bits - 8.0).max(7.0))
+}
+
 fn layer(op: E, fmod: bool) -> Elementwise {
     Elementwise { op, fmod }
 }
@@ -56,6 +62,21 @@ proptest! {
         let got = run(layer(op, fmod), &[&a, &b])?;
         let want = binary(&nd(&a), &nd(&b), |x, y| apply(op, fmod, false, x, y));
         check(&got, &want, Tol::of(dtype).scale(4.0))?;
+    }
+
+    #[test]
+    fn integer_shifts(
+        op in select(vec![E::ShiftLeft, E::ShiftRight]),
+        dtype in int_dtype(),
+        (sa, sb) in broadcast_pair(5),
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let a = random_signed(dtype, &sa, &mut rng, 0.0, 120.0);
+        let b = shift_counts(dtype, &sb, &mut rng);
+        let got = run(layer(op, false), &[&a, &b])?;
+        let want = binary(&nd(&a), &nd(&b), |x, y| cast(apply(op, false, true, x, y), DType::I64, dtype));
+        check(&got, &want, Tol::of(dtype))?;
     }
 
     #[test]
@@ -184,4 +205,23 @@ proptest! {
         let want = binary(&nd(&a), &nd(&b), f64::powf);
         check(&got, &want, Tol::of(dtype).scale(2.0))?;
     }
+}
+
+/// Shift counts that are negative or at least the width: 0, or −1 for a right shift of a
+/// negative value.
+#[test]
+fn out_of_range_shifts_saturate() {
+    use torchtrt_core::Tensor;
+    let a = Tensor::from_vec(&[4], vec![-8i8, 4, -1, 100]).expect("tensor");
+    let b = Tensor::from_vec(&[4], vec![8i8, 9, -1, 127]).expect("tensor");
+    let left = run(layer(E::ShiftLeft, false), &[&a, &b]).expect("runs");
+    assert_eq!(left.as_slice::<i8>().expect("i8"), &[0, 0, 0, 0]);
+    let right = run(layer(E::ShiftRight, false), &[&a, &b]).expect("runs");
+    assert_eq!(right.as_slice::<i8>().expect("i8"), &[-1, 0, -1, 0]);
+    let a = Tensor::from_vec(&[3], vec![64i8, 1, -64]).expect("tensor");
+    let b = Tensor::from_vec(&[3], vec![1i8, 7, 1]).expect("tensor");
+    let wrapped = run(layer(E::ShiftLeft, false), &[&a, &b]).expect("runs");
+    assert_eq!(wrapped.as_slice::<i8>().expect("i8"), &[-128, -128, -128]);
+    let f = Tensor::from_vec(&[1], vec![1f32]).expect("tensor");
+    assert!(run(layer(E::ShiftLeft, false), &[&f, &f]).is_err());
 }

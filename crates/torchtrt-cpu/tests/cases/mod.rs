@@ -1,6 +1,7 @@
 //! One module of property tests per layer kind.
 
 mod activation;
+mod attention;
 mod cast;
 mod concat;
 mod conv_direct;
@@ -10,10 +11,13 @@ mod coverage;
 mod dynamic;
 mod elementwise;
 mod gather;
+mod indexing_nd;
 mod matmul;
 mod pooling;
 mod reduce;
+mod reduction_paths;
 mod reshape;
+mod rms_normalization;
 mod slice;
 mod softmax;
 mod transpose;

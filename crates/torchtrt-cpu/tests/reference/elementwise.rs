@@ -43,7 +43,8 @@ pub fn binary(a: &Nd, b: &Nd, f: impl Fn(f64, f64) -> f64) -> Nd {
 }
 
 /// The ONNX definition of `op` on two values; `int` selects integer semantics (truncating
-/// division), `fmod` C remainder semantics. Comparisons and logic give 0 or 1.
+/// division), `fmod` C remainder semantics. Comparisons and logic give 0 or 1. Shifts are
+/// exact for counts within the width (the caller wraps the result to the dtype).
 pub fn apply(op: ElementwiseOp, fmod: bool, int: bool, x: f64, y: f64) -> f64 {
     use ElementwiseOp as E;
     let bool = |c: bool| if c { 1.0 } else { 0.0 };
@@ -80,5 +81,7 @@ pub fn apply(op: ElementwiseOp, fmod: bool, int: bool, x: f64, y: f64) -> f64 {
         E::LessOrEqual => bool(x <= y),
         E::Greater => bool(x > y),
         E::GreaterOrEqual => bool(x >= y),
+        E::ShiftLeft => x * 2f64.powf(y),
+        E::ShiftRight => (x / 2f64.powf(y)).floor(),
     }
 }

@@ -2,11 +2,14 @@
 //! layer family. Slow by design.
 
 pub mod activation;
+pub mod attention;
 pub mod cast;
 pub mod convolution;
 pub mod elementwise;
+pub mod indexing;
 pub mod matmul;
 pub mod movement;
+pub mod normalization;
 pub mod pooling;
 pub mod reduce;
 pub mod softmax;

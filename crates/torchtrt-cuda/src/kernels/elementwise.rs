@@ -62,6 +62,10 @@ fn expr(op: ElementwiseOp, fmod: bool, family: Family) -> Option<&'static str> {
         (E::And, Bool) => "(x != 0) && (y != 0)",
         (E::Or, Bool) => "(x != 0) || (y != 0)",
         (E::Xor, Bool) => "(x != 0) != (y != 0)",
+        (E::ShiftLeft, Int) => "(y < 0 || y >= (TI::C)(8 * sizeof(TI::S))) ? 0 : (u64)x << y",
+        (E::ShiftRight, Int) => {
+            "(y < 0 || y >= (TI::C)(8 * sizeof(TI::S))) ? (x < 0 ? -1 : 0) : (x >> y)"
+        }
         _ => return None,
     })
 }
@@ -188,6 +192,7 @@ fn program(
     let family = match dtype {
         DType::F32 | DType::F16 | DType::BF16 => Family::Float,
         DType::I32 | DType::I64 => Family::Int,
+        DType::I16 | DType::I8 | DType::U8 if op.is_shift() => Family::Int,
         DType::Bool => Family::Bool,
         _ => return None,
     };
@@ -233,6 +238,8 @@ pub(crate) fn all_programs() -> Vec<ProgramSource> {
         E::Greater,
         E::GreaterOrEqual,
         E::PRelu,
+        E::ShiftLeft,
+        E::ShiftRight,
     ];
     let dtypes = [
         DType::F32,
@@ -240,6 +247,9 @@ pub(crate) fn all_programs() -> Vec<ProgramSource> {
         DType::BF16,
         DType::I32,
         DType::I64,
+        DType::I16,
+        DType::I8,
+        DType::U8,
         DType::Bool,
     ];
     let mut out = Vec::new();

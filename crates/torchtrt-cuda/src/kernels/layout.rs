@@ -284,7 +284,9 @@ mod tests {
 
     #[test]
     fn every_program_compiles() {
-        use super::super::{activation, cast, copy, elementwise, gather, map, pad, unary};
+        use super::super::{
+            activation, cast, copy, elementwise, gather, map, pad, unary, value_test,
+        };
         if let Err(e) = crate::probe::nvrtc() {
             println!("skipped: {e}");
             return;
@@ -307,6 +309,7 @@ mod tests {
         let maps = unary::all_specs()
             .into_iter()
             .chain(activation::all_specs())
+            .chain(value_test::all_specs())
             .chain(casts);
         let mut programs: Vec<ProgramSource> = maps.map(|s| map::program(&s).unwrap()).collect();
         programs.extend(elementwise::all_programs());

@@ -8,6 +8,7 @@
 
 mod access;
 mod activation;
+mod attention;
 mod cast;
 mod concat;
 mod conv_cuda;
@@ -18,10 +19,12 @@ mod epilogue;
 mod expand;
 mod fused;
 mod gather;
+mod gather_nd;
 mod im2col;
 mod layout;
 mod map;
 mod matmul;
+mod non_zero;
 mod normalization;
 mod operands;
 mod pad;
@@ -30,11 +33,13 @@ pub(crate) mod prelude;
 mod programs;
 mod reduce;
 mod reshape;
+mod rotary_embedding;
 mod rows;
 mod slice;
 mod softmax;
 mod transpose;
 mod unary;
+mod value_test;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
@@ -94,6 +99,7 @@ const PREPARERS: &[(&str, Preparer)] = &[
     ("Convolution", convolution::prepare),
     ("Pooling", pooling::prepare),
     ("Normalization", normalization::prepare),
+    ("RmsNormalization", normalization::prepare),
     ("Softmax", softmax::prepare),
     ("Reduce", reduce::prepare),
     ("Elementwise", elementwise::prepare),
@@ -111,6 +117,12 @@ const PREPARERS: &[(&str, Preparer)] = &[
     ("Squeeze", reshape::prepare),
     ("Unsqueeze", reshape::prepare),
     ("Fused", fused::prepare),
+    ("GatherNd", gather_nd::prepare),
+    ("ScatterNd", gather_nd::prepare),
+    ("NonZero", non_zero::prepare),
+    ("ValueTest", value_test::prepare),
+    ("RotaryEmbedding", rotary_embedding::prepare),
+    ("Attention", attention::prepare),
 ];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.

@@ -1,6 +1,7 @@
 //! Mean/variance normalization (`Normalization` layers: layer, instance and group norm)
 //! over one run of consecutive axes, two passes in f32 per group, then
-//! `(x − mean) / √(var + eps) · scale + bias` with scale and bias broadcast to `x`. Axis
+//! `(x − mean) / √(var + eps) · scale + bias` with scale and bias broadcast to `x`;
+//! `RmsNormalization` is the same with the mean taken as 0 and no bias. Axis
 //! sets that are not consecutive run on the host. Layer norm over contiguous rows of up to
 //! [`REG_ROW_MAX`] elements, with scale and bias (if any) indexed by the position in the row,
 //! keeps each row in one warp's registers (`norm_regs`): x is read once, and no broadcast
@@ -21,9 +22,9 @@ use crate::stream::Stream;
 const WHAT: &str = "Normalization";
 
 const PTRS: &str = "const void* x, void* y, const void* scale, const void* bias";
-const PARAMS: &str = ", float eps, int s0, int s1, int s2, int s3, int s4, int s5, int s6, \
+const PARAMS: &str = ", float eps, int rms, int s0, int s1, int s2, int s3, int s4, int s5, int s6, \
     int s7, int s8, int b0, int b1, int b2, int b3, int b4, int b5, int b6, int b7, int b8";
-const ARGS: &str = ", eps, Bcast{s0, s1, s2, s3, s4, s5, s6, s7, s8}, \
+const ARGS: &str = ", eps, rms, Bcast{s0, s1, s2, s3, s4, s5, s6, s7, s8}, \
     Bcast{b0, b1, b2, b3, b4, b5, b6, b7, b8}";
 
 static PROGRAM: Program = Program::new("core_normalization", || {
@@ -33,8 +34,8 @@ static PROGRAM: Program = Program::new("core_normalization", || {
         for (dt, d) in [("f32", "F32"), ("f16", "F16"), ("bf16", "BF16")] {
             regs.push_str(&format!(
                 "extern \"C\" __global__ void __launch_bounds__(128) norm_regs_{n}_{dt}({PTRS}, \
-                 i64 outer, int R, float eps) \
-                 {{ norm_regs<{d}, {n}>(x, y, scale, bias, outer, R, eps); }}\n"
+                 i64 outer, int R, float eps, int rms) \
+                 {{ norm_regs<{d}, {n}>(x, y, scale, bias, outer, R, eps, rms); }}\n"
             ));
         }
     }
@@ -70,14 +71,17 @@ __device__ __forceinline__ float affine(float v, const void* scale, const void* 
 
 template <typename D, bool B>
 __device__ __forceinline__ void norm_rows(const void* x, void* y, const void* scale,
-    const void* bias, i64 outer, int R, float eps, Bcast sb, Bcast bb) {
+    const void* bias, i64 outer, int R, float eps, int rms, Bcast sb, Bcast bb) {
     typedef Grp<B> G;
     __shared__ float sh[32];
     for (i64 row = G::first(); row < outer; row += G::step()) {
         i64 base = row * R;
-        float s = 0.0f;
-        for (int r = G::lane(); r < R; r += G::size()) s += LOAD(D, x, base + r);
-        float mean = G::reduce(0, s, sh) / (float)R;
+        float mean = 0.0f;
+        if (!rms) {
+            float s = 0.0f;
+            for (int r = G::lane(); r < R; r += G::size()) s += LOAD(D, x, base + r);
+            mean = G::reduce(0, s, sh) / (float)R;
+        }
         float q = 0.0f;
         for (int r = G::lane(); r < R; r += G::size()) {
             float d = LOAD(D, x, base + r) - mean;
@@ -95,7 +99,7 @@ __device__ __forceinline__ void norm_rows(const void* x, void* y, const void* sc
    elements l, l + 32, ...); scale and bias, when given, are indexed by the position r. */
 template <typename D, int N>
 __device__ __forceinline__ void norm_regs(const void* x, void* y, const void* scale,
-    const void* bias, i64 outer, int R, float eps) {
+    const void* bias, i64 outer, int R, float eps, int rms) {
     i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= outer) return;
     int lane = threadIdx.x & 31;
@@ -108,7 +112,7 @@ __device__ __forceinline__ void norm_regs(const void* x, void* y, const void* sc
         v[k] = r < R ? LOAD(D, x, base + r) : 0.0f;
         s += v[k];
     }
-    float mean = warp_reduce(0, s) / (float)R;
+    float mean = rms ? 0.0f : warp_reduce(0, s) / (float)R;
     float q = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -129,12 +133,13 @@ __device__ __forceinline__ void norm_regs(const void* x, void* y, const void* sc
 
 template <typename D>
 __device__ __forceinline__ void norm_cols(const void* x, void* y, const void* scale,
-    const void* bias, i64 outer, int R, int inner, float eps, Bcast sb, Bcast bb) {
+    const void* bias, i64 outer, int R, int inner, float eps, int rms, Bcast sb, Bcast bb) {
     GRID_LOOP(i, outer * inner) {
         i64 o = i / inner, in = i % inner;
         i64 base = o * R * (i64)inner + in;
         float s = 0.0f;
-        for (int r = 0; r < R; ++r) s += LOAD(D, x, base + (i64)r * inner);
+        if (!rms)
+            for (int r = 0; r < R; ++r) s += LOAD(D, x, base + (i64)r * inner);
         float mean = s / (float)R, q = 0.0f;
         for (int r = 0; r < R; ++r) {
             float d = LOAD(D, x, base + (i64)r * inner) - mean;
@@ -153,6 +158,8 @@ __device__ __forceinline__ void norm_cols(const void* x, void* y, const void* sc
 struct NormKernel {
     dtype: DType,
     layer: Normalization,
+    /// Root mean square only (no mean, no bias).
+    rms: bool,
     rows: RowKernels,
     /// `norm_regs_<n>_<dt>` for each of [`REG_COUNTS`].
     regs: Vec<Function>,
@@ -163,8 +170,16 @@ pub(super) fn prepare(
     inputs: &[InferInput<'_>],
     ctx: &PrepareCtx<'_>,
 ) -> Option<Result<Box<dyn DeviceKernel>, String>> {
-    let LayerKind::Normalization(l) = layer else {
-        return None;
+    let (l, rms) = match layer {
+        LayerKind::Normalization(l) => (l.clone(), false),
+        LayerKind::RmsNormalization(l) => (
+            Normalization {
+                axes: l.axes.clone(),
+                epsilon: l.epsilon,
+            },
+            true,
+        ),
+        _ => return None,
     };
     let x = inputs.first()?;
     if inputs.iter().any(|i| i.dtype != x.dtype) {
@@ -185,7 +200,8 @@ pub(super) fn prepare(
     Some(rows.and_then(|rows| {
         Ok(Box::new(NormKernel {
             dtype: x.dtype,
-            layer: l.clone(),
+            layer: l,
+            rms,
             rows,
             regs: regs?,
         }) as Box<dyn DeviceKernel>)
@@ -243,7 +259,7 @@ impl DeviceKernel for NormKernel {
         outputs: &[DeviceTensor],
         stream: &Stream,
     ) -> Result<(), String> {
-        expect_inputs(WHAT, inputs, outputs, 1..=3, 1)?;
+        expect_inputs(WHAT, inputs, outputs, 1..=3 - usize::from(self.rms), 1)?;
         expect_dtype(WHAT, inputs, self.dtype)?;
         expect_dtype(WHAT, outputs, self.dtype)?;
         let x = dims(&inputs[0].desc)?;
@@ -277,7 +293,13 @@ impl DeviceKernel for NormKernel {
         if inner == 1 && r <= REG_ROW_MAX && by_row && outer > 0 {
             return self.launch_regs(stream, &ptrs, outer, r, eps);
         }
-        let extra = |a: KernelArgs| tables.iter().flatten().fold(a.f32(eps), |a, &v| a.i32(v));
+        let rms = i32::from(self.rms);
+        let extra = |a: KernelArgs| {
+            tables
+                .iter()
+                .flatten()
+                .fold(a.f32(eps).i32(rms), |a, &v| a.i32(v))
+        };
         self.rows
             .launch(stream, &ptrs, [outer, r, inner], extra, WHAT)
     }
@@ -302,10 +324,12 @@ impl NormKernel {
             .fold(KernelArgs::new(), |a, &p| a.ptr(p))
             .i64(outer as i64)
             .i32(arg_i32(r, WHAT)?)
-            .f32(eps);
+            .f32(eps)
+            .i32(i32::from(self.rms));
         let grid = u32::try_from(outer.div_ceil(4))
             .map_err(|_| format!("{WHAT}: {outer} rows exceed the CUDA grid"))?;
-        // SAFETY: `norm_regs` takes the four pointers, `i64 outer`, `int R`, `float eps`; the
+        // SAFETY: `norm_regs` takes the four pointers, `i64 outer`, `int R`, `float eps`,
+        // `int rms`; the
         // tensors hold `outer · r` elements (scale and bias `r`), checked by `execute`.
         unsafe { self.regs[k].launch(stream, (grid, 1, 1), (128, 1, 1), 0, &mut args) }
             .map_err(|e| format!("{WHAT}: {e}"))

@@ -5,4 +5,5 @@ mod common;
 mod conv;
 mod harness;
 mod matmul;
+mod modern;
 mod rows;

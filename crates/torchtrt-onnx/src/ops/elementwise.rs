@@ -20,6 +20,18 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
         "Greater" => Greater, "GreaterOrEqual" => GreaterOrEqual);
     r.add("Pow", pow);
     r.add("Mod", modulo);
+    r.add("BitShift", |ctx, node| {
+        let op = match node.string("direction")?.as_deref() {
+            Some("LEFT") => ElementwiseOp::ShiftLeft,
+            Some("RIGHT") => ElementwiseOp::ShiftRight,
+            other => {
+                return Err(node.err(format!(
+                    "attribute `direction` must be LEFT or RIGHT, got {other:?}"
+                )));
+            }
+        };
+        binary(ctx, node, op)
+    });
     r.add("Max", |ctx, node| variadic(ctx, node, ElementwiseOp::Max));
     r.add("Min", |ctx, node| variadic(ctx, node, ElementwiseOp::Min));
     r.add("Sum", |ctx, node| variadic(ctx, node, ElementwiseOp::Add));
@@ -45,9 +57,6 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
 fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let (a, b) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
     let fmod = node.int_or("fmod", 0)? != 0;
-    if !fmod && ctx.ty(a).dtype.is_float() {
-        return Err(node.err("fmod must be 1 for floating-point inputs"));
-    }
     let layer = Elementwise {
         op: ElementwiseOp::Mod,
         fmod,

@@ -1,6 +1,7 @@
 //! Built-in converters, one file per op family.
 
 mod activation;
+mod attention;
 mod batch_norm;
 mod cast;
 mod concat;
@@ -19,6 +20,7 @@ mod layer_norm;
 mod lp_norm;
 mod lrn;
 mod matmul;
+mod non_zero;
 mod pad;
 mod params;
 mod pool;
@@ -26,6 +28,8 @@ mod prelu;
 mod reduce;
 mod reshape;
 mod resize;
+mod rms_norm;
+mod rotary;
 mod select;
 mod shape;
 mod slice;
@@ -37,6 +41,7 @@ mod transpose;
 mod trilu;
 mod unary;
 mod util;
+mod value_test;
 mod window;
 
 use crate::registry::ConverterRegistry;
@@ -44,6 +49,7 @@ use crate::registry::ConverterRegistry;
 /// Registers every built-in converter.
 pub(crate) fn register(r: &mut ConverterRegistry) {
     activation::register(r);
+    attention::register(r);
     batch_norm::register(r);
     cast::register(r);
     concat::register(r);
@@ -58,15 +64,18 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     identity::register(r);
     instance_norm::register(r);
     layer_norm::register(r);
-    lrn::register(r);
     lp_norm::register(r);
+    lrn::register(r);
     matmul::register(r);
+    non_zero::register(r);
     pad::register(r);
     pool::register(r);
     prelu::register(r);
     reduce::register(r);
     reshape::register(r);
     resize::register(r);
+    rms_norm::register(r);
+    rotary::register(r);
     select::register(r);
     shape::register(r);
     slice::register(r);
@@ -77,4 +86,5 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     transpose::register(r);
     trilu::register(r);
     unary::register(r);
+    value_test::register(r);
 }

@@ -3,21 +3,24 @@
 
 use torchtrt_core::layers::ReduceOp;
 
-use super::reduce::ReducePlan;
+use super::plan::ReducePlan;
 use crate::parallel::for_each_row;
 use crate::scalar::Int;
 
 /// Reduces `x` into `out` by `plan`.
 pub(super) fn reduce_int<T: Int>(plan: &ReducePlan, op: ReduceOp, x: &[T], out: &mut [T]) {
-    let (inner, count) = (plan.inner, plan.reduced.len());
+    let (inner, count, run) = (plan.inner, plan.count(), plan.run);
     for_each_row(
         out,
         inner,
         count * inner,
         Vec::new,
         |acc: &mut Vec<i64>, o, dst| {
-            let base = plan.outer[o];
-            let rows = plan.reduced.iter().map(|&r| &x[base + r..base + r + inner]);
+            let base = plan.outer.get(o);
+            let rows = plan
+                .starts
+                .range(0..plan.starts.len())
+                .flat_map(|s| (0..run).map(move |k| &x[base + s + k..base + s + k + inner]));
             let n = dst.len();
             match op {
                 ReduceOp::Sum | ReduceOp::Mean => accumulate(acc, n, 0, rows, i64::wrapping_add),

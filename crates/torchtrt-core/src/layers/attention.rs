@@ -1,0 +1,238 @@
+//! Scaled dot-product attention (ONNX `Attention`).
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::{DType, DimExpr, format_shape};
+
+use super::{InferInput, LayerOp, TypeShape, require_float};
+
+/// `softmax(Q·Kᵀ · scale + mask) · V` per batch and head, never materialising more than a
+/// block of the score matrix (ONNX `Attention-23`).
+///
+/// Inputs: `q`, `k`, `v`, then the mask when `mask` is set, then the past keys and values
+/// when `past` is set, then the i64 `[batch]` counts of valid keys when `nonpad` is set
+/// (ONNX `nonpad_kv_seqlen`; keys from the count on are masked). Rank-4 inputs are `[batch, heads, seq, head]`; rank-3 inputs are
+/// `[batch, seq, heads · head]` with the head counts `q_heads` and `kv_heads`. Query head
+/// `h` reads key/value head `h / (q_heads / kv_heads)` (grouped-query attention). Past keys
+/// and values (`[batch, kv_heads, past, head]`) come before the new ones. The mask is bool
+/// (true attends) or of the inputs' dtype (added to the scores), broadcasts to
+/// `[batch, q_heads, q_seq, mask_len]` with `mask_len` at most the number of keys; keys past
+/// it are masked. `causal` lets query `i` attend key `j` only when `j ≤ i + offset`, the
+/// offset being the past length, or with `nonpad` the batch's valid keys less the query
+/// length; a window keeps keys with `offset + i − left ≤ j ≤ offset + i + right` (bounds
+/// below 0 are unbounded). With
+/// `softcap > 0` the scores become `softcap · tanh(scores / softcap)` before the mask. A
+/// query that may attend no key gets zeros. The output has the query's layout with the
+/// value's head size.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Attention {
+    /// Query heads of rank-3 inputs; 0 for rank-4 inputs.
+    pub q_heads: usize,
+    /// Key/value heads of rank-3 inputs; 0 for rank-4 inputs.
+    pub kv_heads: usize,
+    /// Multiplies the scores; `None` for `1 / √head`.
+    pub scale: Option<f32>,
+    /// Mask keys after each query's position (offset by the past length).
+    pub causal: bool,
+    /// Soft cap of the scores; 0 for none.
+    pub softcap: f32,
+    /// Input 3 is a mask.
+    pub mask: bool,
+    /// Past keys and values follow (the mask).
+    pub past: bool,
+    /// The last input holds each batch's count of valid keys.
+    pub nonpad: bool,
+    /// Keys attended before a query's position; negative for all.
+    pub left_window: i64,
+    /// Keys attended after a query's position; negative for all.
+    pub right_window: i64,
+}
+
+impl Default for Attention {
+    fn default() -> Attention {
+        Attention {
+            q_heads: 0,
+            kv_heads: 0,
+            scale: None,
+            causal: false,
+            softcap: 0.0,
+            mask: false,
+            past: false,
+            nonpad: false,
+            left_window: -1,
+            right_window: -1,
+        }
+    }
+}
+
+impl Attention {
+    /// The position of the past keys among the inputs.
+    pub fn past_input(&self) -> usize {
+        3 + usize::from(self.mask)
+    }
+
+    /// The position of the valid-key counts among the inputs.
+    pub fn nonpad_input(&self) -> usize {
+        self.past_input() + 2 * usize::from(self.past)
+    }
+
+    /// The number of inputs.
+    pub fn input_count(&self) -> usize {
+        self.nonpad_input() + usize::from(self.nonpad)
+    }
+
+    /// Whether query `i` may attend key `j` given the offset of its block (past length or
+    /// valid keys less the query length) and the batch's valid keys.
+    pub fn allows(&self, i: i64, j: i64, offset: i64, valid: i64) -> bool {
+        let diff = i + offset - j;
+        j < valid
+            && !(self.causal && diff < 0)
+            && !(self.left_window >= 0 && diff > self.left_window)
+            && !(self.right_window >= 0 && -diff > self.right_window)
+    }
+}
+
+/// Heads and head size of one operand: `(batch, heads, seq, head)` as dims.
+fn split(t: &[DimExpr], heads: usize, what: &str) -> Result<[DimExpr; 4], String> {
+    match (t, heads) {
+        ([b, h, s, d], 0) => Ok([b.clone(), h.clone(), s.clone(), d.clone()]),
+        ([b, s, hidden], n) if n > 0 => {
+            if let Some(v) = hidden.as_const()
+                && v % n as i64 != 0
+            {
+                return Err(format!(
+                    "{what} hidden size {v} is not a multiple of {n} heads"
+                ));
+            }
+            Ok([
+                b.clone(),
+                DimExpr::Const(n as i64),
+                s.clone(),
+                hidden.clone().floor_div(n as i64),
+            ])
+        }
+        _ => Err(format!(
+            "{what} must be [batch, heads, seq, head] or, with head counts, [batch, seq, hidden]; \
+             got {}",
+            format_shape(t)
+        )),
+    }
+}
+
+fn differ(a: &DimExpr, b: &DimExpr) -> bool {
+    matches!((a.as_const(), b.as_const()), (Some(x), Some(y)) if x != y)
+}
+
+impl LayerOp for Attention {
+    fn kind(&self) -> &'static str {
+        "Attention"
+    }
+    fn arity(&self) -> (usize, usize) {
+        (3, 6)
+    }
+    fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
+        let want = self.input_count();
+        if inputs.len() != want {
+            return Err(format!(
+                "Attention with mask {}, past {} and nonpad {} takes {want} inputs, got {}",
+                self.mask,
+                self.past,
+                self.nonpad,
+                inputs.len()
+            ));
+        }
+        if self.past && self.nonpad {
+            return Err("past keys and valid-key counts exclude each other".into());
+        }
+        if self.nonpad {
+            let n = &inputs[self.nonpad_input()];
+            if n.dtype != DType::I64 || n.shape.len() != 1 {
+                return Err(format!(
+                    "the valid-key counts must be i64[batch], got {}{}",
+                    n.dtype,
+                    format_shape(n.shape)
+                ));
+            }
+        }
+        let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+        require_float("Attention", q.dtype)?;
+        if k.dtype != q.dtype || v.dtype != q.dtype {
+            return Err(format!(
+                "q, k and v must share one dtype, got {}, {} and {}",
+                q.dtype, k.dtype, v.dtype
+            ));
+        }
+        if (self.q_heads == 0) != (self.kv_heads == 0) {
+            return Err("q_heads and kv_heads are both set (rank 3) or both 0 (rank 4)".into());
+        }
+        let [qb, qh, qs, qd] = split(q.shape, self.q_heads, "q")?;
+        let [kb, kh, ks, kd] = split(k.shape, self.kv_heads, "k")?;
+        let [vb, vh, vs, vd] = split(v.shape, self.kv_heads, "v")?;
+        if q.shape.len() != k.shape.len() || q.shape.len() != v.shape.len() {
+            return Err("q, k and v must have one rank".into());
+        }
+        if differ(&qb, &kb) || differ(&qb, &vb) || differ(&kh, &vh) || differ(&ks, &vs) {
+            return Err(format!(
+                "q {}, k {} and v {} do not agree on batch, heads or key length",
+                format_shape(q.shape),
+                format_shape(k.shape),
+                format_shape(v.shape)
+            ));
+        }
+        if differ(&qd, &kd) {
+            return Err(format!("q and k head sizes differ: {qd} and {kd}"));
+        }
+        if let (Some(a), Some(b)) = (qh.as_const(), kh.as_const())
+            && (b == 0 || a % b != 0)
+        {
+            return Err(format!(
+                "{a} query heads are not a multiple of {b} key/value heads"
+            ));
+        }
+        if self.mask {
+            let m = &inputs[3];
+            if m.dtype != DType::Bool && m.dtype != q.dtype {
+                return Err(format!(
+                    "the mask must be bool or {}, got {}",
+                    q.dtype, m.dtype
+                ));
+            }
+            if m.shape.len() > 4 || m.shape.is_empty() {
+                return Err(format!(
+                    "the mask must have rank 1 to 4, got {}",
+                    format_shape(m.shape)
+                ));
+            }
+        }
+        if self.past {
+            let at = self.past_input();
+            let (pk, pv) = (&inputs[at], &inputs[at + 1]);
+            for (t, head, what) in [(pk, &kd, "past keys"), (pv, &vd, "past values")] {
+                let ok = t.dtype == q.dtype
+                    && t.shape.len() == 4
+                    && !differ(&t.shape[0], &qb)
+                    && !differ(&t.shape[1], &kh)
+                    && !differ(&t.shape[3], head);
+                if !ok {
+                    return Err(format!(
+                        "{what} must be {}[batch, kv_heads, past, head], got {}{}",
+                        q.dtype,
+                        t.dtype,
+                        format_shape(t.shape)
+                    ));
+                }
+            }
+            if differ(&pk.shape[2], &pv.shape[2]) {
+                return Err("past keys and values differ in length".into());
+            }
+        }
+        if !self.softcap.is_finite() || self.softcap < 0.0 {
+            return Err(format!("softcap {} must be finite and ≥ 0", self.softcap));
+        }
+        let shape = if self.q_heads == 0 {
+            vec![qb, qh, qs, vd]
+        } else {
+            vec![qb, qs, vd * self.q_heads as i64]
+        };
+        Ok(vec![TypeShape::new(q.dtype, shape)])
+    }
+}
