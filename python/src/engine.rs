@@ -12,10 +12,43 @@ use crate::arrays::{self, Kind};
 use crate::dlpack::{self, Borrowed, Device};
 use crate::error::{msg, raise};
 
-/// A context kept for reuse, with the CUDA stream its last run was queued on.
+/// A context kept for reuse, with the CUDA stream its last run was queued on and the output
+/// shapes of its last input shapes (reused while they repeat).
 struct Slot {
     ctx: ExecutionContext,
     stream: Option<u64>,
+    last: Option<(Vec<Meta>, Vec<Vec<usize>>)>,
+}
+
+/// An input's dtype and shape.
+type Meta = (DType, Vec<usize>);
+
+impl Slot {
+    fn new(ctx: ExecutionContext) -> Slot {
+        Slot {
+            ctx,
+            stream: None,
+            last: None,
+        }
+    }
+
+    /// The output shapes for inputs of these dtypes and shapes.
+    fn output_shapes(&mut self, metas: &[(DType, &[usize])]) -> torchtrt::Result<Vec<Vec<usize>>> {
+        if let Some((inputs, shapes)) = &self.last {
+            let same = inputs.len() == metas.len()
+                && inputs
+                    .iter()
+                    .zip(metas)
+                    .all(|((d, s), (md, ms))| d == md && s.as_slice() == *ms);
+            if same {
+                return Ok(shapes.clone());
+            }
+        }
+        let shapes = self.ctx.output_shapes(metas)?;
+        let inputs = metas.iter().map(|(d, s)| (*d, s.to_vec())).collect();
+        self.last = Some((inputs, shapes.clone()));
+        Ok(shapes)
+    }
 }
 
 /// An engine: call it on arrays, inspect its inputs and outputs, serialize it.
@@ -41,7 +74,7 @@ impl PyEngine {
             engine,
             device,
             ordinal,
-            idle: Mutex::new(vec![Slot { ctx, stream: None }]),
+            idle: Mutex::new(vec![Slot::new(ctx)]),
         })
     }
 
@@ -49,13 +82,11 @@ impl PyEngine {
         let slot = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match slot {
             Some(s) => Ok(s),
-            None => Ok(Slot {
-                ctx: self
-                    .engine
+            None => Ok(Slot::new(
+                self.engine
                     .create_context()
                     .map_err(|e| raise("creating an execution context", &e))?,
-                stream: None,
-            }),
+            )),
         }
     }
 
@@ -130,7 +161,7 @@ impl PyEngine {
             .iter()
             .map(|b| (b.dtype, b.shape.as_slice()))
             .collect();
-        let shapes = match slot.ctx.output_shapes(&metas) {
+        let shapes = match slot.output_shapes(&metas) {
             Ok(s) => s,
             Err(e) => {
                 self.give_back(slot);
@@ -194,6 +225,18 @@ impl PyEngine {
         drop(borrowed);
         drop(out_borrowed);
         Ok(outputs)
+    }
+}
+
+impl Drop for PyEngine {
+    /// Waits for runs still queued on PyTorch's streams before their contexts' memory goes.
+    fn drop(&mut self) {
+        let idle = self.idle.get_mut().unwrap_or_else(|e| e.into_inner());
+        for slot in idle.iter_mut().filter(|s| s.stream.is_some()) {
+            if let Err(e) = slot.ctx.synchronize() {
+                tracing::warn!("dropping an engine: {e}");
+            }
+        }
     }
 }
 
