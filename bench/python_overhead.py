@@ -9,11 +9,13 @@ For small models (the overhead dominates) it times, in one process and on the sa
 - the Rust context alone (`time_bound_runs`): bound once, then `execute_bound` (CPU) or
   `enqueue` + `synchronize` (CUDA) in a Rust loop.
 
-The overhead is the median of the Python path minus the median of the Rust loop. CUDA rows
-(`--device cuda`) synchronize after every call on both sides, and also report the launch
-time alone (the call returns once the work is queued).
+Batches of the paths are interleaved (so drifting load hits them alike); the overhead is the
+Python path's median (and minimum) single-call time minus the Rust loop's — on a busy
+machine the minimum is the steadier figure. CUDA rows (`--device cuda`) synchronize after every call on both sides, and
+also report the launch time alone (`launch_us`: calls queued back to back, the call returns
+once the work is queued).
 
-    python bench/python_overhead.py [--device cpu|cuda] [--iters 2000] [--json]
+    python bench/python_overhead.py [--device cpu|cuda] [--rounds 50] [--batch 100] [--json]
 """
 
 from __future__ import annotations
@@ -50,13 +52,10 @@ def models():
     return out
 
 
-def timed(fn, iters, warmup, sync=None):
-    for _ in range(warmup):
-        fn()
-    if sync:
-        sync()
+def per_call(fn, n, sync=None):
+    """Seconds of each of `n` back-to-back calls (each synchronized when `sync` is given)."""
     times = []
-    for _ in range(iters):
+    for _ in range(n):
         t = time.perf_counter()
         fn()
         if sync:
@@ -65,52 +64,62 @@ def timed(fn, iters, warmup, sync=None):
     return times
 
 
-def us(times):
-    return statistics.median(times) * 1e6
-
-
-def bench(name, model, shape, device, iters, warmup):
+def bench(name, model, shape, device, rounds, batch):
+    """Interleaves batches of the paths (so drifting load hits them alike); per path, the
+    median and the minimum of single calls."""
     import torchtrt
 
     engine = torchtrt.compile(model, device=device)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     sync = None
-    if device == "cpu":
-        arg = x
-        out = engine(arg)
-    else:
+    arg = x
+    if device != "cpu":
         import torch
 
         arg = torch.from_numpy(x).cuda()
-        out = engine(arg)
         sync = torch.cuda.synchronize
+    out = engine(arg)
     native = engine._native
-    row = {"model": name, "device": engine.device}
-    row["call_us"] = us(timed(lambda: engine(arg), iters, warmup, sync))
-    row["prealloc_us"] = us(timed(lambda: native.run_list([arg], [out]), iters, warmup, sync))
-    row["rust_us"] = us(native.time_bound_runs([arg], iters)[warmup:] or [0.0])
+    paths = {
+        "call": lambda: per_call(lambda: engine(arg), batch, sync),
+        "prealloc": lambda: per_call(lambda: native.run_list([arg], [out]), batch, sync),
+        "rust": lambda: native.time_bound_runs([arg], batch),
+    }
     if sync:
-        row["launch_us"] = us(timed(lambda: engine(arg), iters, warmup))
-        sync()
+        paths["launch"] = lambda: per_call(lambda: engine(arg), batch)
+    for f in paths.values():
+        f()
+    samples = {k: [] for k in paths}
+    for _ in range(rounds):
+        for k, f in paths.items():
+            samples[k].extend(f())
+            if sync:
+                sync()
+    row = {"model": name, "device": engine.device}
+    for k, v in samples.items():
+        row[f"{k}_us"] = statistics.median(v) * 1e6
+        row[f"{k}_min_us"] = min(v) * 1e6
     row["overhead_us"] = row["call_us"] - row["rust_us"]
-    row["overhead_prealloc_us"] = row["prealloc_us"] - row["rust_us"]
+    row["overhead_min_us"] = row["call_min_us"] - row["rust_min_us"]
+    row["overhead_prealloc_min_us"] = row["prealloc_min_us"] - row["rust_min_us"]
     return row
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
-    p.add_argument("--iters", type=int, default=2000)
-    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=100)
+    p.add_argument("--batch", type=int, default=100)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
-    rows = [bench(n, m, s, a.device, a.iters, a.warmup) for n, (m, s) in models().items()]
+    rows = [bench(n, m, s, a.device, a.rounds, a.batch) for n, (m, s) in models().items()]
     if a.json:
         print(json.dumps(rows))
         return
-    cols = ["model", "device", "call_us", "prealloc_us", "rust_us", "overhead_us", "overhead_prealloc_us"]
+    cols = ["model", "device", "call_us", "rust_us", "overhead_us", "call_min_us", "prealloc_min_us",
+            "rust_min_us", "overhead_min_us", "overhead_prealloc_min_us"]
     if a.device != "cpu":
-        cols.append("launch_us")
+        cols.insert(5, "launch_us")
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

@@ -22,6 +22,7 @@ pub enum Kind {
 struct Numpy {
     ndarray: Py<PyType>,
     empty: Py<PyAny>,
+    dtypes: Vec<Option<Py<PyAny>>>,
 }
 
 struct Torch {
@@ -37,9 +38,19 @@ static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
 fn numpy(py: Python<'_>) -> PyResult<&Numpy> {
     NUMPY.get_or_try_init(py, || {
         let np = py.import("numpy")?;
+        let dtype = np.getattr("dtype")?;
+        let dtypes = DType::ALL
+            .iter()
+            .map(|d| {
+                numpy_dtype_name(*d)
+                    .map(|n| dtype.call1((n,)).map(Bound::unbind))
+                    .transpose()
+            })
+            .collect::<PyResult<_>>()?;
         Ok(Numpy {
             ndarray: np.getattr("ndarray")?.cast_into::<PyType>()?.unbind(),
             empty: np.getattr("empty")?.unbind(),
+            dtypes,
         })
     })
 }
@@ -108,12 +119,13 @@ pub fn empty<'py>(
     let dims = PyTuple::new(py, shape)?;
     match kind {
         Kind::Numpy => {
-            let Some(np_dtype) = numpy_dtype_name(dtype) else {
+            let np = numpy(py)?;
+            let Some(np_dtype) = &np.dtypes[dtype as usize] else {
                 return Err(msg(format!(
                     "output `{name}` is {dtype}, which numpy has no type for: pass torch tensors"
                 )));
             };
-            numpy(py)?.empty.bind(py).call1((dims, np_dtype))
+            np.empty.bind(py).call1((dims, np_dtype.bind(py)))
         }
         Kind::Torch => {
             let t = torch(py)?;
