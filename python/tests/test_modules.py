@@ -70,3 +70,9 @@ def test_engine_as_module_returns_tuple(two_heads, pt2_path, rng):
     assert isinstance(out, tuple) and len(out) == 2
     with torch.no_grad():
         torch.testing.assert_close(out[0], two_heads(a, b)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_dim_that_export_specialized_is_reported(two_heads):
+    spec = [torchtrt.Input(min_shape=(1, 12), opt_shape=(2, 12), max_shape=(8, 12)), torch.randn(2, 6)]
+    with pytest.raises(torchtrt.Error, match=r"Input `a`: dim 0 is 2 in the exported program"):
+        torchtrt.compile(two_heads, spec)

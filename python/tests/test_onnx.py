@@ -77,3 +77,10 @@ def test_f16_precision_engine_stays_close(onnx_path, weights, rng):
     y = engine(x)
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, mlp_reference(x, weights), rtol=2e-2, atol=2e-2)
+
+
+def test_example_arrays_fix_the_shape(onnx_path, weights, rng):
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    engine = torchtrt.compile(onnx_path, [x])
+    assert engine.inputs[0].shape == (3, 16)
+    np.testing.assert_allclose(engine(x), mlp_reference(x, weights), rtol=1e-5, atol=1e-5)

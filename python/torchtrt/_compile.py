@@ -43,15 +43,22 @@ def _is_torch(obj, *names) -> bool:
     return False
 
 
+def _spec(x, what):
+    """``(name, [(min, opt, max)…])`` of an ``Input``, or of an example tensor's fixed shape."""
+    if isinstance(x, Input):
+        return (x.name, x.ranges())
+    shape = getattr(x, "shape", None)
+    if shape is None or not (_is_torch(x, "Tensor") or hasattr(x, "__array__")):
+        raise Error(f"{what}: expected a torchtrt.Input or a tensor, got {type(x).__name__}")
+    return (None, [(int(d), int(d), int(d)) for d in shape])
+
+
 def _specs(inputs) -> list:
-    """``(name, [(min, opt, max)…])`` for the ``Input``s among ``inputs``."""
-    out = []
-    for x in inputs or ():
-        if isinstance(x, Input):
-            out.append((x.name, x.ranges()))
-        elif not _is_torch(x, "Tensor") and not hasattr(x, "shape"):
-            raise Error(f"inputs: expected torchtrt.Input or tensors, got {type(x).__name__}")
-    return out
+    """The specs of ``inputs``, in order (matched to the model's inputs by name, else by
+    position)."""
+    if inputs is not None and not isinstance(inputs, (list, tuple)):
+        raise Error(f"inputs: expected a list of torchtrt.Input or tensors, got {type(inputs).__name__}")
+    return [_spec(x, f"inputs[{k}]") for k, x in enumerate(inputs or ())]
 
 
 def _export(module, inputs, kwarg_inputs):
@@ -113,12 +120,20 @@ def _load_libraries(plugins, custom_converters, custom_torch_ops):
             load(lib)
 
 
-def _named_specs(program, specs):
-    """Positional ``Input`` specs of a module's flattened inputs, named by the program's
-    user inputs."""
+def _module_specs(program, inputs, kwarg_inputs):
+    """The specs of a module's inputs, named by the program's user inputs (positional ones
+    by position, keyword ones by keyword)."""
     names = list(program.graph_signature.user_inputs)
-    return [(n if n is not None else names[k] if k < len(names) else None, r)
-            for k, (n, r) in enumerate(specs)]
+    specs = []
+    for k, x in enumerate(inputs or ()):
+        _, ranges = _spec(x, f"inputs[{k}]")
+        if k < len(names):
+            specs.append((names[k], ranges))
+    for key, x in (kwarg_inputs or {}).items():
+        _, ranges = _spec(x, f"kwarg_inputs[{key!r}]")
+        if key in names:
+            specs.append((key, ranges))
+    return specs
 
 
 def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=False,
@@ -148,8 +163,7 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
     _load_libraries(plugins, custom_converters, custom_torch_ops)
     if _is_torch(model, "nn.Module"):
         program = _export(model, inputs, kwarg_inputs)
-        specs = _named_specs(program, _specs(list(inputs or ()) + list((kwarg_inputs or {}).values())))
-        return _compile_program(program, specs, device, prec, tf32)
+        return _compile_program(program, _module_specs(program, inputs, kwarg_inputs), device, prec, tf32)
     if _is_torch(model, "export.ExportedProgram"):
         return _compile_program(model, _specs(inputs), device, prec, tf32)
     specs = _specs(inputs)
