@@ -1,0 +1,168 @@
+//! The two array libraries an engine takes and returns: numpy and torch. Outputs are made
+//! by the library of the first input (`numpy.empty` / `torch.empty` on the input's device),
+//! so they are ordinary arrays the engine writes in place.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyTuple, PyType};
+use torchtrt::plugin_api::DType;
+
+use crate::dlpack::Device;
+use crate::error::msg;
+
+/// Which library an array belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `numpy.ndarray`.
+    Numpy,
+    /// `torch.Tensor`.
+    Torch,
+}
+
+struct Numpy {
+    ndarray: Py<PyType>,
+    empty: Py<PyAny>,
+    dtypes: Vec<Option<Py<PyAny>>>,
+}
+
+struct Torch {
+    tensor: Py<PyType>,
+    empty: Py<PyAny>,
+    current_stream: Py<PyAny>,
+    dtypes: Vec<Py<PyAny>>,
+}
+
+static NUMPY: PyOnceLock<Numpy> = PyOnceLock::new();
+static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+
+fn numpy(py: Python<'_>) -> PyResult<&Numpy> {
+    NUMPY.get_or_try_init(py, || {
+        let np = py.import("numpy")?;
+        let dtype = np.getattr("dtype")?;
+        let dtypes = DType::ALL
+            .iter()
+            .map(|d| {
+                numpy_dtype_name(*d)
+                    .map(|n| dtype.call1((n,)).map(Bound::unbind))
+                    .transpose()
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(Numpy {
+            ndarray: np.getattr("ndarray")?.cast_into::<PyType>()?.unbind(),
+            empty: np.getattr("empty")?.unbind(),
+            dtypes,
+        })
+    })
+}
+
+fn torch(py: Python<'_>) -> PyResult<&Torch> {
+    TORCH.get_or_try_init(py, || {
+        let torch = py.import("torch")?;
+        let dtypes = DType::ALL
+            .iter()
+            .map(|d| torch.getattr(torch_dtype_name(*d)).map(Bound::unbind))
+            .collect::<PyResult<_>>()?;
+        Ok(Torch {
+            tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
+            empty: torch.getattr("empty")?.unbind(),
+            current_stream: torch.getattr("cuda")?.getattr("current_stream")?.unbind(),
+            dtypes,
+        })
+    })
+}
+
+/// Whether torch has been imported by the process (then tensors may be passed).
+fn torch_loaded(py: Python<'_>) -> bool {
+    py.import("sys")
+        .and_then(|sys| sys.getattr("modules"))
+        .and_then(|m| m.contains("torch"))
+        .unwrap_or(false)
+}
+
+/// The library `obj` belongs to; `what` names it in the error for anything else.
+pub fn kind_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Kind> {
+    let py = obj.py();
+    if obj.is_instance(numpy(py)?.ndarray.bind(py))? {
+        return Ok(Kind::Numpy);
+    }
+    if (TORCH.get(py).is_some() || torch_loaded(py))
+        && obj.is_instance(torch(py)?.tensor.bind(py))?
+    {
+        return Ok(Kind::Torch);
+    }
+    let ty = obj.get_type();
+    Err(msg(format!(
+        "{what}: expected a numpy array or a torch tensor, got {}",
+        ty.fully_qualified_name()?
+    )))
+}
+
+/// PyTorch's current CUDA stream on `device` as a DLPack consumer stream and as a native
+/// `CUstream` (null for the legacy default stream).
+pub fn torch_stream(py: Python<'_>, device: i32) -> PyResult<(i64, u64)> {
+    let stream = torch(py)?.current_stream.bind(py).call1((device,))?;
+    let ptr: u64 = stream
+        .getattr(pyo3::intern!(py, "cuda_stream"))?
+        .extract()?;
+    Ok((if ptr == 0 { 1 } else { ptr as i64 }, ptr))
+}
+
+/// A new uninitialised array of `kind` on `device` for an output named `name`.
+pub fn empty<'py>(
+    py: Python<'py>,
+    kind: Kind,
+    device: Device,
+    dtype: DType,
+    shape: &[usize],
+    name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dims = PyTuple::new(py, shape)?;
+    match kind {
+        Kind::Numpy => {
+            let np = numpy(py)?;
+            let Some(np_dtype) = &np.dtypes[dtype as usize] else {
+                return Err(msg(format!(
+                    "output `{name}` is {dtype}, which numpy has no type for: pass torch tensors"
+                )));
+            };
+            np.empty.bind(py).call1((dims, np_dtype.bind(py)))
+        }
+        Kind::Torch => {
+            let t = torch(py)?;
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item("dtype", t.dtypes[dtype as usize].bind(py))?;
+            kwargs.set_item("device", device.name())?;
+            t.empty.bind(py).call((dims,), Some(&kwargs))
+        }
+    }
+}
+
+fn numpy_dtype_name(d: DType) -> Option<&'static str> {
+    Some(match d {
+        DType::F32 => "float32",
+        DType::F16 => "float16",
+        DType::F64 => "float64",
+        DType::I64 => "int64",
+        DType::I32 => "int32",
+        DType::I16 => "int16",
+        DType::I8 => "int8",
+        DType::U8 => "uint8",
+        DType::Bool => "bool",
+        DType::BF16 => return None,
+    })
+}
+
+fn torch_dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::F16 => "float16",
+        DType::BF16 => "bfloat16",
+        DType::F64 => "float64",
+        DType::I64 => "int64",
+        DType::I32 => "int32",
+        DType::I16 => "int16",
+        DType::I8 => "int8",
+        DType::U8 => "uint8",
+        DType::Bool => "bool",
+    }
+}
