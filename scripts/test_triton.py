@@ -134,7 +134,7 @@ class Server:
                "--http-address", "127.0.0.1", "--http-port", str(self.http),
                "--grpc-address", "127.0.0.1", "--grpc-port", str(self.grpc),
                "--metrics-port", str(self.metrics), "--allow-metrics", "false",
-               "--log-verbose", "0"]
+               "--log-verbose", "0", "--exit-timeout-secs", "5"]
         self.log_file = open(log_path, "w")
         log("starting " + " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT)

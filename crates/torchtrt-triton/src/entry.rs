@@ -23,8 +23,11 @@ fn api() -> Result<&'static Api> {
 
 /// `TRITONBACKEND_Initialize`: checks the server's backend API version and registers the
 /// built-in plugins.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_Initialize(_backend: *mut Backend) -> *mut TritonError {
+pub unsafe extern "C" fn TRITONBACKEND_Initialize(_backend: *mut Backend) -> *mut TritonError {
     guard("TRITONBACKEND_Initialize", || {
         let api = api()?;
         let (mut major, mut minor) = (0u32, 0u32);
@@ -50,8 +53,11 @@ pub extern "C" fn TRITONBACKEND_Initialize(_backend: *mut Backend) -> *mut Trito
 
 /// `TRITONBACKEND_GetBackendAttribute`: instances go on GPUs when the process has one,
 /// else on the CPU.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_GetBackendAttribute(
+pub unsafe extern "C" fn TRITONBACKEND_GetBackendAttribute(
     _backend: *mut Backend,
     attributes: *mut BackendAttribute,
 ) -> *mut TritonError {
@@ -79,8 +85,11 @@ pub extern "C" fn TRITONBACKEND_GetBackendAttribute(
 
 /// `TRITONBACKEND_ModelInitialize`: loads the model's libraries and engine, completes and
 /// checks its configuration.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_ModelInitialize(model: *mut Model) -> *mut TritonError {
+pub unsafe extern "C" fn TRITONBACKEND_ModelInitialize(model: *mut Model) -> *mut TritonError {
     guard("TRITONBACKEND_ModelInitialize", || {
         let api = api()?;
         let (name, version, location) = model_identity(api, model)?;
@@ -114,8 +123,11 @@ pub extern "C" fn TRITONBACKEND_ModelInitialize(model: *mut Model) -> *mut Trito
 }
 
 /// `TRITONBACKEND_ModelFinalize`: drops the model's state.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_ModelFinalize(model: *mut Model) -> *mut TritonError {
+pub unsafe extern "C" fn TRITONBACKEND_ModelFinalize(model: *mut Model) -> *mut TritonError {
     guard("TRITONBACKEND_ModelFinalize", || {
         let api = api()?;
         let mut state: *mut c_void = std::ptr::null_mut();
@@ -131,8 +143,11 @@ pub extern "C" fn TRITONBACKEND_ModelFinalize(model: *mut Model) -> *mut TritonE
 
 /// `TRITONBACKEND_ModelInstanceInitialize`: an execution context on the instance's device
 /// (`KIND_CPU`: the CPU; `KIND_GPU`: `cuda:<device id>`; else the model's device).
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
     instance: *mut ModelInstance,
 ) -> *mut TritonError {
     guard("TRITONBACKEND_ModelInstanceInitialize", || {
@@ -185,8 +200,11 @@ pub extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
 }
 
 /// `TRITONBACKEND_ModelInstanceFinalize`: drops the instance's context.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
     instance: *mut ModelInstance,
 ) -> *mut TritonError {
     guard("TRITONBACKEND_ModelInstanceFinalize", || {
@@ -204,8 +222,11 @@ pub extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
 
 /// `TRITONBACKEND_ModelInstanceExecute`: answers every request (errors per request) and
 /// releases them; an error return means the instance could not look at them at all.
+///
+/// # Safety
+/// Called by Triton with the live handles its backend API documents.
 #[unsafe(no_mangle)]
-pub extern "C" fn TRITONBACKEND_ModelInstanceExecute(
+pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
     instance: *mut ModelInstance,
     requests: *mut *mut Request,
     request_count: u32,

@@ -37,16 +37,12 @@ opaque!(
 
 /// `TRITONSERVER_Error_Code`.
 pub mod code {
-    /// `TRITONSERVER_ERROR_UNKNOWN`.
-    pub const UNKNOWN: u32 = 0;
     /// `TRITONSERVER_ERROR_INTERNAL`.
     pub const INTERNAL: u32 = 1;
     /// `TRITONSERVER_ERROR_NOT_FOUND`.
     pub const NOT_FOUND: u32 = 2;
     /// `TRITONSERVER_ERROR_INVALID_ARG`.
     pub const INVALID_ARG: u32 = 3;
-    /// `TRITONSERVER_ERROR_UNAVAILABLE`.
-    pub const UNAVAILABLE: u32 = 4;
     /// `TRITONSERVER_ERROR_UNSUPPORTED`.
     pub const UNSUPPORTED: u32 = 5;
 }
@@ -55,22 +51,16 @@ pub mod code {
 pub mod memory {
     /// `TRITONSERVER_MEMORY_CPU`.
     pub const CPU: u32 = 0;
-    /// `TRITONSERVER_MEMORY_CPU_PINNED`.
-    pub const CPU_PINNED: u32 = 1;
     /// `TRITONSERVER_MEMORY_GPU`.
     pub const GPU: u32 = 2;
 }
 
-/// `TRITONSERVER_InstanceGroupKind`.
+/// `TRITONSERVER_InstanceGroupKind` (`KIND_AUTO` and `KIND_MODEL` take the model's device).
 pub mod kind {
-    /// `TRITONSERVER_INSTANCEGROUPKIND_AUTO`.
-    pub const AUTO: u32 = 0;
     /// `TRITONSERVER_INSTANCEGROUPKIND_CPU`.
     pub const CPU: u32 = 1;
     /// `TRITONSERVER_INSTANCEGROUPKIND_GPU`.
     pub const GPU: u32 = 2;
-    /// `TRITONSERVER_INSTANCEGROUPKIND_MODEL`.
-    pub const MODEL: u32 = 3;
 }
 
 /// `TRITONSERVER_LogLevel`.

@@ -9,14 +9,14 @@
 //! its own error response. See `docs/serving.md`.
 //!
 //! Triton's functions are looked up in the server process when the backend is initialized
-//! (see [`ffi`]); nothing unwinds into Triton.
+//! (see `ffi.rs`); nothing unwinds into Triton.
 
 pub mod batch;
 pub mod config;
 pub mod dtype;
-pub mod entry;
-pub mod error;
-pub mod ffi;
-pub mod instance;
-pub mod model;
-pub mod request;
+mod entry;
+mod error;
+mod ffi;
+mod instance;
+mod model;
+mod request;
