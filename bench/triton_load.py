@@ -95,7 +95,7 @@ def torchtrtc_bench(torchtrtc, engine, batch, device):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", choices=["cpu", "gpu"], default="cpu")
-    ap.add_argument("--profile", choices=["debug", "release"], default="release")
+    ap.add_argument("--profile", choices=["test", "dev", "release"], default="release")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--json", help="write the raw figures here")
     args = ap.parse_args()

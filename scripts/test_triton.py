@@ -56,12 +56,14 @@ def target_dir():
 
 
 def build(profile):
-    flags = ["--release"] if profile == "release" else []
-    cmd = ["cargo", "build", "--locked", *flags, "-p", "torchtrt-triton", "-p", "torchtrtc",
-           "-p", "torchtrt-example-plugin-rust"]
+    """Builds the backend, `torchtrtc` and the example plugin with a cargo profile: `test`
+    (the default here: `scripts/test` has built everything with it already), `dev` or
+    `release`."""
+    cmd = ["cargo", "build", "--locked", "--profile", profile, "-p", "torchtrt-triton",
+           "-p", "torchtrtc", "-p", "torchtrt-example-plugin-rust"]
     log(" ".join(cmd))
     subprocess.run(cmd, cwd=ROOT, check=True)
-    out = os.path.join(target_dir(), profile)
+    out = os.path.join(target_dir(), "release" if profile == "release" else "debug")
     return {
         "backend": os.path.join(out, "libtriton_torchtrt.so"),
         "torchtrtc": os.path.join(out, "torchtrtc"),
@@ -339,7 +341,7 @@ class Checks:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", choices=["cpu", "gpu"], default="cpu")
-    ap.add_argument("--profile", choices=["debug", "release"], default="debug")
+    ap.add_argument("--profile", choices=["test", "dev", "release"], default="test")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = ap.parse_args()
     started = time.monotonic()
