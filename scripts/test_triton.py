@@ -72,6 +72,9 @@ def build(profile):
 
 
 def tritonserver_binary():
+    """`$TRITONSERVER` when set, else the binary of the `nvidia-pytriton` wheel."""
+    if os.environ.get("TRITONSERVER"):
+        return os.environ["TRITONSERVER"]
     import pytriton
 
     path = os.path.join(os.path.dirname(pytriton.__file__), "tritonserver", "bin", "tritonserver")
