@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use torchtrt_core::layers::{
-    ConstantOfShape, Elementwise, ElementwiseOp, Flatten, Reshape, Unsqueeze,
+    Activation, ActivationKind, ConstantOfShape, Elementwise, ElementwiseOp, Flatten, Reshape,
+    Unsqueeze,
 };
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{Backend, BuildConfig, Dim, NetworkDefinition, Tensor, build};
@@ -70,5 +71,40 @@ fn unfolded_constants_and_views_match_on_every_run() {
         assert_eq!(outs[0].as_slice::<f32>().unwrap(), want_y.as_slice());
         assert_eq!(outs[1].shape(), &[1, 12]);
         assert_eq!(outs[1].as_slice::<f32>().unwrap(), want_flat.as_slice());
+    }
+}
+
+/// y = relu(reshape(x, s)) with `s` an input: shapes downstream of `s` depend on its values.
+fn reshape_by_values() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[Dim::Fixed(2), Dim::Fixed(6)])
+        .expect("x");
+    let s = net.add_input("s", DType::I64, &[Dim::Fixed(2)]).expect("s");
+    let r = net
+        .add_layer("reshape", Reshape::new(Vec::new()), &[x, s])
+        .expect("reshape")[0];
+    let relu = Activation {
+        kind: ActivationKind::Relu,
+    };
+    let y = net.add_layer("relu", relu, &[r]).expect("relu")[0];
+    net.mark_output(y, "y").expect("y");
+    net
+}
+
+#[test]
+fn shapes_that_follow_input_values_are_inferred_on_every_run() {
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let engine = build(&reshape_by_values(), &BuildConfig::default(), &[cpu]).expect("builds");
+    let mut ctx = engine.create_context().expect("context");
+    let data: Vec<f32> = (0..12).map(|i| i as f32 * 0.7 - 3.1).collect();
+    let x = Tensor::from_vec(&[2, 6], data.clone()).expect("x");
+    for dims in [[4i64, 3], [3, 4], [4, 3], [12, 1], [2, 6], [3, 4]] {
+        let s = Tensor::from_vec(&[2], dims.to_vec()).expect("s");
+        let got = ctx.execute(&[&x, &s]).expect("runs");
+        let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        assert_eq!(got[0].shape(), want.as_slice(), "the shape input's values");
+        let relu: Vec<f64> = data.iter().map(|&v| f64::from(v.max(0.0))).collect();
+        assert_eq!(got[0].to_f64_vec(), relu);
     }
 }

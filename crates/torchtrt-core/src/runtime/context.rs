@@ -134,10 +134,13 @@ impl ExecutionContext {
         self.graphs.enabled = on;
         if !on {
             self.walk.drop_recordings(&mut self.graphs);
+            self.graphs.captures = 0;
+            self.graphs.replays = 0;
         }
     }
 
-    /// How many runs were recorded and how many replayed one, since the context was created.
+    /// How many runs were recorded and how many replayed one, since the context was created
+    /// or graphs were last turned off.
     pub fn graph_counts(&self) -> (u64, u64) {
         (self.graphs.captures, self.graphs.replays)
     }
