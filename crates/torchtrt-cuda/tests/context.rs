@@ -647,9 +647,12 @@ fn runs_that_cannot_be_captured_keep_the_walk() {
 
 #[test]
 fn kernel_scratch_stays_with_its_context_until_dropped() {
-    let Some(dev) = device_or_skip() else { return };
-    let _gpu = shared();
+    if device_or_skip().is_none() {
+        return;
+    }
+    let _gpu = exclusive();
     let e = engines(false, DType::F32);
+    let dev = e.backend.cuda_device().clone();
     let x = input(4, 90);
     let held = dev.allocator().held_bytes();
     let mut ctx = e.gpu.create_context().expect("context");

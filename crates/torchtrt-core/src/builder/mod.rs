@@ -9,6 +9,9 @@ mod fuse_attention;
 mod fuse_elementwise;
 mod memory;
 mod negotiate;
+mod passes;
+
+pub use passes::passes;
 
 use std::sync::Arc;
 
@@ -226,34 +229,17 @@ pub fn build(
         if let LayerKind::Plugin(p) = &mut kind {
             negotiate::configure(&work, &layer.name, p, &inputs, &types, device)?;
         }
-        if config.fold_constants
-            && let Some(cpu) = &cpu
-            && fold::try_fold(
-                &mut work,
-                cpu.as_ref(),
-                layer,
-                &kind,
-                &inputs,
-                &types,
-                config,
-            )?
-        {
-            continue;
-        }
-        if config.fold_constants
-            && fuse::fold_into_conv(&mut work, layer, &kind, &inputs, &types, &uses)?
-        {
-            continue;
-        }
-        if config.fold_constants
-            && fuse::affine_as_conv(&mut work, layer, &kind, &inputs, &types, device)?
-        {
-            continue;
-        }
-        if fuse::fuse_residual(&mut work, layer, &kind, &inputs, &types, &uses)? {
-            continue;
-        }
-        if fuse::fuse_activation(&mut work, layer, &kind, &inputs, &types, &uses) {
+        let step = passes::Step {
+            layer,
+            kind: &kind,
+            inputs: &inputs,
+            types: &types,
+            uses: &uses,
+            device,
+            cpu: cpu.as_deref(),
+            config,
+        };
+        if passes::run_layer_passes(&mut work, &step)? {
             continue;
         }
         work.emit(
@@ -276,13 +262,7 @@ pub fn build(
         }
         outputs.push((name.clone(), t));
     }
-    if config.fuse_attention {
-        fuse_attention::run(&mut work, &outputs);
-    }
-    if config.fuse_elementwise && backend.fuses_elementwise() {
-        fold_transpose::run(&mut work, &outputs);
-        fuse_elementwise::run(&mut work, &outputs, backend.as_ref());
-    }
+    passes::run_graph_passes(&mut work, &outputs, config, backend.as_ref());
     let inputs: Vec<NetworkInput> = network.inputs().to_vec();
     let plan = compact(work, inputs, outputs, config, &backend)?;
     Engine::from_plan(plan, backend, Vec::new())

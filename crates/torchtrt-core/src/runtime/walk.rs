@@ -54,8 +54,9 @@ pub(crate) struct Walk {
     is_kept: Vec<bool>,
     /// Per tensor, this run: its value follows from the input shapes alone.
     keyed: Vec<bool>,
-    /// Per tensor: its shape follows from the run's input-shape key (this run).
-    shaped: Vec<bool>,
+    /// Per tensor, this run: its shape depends on values that do not follow from the input
+    /// shapes (an input's values, a value read back from the device).
+    value_shaped: Vec<bool>,
     pub plans: ShapePlans,
     /// A run is being recorded: steps that wait for the device or copy host memory fail.
     pub capturing: bool,
@@ -126,7 +127,7 @@ impl Walk {
             keep_shape: vec![Vec::new(); n],
             is_kept,
             keyed: vec![false; n],
-            shaped: vec![false; n],
+            value_shaped: vec![false; n],
             plans: ShapePlans::default(),
             engine,
             device,
@@ -164,10 +165,7 @@ impl Walk {
             }
         }
         self.keyed.iter_mut().for_each(|k| *k = false);
-        self.shaped.iter_mut().for_each(|k| *k = false);
-        for spec in &plan.inputs {
-            self.shaped[spec.tensor.index()] = true;
-        }
+        self.value_shaped.iter_mut().for_each(|k| *k = false);
         let mut result = Ok(());
         for li in 0..plan.layers.len() {
             result = self.layer(li, inputs, targets);
@@ -357,7 +355,6 @@ impl Walk {
             v.host = Host::Shared(c.value.clone());
             v.dev = self.keep_dev[t].map_or(Dev::None, |m| Dev::Kept(m.ptr));
             self.keyed[t] = true;
-            self.shaped[t] = true;
             return Ok(());
         }
         if self.derived_done[li] {
@@ -369,7 +366,6 @@ impl Walk {
                 v.host = self.keep_host[i].clone().map_or(Host::None, Host::Shared);
                 v.dev = self.keep_dev[i].map_or(Dev::None, |m| Dev::Kept(m.ptr));
                 self.keyed[i] = true;
-                self.shaped[i] = true;
             }
             return Ok(());
         }
@@ -390,7 +386,6 @@ impl Walk {
             || (layer.kind.op().foldable() && layer.inputs.iter().all(|t| self.keyed[t.index()]));
         for t in &layer.outputs {
             self.keyed[t.index()] |= keyed;
-            self.shaped[t.index()] |= keyed;
         }
         self.stop_timer(li, started)?;
         if self.derived[li] {
@@ -418,7 +413,6 @@ impl Walk {
                 v.reset(value.dtype(), value.shape());
                 v.host = Host::Shared(value.clone());
                 self.keyed[t.index()] = true;
-                self.shaped[t.index()] = true;
             }
             return Ok(());
         }
@@ -427,13 +421,13 @@ impl Walk {
             .then(|| self.eval_from_shapes(layer, inputs, targets))
             .flatten()
         {
-            let from_key = layer.inputs.iter().all(|t| self.shaped[t.index()]);
+            let from_key = !layer.inputs.iter().any(|t| self.value_shaped[t.index()]);
             for (t, value) in layer.outputs.iter().zip(values) {
                 let v = &mut self.slots[t.index()];
                 v.reset(value.dtype(), value.shape());
                 v.host = Host::Owned(value);
                 self.keyed[t.index()] = from_key;
-                self.shaped[t.index()] = from_key;
+                self.value_shaped[t.index()] = !from_key;
             }
             return Ok(());
         }
@@ -543,9 +537,6 @@ impl Walk {
                 shape.clear();
                 shape.extend_from_slice(s);
             }
-            for t in &layer.outputs {
-                self.shaped[t.index()] = true;
-            }
             return Ok(());
         }
         for &i in layer.kind.op().value_inputs() {
@@ -574,7 +565,7 @@ impl Walk {
             }
         };
         let keyed = !fetched
-            && layer.inputs.iter().all(|t| self.shaped[t.index()])
+            && !layer.inputs.iter().any(|t| self.value_shaped[t.index()])
             && layer
                 .kind
                 .op()
@@ -586,7 +577,7 @@ impl Walk {
             self.plans.keep_dims(li, &dims);
         }
         for t in &layer.outputs {
-            self.shaped[t.index()] = keyed;
+            self.value_shaped[t.index()] = !keyed;
         }
         self.dims = dims;
         Ok(())

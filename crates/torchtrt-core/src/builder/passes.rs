@@ -1,0 +1,143 @@
+//! The builder's optimisation passes, by name and in the order they run: layer passes see
+//! each layer as it is added (after inference and plugin negotiation) and may replace it;
+//! graph passes rewrite the whole graph once every layer is in.
+
+use torchtrt_plugin_api::DeviceKind;
+
+use super::{BuildConfig, Work, fold, fold_transpose, fuse, fuse_attention, fuse_elementwise};
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::layers::{LayerKind, TypeShape};
+use crate::network::{Layer, TensorId};
+
+/// One layer as a layer pass sees it.
+pub(super) struct Step<'a> {
+    pub layer: &'a Layer,
+    pub kind: &'a LayerKind,
+    pub inputs: &'a [TensorId],
+    pub types: &'a [TypeShape],
+    /// How many live layers (and outputs) read each tensor of the network.
+    pub uses: &'a [usize],
+    pub device: DeviceKind,
+    /// The CPU backend, which evaluates constant sub-graphs.
+    pub cpu: Option<&'a dyn Backend>,
+    pub config: &'a BuildConfig,
+}
+
+/// A pass over each layer as it is added; `true` when it has replaced the layer.
+struct LayerPass {
+    name: &'static str,
+    enabled: fn(&BuildConfig) -> bool,
+    run: fn(&mut Work, &Step<'_>) -> Result<bool>,
+}
+
+const LAYER_PASSES: &[LayerPass] = &[
+    LayerPass {
+        name: "fold_constants",
+        enabled: |c| c.fold_constants,
+        run: |w, s| match s.cpu {
+            Some(cpu) => fold::try_fold(w, cpu, s.layer, s.kind, s.inputs, s.types, s.config),
+            None => Ok(false),
+        },
+    },
+    LayerPass {
+        name: "fold_into_conv",
+        enabled: |c| c.fold_constants,
+        run: |w, s| fuse::fold_into_conv(w, s.layer, s.kind, s.inputs, s.types, s.uses),
+    },
+    LayerPass {
+        name: "affine_as_conv",
+        enabled: |c| c.fold_constants,
+        run: |w, s| fuse::affine_as_conv(w, s.layer, s.kind, s.inputs, s.types, s.device),
+    },
+    LayerPass {
+        name: "fuse_residual",
+        enabled: |_| true,
+        run: |w, s| fuse::fuse_residual(w, s.layer, s.kind, s.inputs, s.types, s.uses),
+    },
+    LayerPass {
+        name: "fuse_activation",
+        enabled: |_| true,
+        run: |w, s| {
+            Ok(fuse::fuse_activation(
+                w, s.layer, s.kind, s.inputs, s.types, s.uses,
+            ))
+        },
+    },
+];
+
+/// A pass over the whole graph.
+struct GraphPass {
+    name: &'static str,
+    enabled: fn(&BuildConfig, &dyn Backend) -> bool,
+    run: fn(&mut Work, &[(String, TensorId)], &dyn Backend),
+}
+
+const GRAPH_PASSES: &[GraphPass] = &[
+    GraphPass {
+        name: "fuse_attention",
+        enabled: |c, _| c.fuse_attention,
+        run: |w, outputs, _| fuse_attention::run(w, outputs),
+    },
+    GraphPass {
+        name: "fold_transpose",
+        enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
+        run: |w, outputs, _| fold_transpose::run(w, outputs),
+    },
+    GraphPass {
+        name: "fuse_elementwise",
+        enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
+        run: fuse_elementwise::run,
+    },
+];
+
+/// Runs the enabled layer passes in order until one replaces the layer; `true` if one did.
+pub(super) fn run_layer_passes(work: &mut Work, step: &Step<'_>) -> Result<bool> {
+    for pass in LAYER_PASSES.iter().filter(|p| (p.enabled)(step.config)) {
+        if (pass.run)(work, step)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Runs the enabled graph passes in order.
+pub(super) fn run_graph_passes(
+    work: &mut Work,
+    outputs: &[(String, TensorId)],
+    config: &BuildConfig,
+    backend: &dyn Backend,
+) {
+    for pass in GRAPH_PASSES.iter().filter(|p| (p.enabled)(config, backend)) {
+        (pass.run)(work, outputs, backend);
+    }
+}
+
+/// The builder's passes in the order they run: the layer passes, then the graph passes.
+pub fn passes() -> Vec<&'static str> {
+    LAYER_PASSES
+        .iter()
+        .map(|p| p.name)
+        .chain(GRAPH_PASSES.iter().map(|p| p.name))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passes_run_in_their_listed_order() {
+        assert_eq!(
+            super::passes(),
+            [
+                "fold_constants",
+                "fold_into_conv",
+                "affine_as_conv",
+                "fuse_residual",
+                "fuse_activation",
+                "fuse_attention",
+                "fold_transpose",
+                "fuse_elementwise",
+            ]
+        );
+    }
+}
