@@ -67,14 +67,16 @@ def _export(module, inputs, kwarg_inputs):
 
     if inputs is None and not kwarg_inputs:
         raise Error("inputs: a module is exported with example inputs: pass tensors or torchtrt.Input")
+    held = [t for t in (*module.parameters(), *module.buffers())]
+    device = held[0].device if held else torch.device("cpu")
     args, dynamic = [], []
     for k, x in enumerate(inputs or ()):
-        example, dims = _example(x, Dim, f"inputs[{k}]")
+        example, dims = _example(x, Dim, f"inputs[{k}]", device)
         args.append(example)
         dynamic.append(dims)
     kwargs, kw_dynamic = {}, {}
     for name, x in (kwarg_inputs or {}).items():
-        kwargs[name], kw_dynamic[name] = _example(x, Dim, f"kwarg_inputs[{name!r}]")
+        kwargs[name], kw_dynamic[name] = _example(x, Dim, f"kwarg_inputs[{name!r}]", device)
     shapes = None
     if any(d for d in dynamic) or any(d for d in kw_dynamic.values()):
         shapes = (tuple(dynamic), kw_dynamic) if kwargs else tuple(dynamic)
@@ -89,12 +91,13 @@ def _export(module, inputs, kwarg_inputs):
         raise Error(f"exporting the module with torch.export: {first}") from e
 
 
-def _example(x, Dim, what):
+def _example(x, Dim, what, device):
+    """An example tensor for ``x`` on the module's ``device``, and its dynamic dims."""
     import torch
 
     if isinstance(x, Input):
         dims = {i: Dim.AUTO(min=a, max=c) for i, (a, _, c) in enumerate(x.ranges()) if a != c}
-        return x.example(), dims or None
+        return x.example().to(device), dims or None
     if isinstance(x, torch.Tensor):
         return x, None
     raise Error(f"{what}: expected a torch tensor or torchtrt.Input, got {type(x).__name__}")
