@@ -203,6 +203,7 @@ fn launch(p: &Prepared, stream: &Stream) -> Result<(), AnyError> {
         device: 0,
         stream: stream.raw(),
         runtime: &p.launcher.on(stream),
+        shape_values: &[],
     }))?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use torchtrt_core::backend::{DeviceContext, Kernel, Placement};
 use torchtrt_core::tensor::Tensor;
-use torchtrt_plugin_api::{CudaLaunch, DeviceTensor, Launch, Plugin, TensorDesc};
+use torchtrt_plugin_api::{CudaLaunch, DeviceTensor, Launch, Plugin, ShapeValues, TensorDesc};
 
 use crate::context::CudaDeviceContext;
 use crate::plugin_runtime::{PluginLauncher, PluginPrograms};
@@ -54,6 +54,37 @@ impl Kernel for DevicePluginKernel {
         outputs: &[DeviceTensor],
         device: &mut dyn DeviceContext,
     ) -> Result<(), String> {
+        self.launch(inputs, &[], outputs, device)
+    }
+
+    fn enqueue_with_values(
+        &self,
+        inputs: &[DeviceTensor],
+        values: &[Option<&Tensor>],
+        outputs: &[DeviceTensor],
+        device: &mut dyn DeviceContext,
+    ) -> Result<(), String> {
+        let shape_values = values
+            .iter()
+            .map(|v| match v {
+                Some(t) => ShapeValues::from_bytes(t.dtype(), t.bytes()),
+                None => Ok(ShapeValues::Unknown),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        self.launch(inputs, &shape_values, outputs, device)
+    }
+}
+
+impl DevicePluginKernel {
+    /// Enqueues the plugin on the context's current stream.
+    fn launch(
+        &self,
+        inputs: &[DeviceTensor],
+        shape_values: &[ShapeValues],
+        outputs: &[DeviceTensor],
+        device: &mut dyn DeviceContext,
+    ) -> Result<(), String> {
         let workspace = match self.workspace_size(inputs, outputs) {
             0 => None,
             n => Some(device.alloc(n)?),
@@ -68,6 +99,7 @@ impl Kernel for DevicePluginKernel {
                 device: self.ordinal,
                 stream: stream.raw(),
                 runtime: &runtime,
+                shape_values,
             });
             catch_unwind(AssertUnwindSafe(|| self.plugin.enqueue(launch)))
                 .map_err(|_| "the plugin panicked in enqueue".to_string())

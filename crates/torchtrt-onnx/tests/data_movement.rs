@@ -529,6 +529,119 @@ fn dropout_training_mode_known_at_import_time() {
     assert!(e.contains("training mode"), "{e}");
 }
 
+/// `F.interpolate(y, size=x.shape[-2:]) + x` exported with every dim dynamic: the sizes are
+/// computed in the graph, so the Interpolate plugin takes them as a shape input. One engine
+/// runs at several batch and image sizes; nearest sampling with asymmetric coordinates
+/// rounding down is `out[i] = y[floor(i·h/H)]`, computed here independently.
+#[test]
+fn resize_to_a_computed_size_compiles_once_and_runs_at_each_size() {
+    let m = model(
+        vec![
+            node("Shape", &["x"], &["sx"], vec![int("start", 2)]),
+            node("Shape", &["y"], &["sy"], vec![int("end", 2)]),
+            node("Concat", &["sy", "sx"], &["sizes"], vec![int("axis", 0)]),
+            node(
+                "Resize",
+                &["y", "", "", "sizes"],
+                &["up"],
+                vec![
+                    string("mode", "nearest"),
+                    string("coordinate_transformation_mode", "asymmetric"),
+                    string("nearest_mode", "floor"),
+                ],
+            ),
+            node("Add", &["up", "x"], &["out"], vec![]),
+        ],
+        vec![],
+        vec![dynamic("x", F32, 4), dynamic("y", F32, 4)],
+        vec![dynamic("out", F32, 4)],
+        18,
+    );
+    torchtrt::init_plugins().unwrap();
+    let options = ImportOptions {
+        evaluator: Some(torchtrt::default_backends().remove(0)),
+        ..ImportOptions::default()
+    };
+    let net = import_model(&m, None, torchtrt::registry(), &options).unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let mut context = engine.create_context().unwrap();
+    for (seed, [n, c, big_h, big_w, h, w]) in
+        [[1, 2, 8, 6, 3, 4], [2, 3, 5, 7, 5, 2], [1, 1, 9, 9, 4, 4]]
+            .into_iter()
+            .enumerate()
+    {
+        let seed = seed as u64;
+        let x = Tensor::from_vec(
+            &[n, c, big_h, big_w],
+            random_f32(n * c * big_h * big_w, seed),
+        )
+        .unwrap();
+        let y = Tensor::from_vec(&[n, c, h, w], random_f32(n * c * h * w, seed + 10)).unwrap();
+        let out = &context.execute(&[&x, &y]).unwrap()[0];
+        assert_eq!(out.shape(), [n, c, big_h, big_w]);
+        let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
+        let mut want = Vec::with_capacity(xs.len());
+        for p in 0..n * c {
+            for i in 0..big_h {
+                for j in 0..big_w {
+                    let (si, sj) = (i * h / big_h, j * w / big_w);
+                    want.push(ys[(p * h + si) * w + sj] + xs[(p * big_h + i) * big_w + j]);
+                }
+            }
+        }
+        assert_close(&out.to_f64_vec(), &want, 1e-6, 1e-6);
+    }
+}
+
+/// Runtime scales: `Resize` by a scales input of the graph, against the same model with the
+/// scales as an initializer (whose import-time path the node suite checks).
+#[test]
+fn resize_by_run_time_scales_matches_import_time_scales() {
+    let resize = |inputs: Vec<ValueInfoProto>, inits: Vec<TensorProto>| {
+        model(
+            vec![node(
+                "Resize",
+                &["x", "", "scales"],
+                &["y"],
+                vec![string("mode", "linear")],
+            )],
+            inits,
+            inputs,
+            vec![dynamic("y", F32, 4)],
+            19,
+        )
+    };
+    let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 3)).unwrap();
+    for scales in [[1.0f32, 1.0, 2.0, 0.5], [1.0, 1.0, 0.6, 1.75]] {
+        let s = Tensor::from_vec(&[4], scales.to_vec()).unwrap();
+        let dynamic_model = resize(
+            vec![dynamic("x", F32, 4), value("scales", F32, &[4])],
+            vec![],
+        );
+        let got = run(&dynamic_model, &[&x, &s]);
+        let frozen = resize(
+            vec![dynamic("x", F32, 4)],
+            vec![f32_init("scales", &[4], &scales)],
+        );
+        let want = run(&frozen, &[&x]);
+        assert_eq!(got[0].shape(), want[0].shape());
+        assert_eq!(f32s(&got[0]), f32s(&want[0]));
+    }
+    let bad = Tensor::from_vec(&[4], vec![2.0f32, 1.0, 2.0, 2.0]).unwrap();
+    let m = resize(
+        vec![dynamic("x", F32, 4), value("scales", F32, &[4])],
+        vec![],
+    );
+    let e = compile(&m)
+        .unwrap()
+        .create_context()
+        .unwrap()
+        .execute(&[&x, &bad])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("scale 2 for axis 0"), "{e}");
+}
+
 fn import_error(m: &ModelProto) -> String {
     match compile(m) {
         Ok(_) => panic!("the model was accepted"),
@@ -542,15 +655,20 @@ fn unsupported_nodes_are_named_errors() {
     let x = || vec![dynamic("x", F32, 4)];
     let y = || vec![dynamic("y", F32, 4)];
     let resize = model(
-        vec![node("Resize", &["x", "", "scales"], &["y"], vec![])],
+        vec![node(
+            "Resize",
+            &["x", "", "scales"],
+            &["y"],
+            vec![ints("axes", &[0, 1])],
+        )],
         vec![],
-        vec![dynamic("x", F32, 4), value("scales", F32, &[4])],
+        vec![dynamic("x", F32, 4), value("scales", F32, &[2])],
         y(),
         19,
     );
     let e = import_error(&resize);
     assert!(
-        e.contains("Resize") && e.contains("input 2 (`scales`)"),
+        e.contains("Resize") && e.contains("scales for axes [0, 1]"),
         "{e}"
     );
 

@@ -1,7 +1,7 @@
 //! The ONNX backend suite's `Resize` and `Upsample` node cases, with their `scales`,
-//! `sizes` and `roi` graph inputs turned into initializers. The Interpolate plugin takes
-//! the output size as a field, so the conformance manifest skips these cases (there the
-//! sizes arrive at run time); here they are known at import time, as in exported models.
+//! `sizes` and `roi` graph inputs turned into initializers: the import-time path, where
+//! the Interpolate plugin takes the output size as a field (the conformance suite runs the
+//! same cases with the values arriving at run time, as a shape input).
 //!
 //! Data: `scripts/gen_onnx_node_tests.py target/onnx-tests` (`TORCHTRT_ONNX_TESTS` points
 //! elsewhere).
@@ -15,7 +15,7 @@ use torchtrt_onnx::proto::{ModelProto, TensorProto};
 use torchtrt_onnx::{ImportOptions, decode_model, import_model, tensor_from_proto};
 
 /// Cases the plugin cannot compute, with the import error they must give.
-const UNSUPPORTED: [(&str, &str); 5] = [
+const UNSUPPORTED: [(&str, &str); 4] = [
     ("test_resize_tf_crop_and_resize", "tf_crop_and_resize"),
     (
         "test_resize_tf_crop_and_resize_axes_2_3",
@@ -28,10 +28,6 @@ const UNSUPPORTED: [(&str, &str); 5] = [
     (
         "test_resize_tf_crop_and_resize_extrapolation_value",
         "tf_crop_and_resize",
-    ),
-    (
-        "test_resize_downsample_sizes_nearest_not_smaller",
-        "keep_aspect_ratio_policy",
     ),
 ];
 

@@ -96,7 +96,17 @@ pub enum DimError {
     Arithmetic(String),
 }
 
+/// The name of a dimension that cannot be known before the values it depends on are (an
+/// output sized by a shape input whose values are computed at run time). Hosts rename it
+/// to a symbol unique to the layer, output and axis; at run time every value is known.
+pub const UNKNOWN_DIM: &str = "?";
+
 impl DimExpr {
+    /// A dimension known only at run time (see [`UNKNOWN_DIM`]).
+    pub fn unknown() -> DimExpr {
+        DimExpr::Sym(Arc::from(UNKNOWN_DIM))
+    }
+
     /// A named run-time dimension.
     pub fn sym(name: &str) -> DimExpr {
         DimExpr::Sym(Arc::from(name))

@@ -22,13 +22,16 @@ mod dtype;
 mod error;
 mod field;
 mod plugin;
+mod shape_values;
 
 pub use converter::{
     BinaryOp, Converter, ConverterNode, ConverterOp, NetworkBuilder, TensorHandle, UnaryOp,
 };
 pub use cuda_runtime::{CudaProgram, CudaRuntime, KernelLaunch, NoCudaRuntime};
 pub use custom_op::{CUSTOM_OP_VERSION, CustomOp, CustomOpCreator, custom_op_key};
-pub use dims::{DimError, DimExpr, DimOp, ShapeExpr, const_shape, format_shape, shape_values};
+pub use dims::{
+    DimError, DimExpr, DimOp, ShapeExpr, UNKNOWN_DIM, const_shape, format_shape, shape_values,
+};
 pub use dtype::{
     DType, DeviceKind, Element, PortDesc, ShapeDisplay, TensorDesc, TensorFormat, numel,
 };
@@ -38,5 +41,6 @@ pub use plugin::{
     CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch, Plugin, PluginCreator,
     PluginKey, Registrar, create_plugin,
 };
+pub use shape_values::ShapeValues;
 
 pub use half::{bf16, f16};

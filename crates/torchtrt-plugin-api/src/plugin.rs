@@ -5,10 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cuda_runtime::CudaRuntime;
+#[cfg(doc)]
+use crate::dims::DimExpr;
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, Element, PortDesc, TensorDesc};
 use crate::error::{PluginError, PluginResult};
 use crate::field::{FieldCollection, FieldSpec, validate_fields};
+use crate::shape_values::ShapeValues;
 
 /// A plugin's identity in the registry: `(namespace, name, version)`. The namespace `""`
 /// holds the engine's standard plugins, `"torch_tensorrt"` the compiler's own.
@@ -80,6 +83,26 @@ pub trait Plugin: Send + Sync {
     /// Output shapes as expressions of the input shapes. With constant input dimensions the
     /// results must fold to constants (build them with the [`crate::DimExpr`] operators).
     fn output_shapes(&self, inputs: &[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>>;
+
+    /// The inputs (by index) that are shape inputs: small 1-D tensors whose *values* decide
+    /// the output shapes (TensorRT's `addPluginV3(inputs, shapeInputs)`), such as the sizes
+    /// or scales of a resize. The host keeps them on the host and hands their values to
+    /// [`Plugin::output_shapes_of`] and, on CUDA, to the launch. None by default.
+    fn shape_inputs(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// Output shapes from the input shapes and what is known of the shape inputs' values
+    /// (`values[i]` belongs to input `i`; other inputs are [`ShapeValues::Unknown`]). A
+    /// dimension that depends on values not known yet is [`DimExpr::unknown`]: the host
+    /// asks again at run time, when they are. Defaults to [`Plugin::output_shapes`].
+    fn output_shapes_of(
+        &self,
+        inputs: &[ShapeExpr],
+        _values: &[ShapeValues],
+    ) -> PluginResult<Vec<ShapeExpr>> {
+        self.output_shapes(inputs)
+    }
 
     /// Whether the port `pos` (inputs first, then outputs) may have the dtype and layout in
     /// `io[pos]` on `device`, given the choices already made for `io[..pos]`.
@@ -194,6 +217,9 @@ pub struct CudaLaunch<'a> {
     /// The host's CUDA runtime: compiles, caches and launches the plugin's programs on
     /// `stream` (see [`CudaRuntime`]).
     pub runtime: &'a dyn CudaRuntime,
+    /// The values of the shape inputs ([`Plugin::shape_inputs`]), read on the host, one
+    /// entry per input (others [`ShapeValues::Unknown`]); empty when the plugin has none.
+    pub shape_values: &'a [ShapeValues],
 }
 
 impl fmt::Debug for CudaLaunch<'_> {
@@ -204,6 +230,7 @@ impl fmt::Debug for CudaLaunch<'_> {
             .field("workspace", &self.workspace)
             .field("device", &self.device)
             .field("stream", &self.stream)
+            .field("shape_values", &self.shape_values)
             .finish_non_exhaustive()
     }
 }

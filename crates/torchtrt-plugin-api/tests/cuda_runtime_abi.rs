@@ -185,6 +185,7 @@ fn enqueue(runtime: &dyn CudaRuntime) -> PluginResult<()> {
         device: 0,
         stream: std::ptr::null_mut(),
         runtime,
+        shape_values: &[],
     }))
 }
 

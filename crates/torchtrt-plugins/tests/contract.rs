@@ -189,6 +189,7 @@ fn cuda_launches_with_null_pointers_are_refused() {
                 device: 0,
                 stream: std::ptr::null_mut(),
                 runtime: &torchtrt_plugin_api::NoCudaRuntime,
+                shape_values: &[],
             }))
             .unwrap_err();
         assert!(

@@ -45,6 +45,7 @@ impl Gpu {
             device: 0,
             stream: stream.raw(),
             runtime: &runtime,
+            shape_values: &[],
         }))
     }
 }

@@ -733,6 +733,7 @@ fn shape_and_launch_errors() {
         device: 0,
         stream: std::ptr::null_mut(),
         runtime: &torchtrt_plugin_api::NoCudaRuntime,
+        shape_values: &[],
     }));
     assert!(cuda.is_err());
 

@@ -49,6 +49,20 @@ pub trait Kernel: Send + Sync {
         Err("this kernel runs on the host".into())
     }
 
+    /// [`Kernel::enqueue`] for a layer with value inputs ([`crate::layers::LayerOp::value_inputs`]):
+    /// `values[i]` is the host copy of input `i` when it is a value input. Kernels that read
+    /// such values on the host (plugins with shape inputs) override it; the default ignores
+    /// them.
+    fn enqueue_with_values(
+        &self,
+        inputs: &[DeviceTensor],
+        _values: &[Option<&Tensor>],
+        outputs: &[DeviceTensor],
+        device: &mut dyn DeviceContext,
+    ) -> Result<(), String> {
+        self.enqueue(inputs, outputs, device)
+    }
+
     /// For a device kernel of a layer computing small integer tensors (shape arithmetic), a
     /// host kernel of the same layer: the runtime runs it instead when every input is
     /// already on the host, so shape arithmetic never waits for the device.

@@ -115,6 +115,6 @@ pub(crate) fn configure(
         source,
     })?;
     layer.fields = configured.fields_to_serialize();
-    layer.plugin = Some(Arc::from(configured));
+    layer.set_plugin(Arc::from(configured));
     Ok(())
 }

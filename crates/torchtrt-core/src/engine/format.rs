@@ -161,7 +161,7 @@ pub(crate) fn deserialize(
                         },
                         other => other,
                     })?;
-            p.plugin = Some(Arc::from(plugin));
+            p.set_plugin(Arc::from(plugin));
         }
     }
     super::configure_plugins(&mut plan)?;

@@ -245,7 +245,7 @@ pub(crate) fn configure_plugins(plan: &mut EnginePlan) -> Result<()> {
                 context: format!("layer `{}` (plugin {})", layer.name, p.key),
                 source,
             })?;
-            p.plugin = Some(Arc::from(configured));
+            p.set_plugin(Arc::from(configured));
         }
     }
     Ok(())

@@ -151,11 +151,11 @@ impl TypeShape {
 /// The name a shape rule gives a dimension it cannot know at build time, because it depends
 /// on the value of an input that is only computed at run time. The builder renames each such
 /// dimension to a unique symbol; at run time every value is known and shapes are concrete.
-pub const UNKNOWN_DIM: &str = "?";
+pub use torchtrt_plugin_api::UNKNOWN_DIM;
 
 /// A dimension known only at run time (see [`UNKNOWN_DIM`]).
 pub fn unknown_dim() -> DimExpr {
-    DimExpr::sym(UNKNOWN_DIM)
+    DimExpr::unknown()
 }
 
 /// Renames every [`UNKNOWN_DIM`] in `outputs` to a symbol unique to this layer, output and
@@ -191,7 +191,7 @@ pub trait LayerOp {
     /// Indices of inputs whose *values* (not only shapes) `infer` needs, e.g. a reshape's
     /// shape tensor. When such a value is unknown at build time, `infer` returns
     /// [`unknown_dim`]s for what depends on it.
-    fn value_inputs(&self) -> &'static [usize] {
+    fn value_inputs(&self) -> &[usize] {
         &[]
     }
 

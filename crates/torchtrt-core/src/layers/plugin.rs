@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
-use torchtrt_plugin_api::{DType, FieldCollection, Plugin, PluginKey, ShapeExpr};
+use torchtrt_plugin_api::{DType, FieldCollection, Plugin, PluginKey, ShapeExpr, ShapeValues};
 
 use super::{InferInput, LayerOp, TypeShape};
 use crate::registry::guard_plugin;
@@ -22,8 +22,12 @@ pub struct PluginLayer {
     /// The shared library the creator was loaded from at build time, if any.
     pub library: Option<String>,
     /// The live plugin; absent only between decoding an engine and re-creating plugins.
+    /// Set it with [`PluginLayer::set_plugin`].
     #[serde(skip)]
     pub plugin: Option<Arc<dyn Plugin>>,
+    /// The plugin's shape inputs ([`Plugin::shape_inputs`]), read when it is set.
+    #[serde(skip)]
+    shape_inputs: Vec<usize>,
 }
 
 impl PluginLayer {
@@ -34,13 +38,41 @@ impl PluginLayer {
         provider: Option<String>,
         library: Option<String>,
     ) -> PluginLayer {
-        PluginLayer {
+        let mut layer = PluginLayer {
             fields: plugin.fields_to_serialize(),
             key,
             provider,
             library,
-            plugin: Some(Arc::from(plugin)),
+            plugin: None,
+            shape_inputs: Vec::new(),
+        };
+        layer.set_plugin(Arc::from(plugin));
+        layer
+    }
+
+    /// A layer whose plugin is not created yet (as an engine decodes it); see
+    /// [`PluginLayer::set_plugin`].
+    pub fn unresolved(
+        key: PluginKey,
+        fields: FieldCollection,
+        provider: Option<String>,
+        library: Option<String>,
+    ) -> PluginLayer {
+        PluginLayer {
+            key,
+            fields,
+            provider,
+            library,
+            plugin: None,
+            shape_inputs: Vec::new(),
         }
+    }
+
+    /// Installs the live plugin (created, re-created or configured) and reads its shape
+    /// inputs.
+    pub fn set_plugin(&mut self, plugin: Arc<dyn Plugin>) {
+        self.shape_inputs = guard_plugin(|| Ok(plugin.shape_inputs())).unwrap_or_default();
+        self.plugin = Some(plugin);
     }
 
     /// The live plugin, or an error saying it has not been re-created.
@@ -48,6 +80,28 @@ impl PluginLayer {
         self.plugin
             .as_ref()
             .ok_or_else(|| format!("plugin {} has not been created", self.key))
+    }
+}
+
+impl PluginLayer {
+    /// What is known of each input's values, for the plugin's shape inputs.
+    fn shape_values(
+        &self,
+        inputs: &[InferInput<'_>],
+    ) -> torchtrt_plugin_api::PluginResult<Vec<ShapeValues>> {
+        let mut values = vec![ShapeValues::Unknown; inputs.len()];
+        for &i in &self.shape_inputs {
+            let Some(input) = inputs.get(i) else {
+                return Err(torchtrt_plugin_api::PluginError::InvalidInput(format!(
+                    "shape input {i} of a layer with {} inputs",
+                    inputs.len()
+                )));
+            };
+            if let Some(t) = input.value {
+                values[i] = ShapeValues::from_bytes(t.dtype(), t.bytes())?;
+            }
+        }
+        Ok(values)
     }
 }
 
@@ -75,13 +129,23 @@ impl LayerOp for PluginLayer {
     fn num_outputs(&self) -> usize {
         self.plugin.as_ref().map_or(1, |p| p.num_outputs())
     }
+    fn value_inputs(&self) -> &[usize] {
+        &self.shape_inputs
+    }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let p = self.plugin()?;
         let dtypes: Vec<DType> = inputs.iter().map(|i| i.dtype).collect();
         let shapes: Vec<ShapeExpr> = inputs.iter().map(|i| i.shape.to_vec()).collect();
-        let (out_dtypes, out_shapes) =
-            guard_plugin(|| Ok((p.output_dtypes(&dtypes)?, p.output_shapes(&shapes)?)))
-                .map_err(|e| format!("plugin {}: {e}", self.key))?;
+        let (out_dtypes, out_shapes) = guard_plugin(|| {
+            let dtypes = p.output_dtypes(&dtypes)?;
+            let shapes = if self.shape_inputs.is_empty() {
+                p.output_shapes(&shapes)?
+            } else {
+                p.output_shapes_of(&shapes, &self.shape_values(inputs)?)?
+            };
+            Ok((dtypes, shapes))
+        })
+        .map_err(|e| format!("plugin {}: {e}", self.key))?;
         if out_dtypes.len() != p.num_outputs() || out_shapes.len() != p.num_outputs() {
             return Err(format!(
                 "plugin {} declares {} outputs but gave {} dtypes and {} shapes",

@@ -780,6 +780,12 @@ impl Walk {
         for t in &layer.inputs {
             self.place(t.index(), inputs, targets)?;
         }
+        let value_inputs = layer.kind.op().value_inputs();
+        for &k in value_inputs {
+            if let Some(t) = layer.inputs.get(k) {
+                self.fetch(t.index(), inputs, targets)?;
+            }
+        }
         let ins: Vec<DeviceTensor> = layer
             .inputs
             .iter()
@@ -829,9 +835,23 @@ impl Walk {
             Some(e) => Err(e),
             None => {
                 let device = self.device.as_deref_mut().ok_or_else(no_device)?;
-                kernel
-                    .enqueue(&ins, &outs, device)
-                    .map_err(exec_error(name))
+                if value_inputs.is_empty() {
+                    kernel.enqueue(&ins, &outs, device)
+                } else {
+                    let values: Vec<Option<&Tensor>> = layer
+                        .inputs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, t)| {
+                            value_inputs
+                                .contains(&k)
+                                .then(|| Self::host(&self.slots, inputs, targets, t.index()))
+                                .flatten()
+                        })
+                        .collect();
+                    kernel.enqueue_with_values(&ins, &values, &outs, device)
+                }
+                .map_err(exec_error(name))
             }
         };
         if ran.is_err() {

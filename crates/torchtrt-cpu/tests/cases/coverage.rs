@@ -1,8 +1,6 @@
 //! Every layer kind has a CPU kernel: `prepare` succeeds for each, except the kinds the
 //! runtime executes itself, which are refused with a message saying so.
 
-use std::sync::Arc;
-
 use torchtrt_core::layers::*;
 use torchtrt_core::plugin_api::{DType, FieldCollection, PluginKey, const_shape};
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
@@ -259,13 +257,12 @@ fn samples() -> Vec<Sample> {
             vec![f(&[1, 2, 3, 4]), f(&[1, 2, 5, 4]), f(&[1, 2, 5, 6])],
         ),
         (
-            PluginLayer {
-                key: PluginKey::new("", "Anything", "1"),
-                fields: FieldCollection::new(),
-                provider: None,
-                library: None,
-                plugin: None::<Arc<dyn torchtrt_core::plugin_api::Plugin>>,
-            }
+            PluginLayer::unresolved(
+                PluginKey::new("", "Anything", "1"),
+                FieldCollection::new(),
+                None,
+                None,
+            )
             .into(),
             vec![f(&[2])],
         ),

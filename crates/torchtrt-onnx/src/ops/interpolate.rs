@@ -3,7 +3,7 @@
 //! the axes in front of them are folded into (or padded out to) `N` and `C`.
 
 use torchtrt_core::TensorId;
-use torchtrt_core::layers::{Concat, Reshape, Shape, Squeeze, Unsqueeze};
+use torchtrt_core::layers::{Concat, Gather, Reshape, Shape, Squeeze, Unsqueeze};
 use torchtrt_core::plugin_api::{DType, FieldCollection, PluginKey};
 
 use super::util::i64s;
@@ -67,14 +67,7 @@ pub(super) fn interpolate(
         return Ok(x);
     };
     let (mode, first) = plugin_mode(node, &sampling.mode, rank, first)?;
-    let mut fields = FieldCollection::new()
-        .with("mode", mode)
-        .with("coordinate_transformation_mode", sampling.coord.as_str())
-        .with("nearest_mode", sampling.nearest.as_str())
-        .with("cubic_coeff_a", sampling.cubic_a)
-        .with("exclude_outside", i32::from(sampling.exclude_outside))
-        .with("extrapolation_value", sampling.extrapolation)
-        .with("antialias", i32::from(sampling.antialias));
+    let mut fields = sampling_fields(mode, sampling);
     match target {
         Target::Scales(s) => {
             fields.set("scales", s[first..].to_vec());
@@ -93,9 +86,99 @@ pub(super) fn interpolate(
             fields.set("out_size", sizes);
         }
     }
-    let key = PluginKey::new("torch_tensorrt", "Interpolate", "1");
     with_two_leading_axes(ctx, node, x, first, |ctx, x| {
-        Ok(ctx.plugin(node, &key, &fields, &[x])?[0])
+        Ok(ctx.plugin(node, &plugin_key(), &fields, &[x])?[0])
+    })
+}
+
+fn plugin_key() -> PluginKey {
+    PluginKey::new("torch_tensorrt", "Interpolate", "1")
+}
+
+fn sampling_fields(mode: &str, sampling: &Sampling) -> FieldCollection {
+    FieldCollection::new()
+        .with("mode", mode)
+        .with("coordinate_transformation_mode", sampling.coord.as_str())
+        .with("nearest_mode", sampling.nearest.as_str())
+        .with("cubic_coeff_a", sampling.cubic_a)
+        .with("exclude_outside", i32::from(sampling.exclude_outside))
+        .with("extrapolation_value", sampling.extrapolation)
+        .with("antialias", i32::from(sampling.antialias))
+}
+
+/// Sizes or scales given by a tensor (computed in the graph, or a constant under a
+/// `keep_aspect_ratio_policy`), one entry per axis of `axes`.
+pub(super) struct ShapeInput<'a> {
+    /// The values.
+    pub values: TensorId,
+    /// `"sizes"` or `"scales"`.
+    pub kind: &'a str,
+    /// The axes the entries belong to, in order.
+    pub axes: &'a [usize],
+    /// `keep_aspect_ratio_policy`.
+    pub policy: &'a str,
+}
+
+/// `x` resampled to the sizes or scales of a tensor: the plugin takes it as a shape input
+/// and sizes its output when the values are known (at build time for constants, else at
+/// run time). The spatial axes are those of `axes` from axis 2 on (all of them for inputs of
+/// rank 1 and 2); they must be the trailing axes.
+pub(super) fn interpolate_by_input(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    x: TensorId,
+    input: &ShapeInput<'_>,
+    sampling: &Sampling,
+) -> Result<TensorId> {
+    let ty = ctx.ty(x).clone();
+    if !matches!(ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(node.err(format!(
+            "resizing {} tensors: the Interpolate plugin takes f32, f16 and bf16",
+            ty.dtype
+        )));
+    }
+    let rank = ty.shape.len();
+    let lead = if rank >= 3 { 2 } else { 0 };
+    let mut spatial: Vec<usize> = input.axes.iter().copied().filter(|&a| a >= lead).collect();
+    spatial.sort_unstable();
+    let Some(&first) = spatial.first() else {
+        return Err(node.err(format!(
+            "{} for axes {:?} resize no axis from {lead} on",
+            input.kind, input.axes
+        )));
+    };
+    if spatial != (first..rank).collect::<Vec<_>>() {
+        return Err(node.err(format!(
+            "{} computed at run time for axes {:?}: the Interpolate plugin resizes trailing axes only",
+            input.kind, input.axes
+        )));
+    }
+    let (mode, plugin_first) = plugin_mode(node, &sampling.mode, rank, first)?;
+    if plugin_first != first {
+        return Err(node.err(format!(
+            "{} resizing of one axis by {} computed at run time is not supported",
+            sampling.mode, input.kind
+        )));
+    }
+    let whole = input.axes.iter().copied().eq(0..rank);
+    let (values, skip) = if whole && first == 2 {
+        (input.values, 2)
+    } else {
+        let picks: Vec<i64> = (first..rank)
+            .map(|a| input.axes.iter().position(|&b| b == a).unwrap_or_default() as i64)
+            .collect();
+        let picks = i64s(ctx, node, &picks)?;
+        (
+            ctx.add(node, Gather { axis: 0 }, &[input.values, picks])?,
+            0,
+        )
+    };
+    let fields = sampling_fields(mode, sampling)
+        .with("size_input", input.kind)
+        .with("size_input_skip", skip)
+        .with("keep_aspect_ratio_policy", input.policy);
+    with_two_leading_axes(ctx, node, x, first, |ctx, x| {
+        Ok(ctx.plugin(node, &plugin_key(), &fields, &[x, values])?[0])
     })
 }
 

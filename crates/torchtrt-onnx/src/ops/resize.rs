@@ -4,7 +4,7 @@
 use torchtrt_core::TensorId;
 use torchtrt_core::layers::normalize_axis;
 
-use super::interpolate::{Sampling, Target, interpolate};
+use super::interpolate::{Sampling, ShapeInput, Target, interpolate, interpolate_by_input};
 use crate::ctx::Ctx;
 use crate::error::Result;
 use crate::node::Node;
@@ -20,9 +20,7 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let x = ctx.input(node, 0)?;
     let mode = node.string_or("mode", "nearest")?;
     if ctx.opset() < 11 {
-        let scales = known(ctx, node, 1, "scales", Ctx::value_f64s)?
-            .ok_or_else(|| node.err("input 1 (`scales`) is required"))?;
-        return legacy(ctx, node, x, scales, mode);
+        return legacy(ctx, node, x, 1, mode);
     }
     let sampling = Sampling {
         mode,
@@ -45,23 +43,41 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|m| node.err(format!("attribute `axes`: {m}")))?,
     };
-    let scales = known(ctx, node, 2, "scales", Ctx::value_f64s)?;
-    let sizes = known(ctx, node, 3, "sizes", Ctx::value_i64s)?;
+    let policy = node.string_or("keep_aspect_ratio_policy", "stretch")?;
+    let scales = given(ctx, node, 2, Ctx::value_f64s)?;
+    let sizes = given(ctx, node, 3, Ctx::value_i64s)?;
+    let by_input = |values, kind| ShapeInput {
+        values,
+        kind,
+        axes: &axes,
+        policy: &policy,
+    };
     let target = match (scales, sizes) {
-        (Some(s), None) => {
+        (Given::Tensor(t), Given::Absent) => {
+            let input = by_input(t, "scales");
+            return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
+        }
+        (Given::Absent, Given::Tensor(t)) => {
+            let input = by_input(t, "sizes");
+            return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
+        }
+        (Given::Absent, Given::Known(_, t)) if policy != "stretch" => {
+            let input = by_input(t, "sizes");
+            return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
+        }
+        (Given::Known(s, _), Given::Absent) => {
             let mut full = vec![1.0; rank];
             for (&a, v) in axes.iter().zip(check_len(node, "scales", s, axes.len())?) {
                 full[a] = v;
             }
             Target::Scales(full)
         }
-        (None, Some(s)) => {
+        (Given::Absent, Given::Known(s, _)) => {
             let s = check_len(node, "sizes", s, axes.len())?;
-            let policy = node.string_or("keep_aspect_ratio_policy", "stretch")?;
-            sizes_target(ctx, node, x, &axes, &s, &policy)?
+            sizes_target(&axes, &s, rank)
         }
-        (Some(_), Some(_)) => return Err(node.err("give `scales` or `sizes`, not both")),
-        (None, None) => return Err(node.err("needs `scales` or `sizes`")),
+        (Given::Absent, Given::Absent) => return Err(node.err("needs `scales` or `sizes`")),
+        _ => return Err(node.err("give `scales` or `sizes`, not both")),
     };
     Ok(vec![interpolate(ctx, node, x, &target, &sampling)?])
 }
@@ -70,34 +86,68 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
 fn upsample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let x = ctx.input(node, 0)?;
     let mode = node.string_or("mode", "nearest")?;
-    let scales = match ctx.opset() {
+    match ctx.opset() {
         ..7 => {
-            return Err(
-                node.err("Upsample before opset 7 (height_scale, width_scale) is not supported")
-            );
+            Err(node.err("Upsample before opset 7 (height_scale, width_scale) is not supported"))
         }
-        7..9 => node
-            .floats("scales")?
-            .ok_or_else(|| node.err("attribute `scales` is required"))?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        _ => known(ctx, node, 1, "scales", Ctx::value_f64s)?
-            .ok_or_else(|| node.err("input 1 (`scales`) is required"))?,
-    };
-    legacy(ctx, node, x, scales, mode)
+        7..9 => {
+            let scales = node
+                .floats("scales")?
+                .ok_or_else(|| node.err("attribute `scales` is required"))?
+                .into_iter()
+                .map(f64::from)
+                .collect();
+            let scales = check_len(node, "scales", scales, ctx.rank(x))?;
+            let sampling = legacy_sampling(mode);
+            Ok(vec![interpolate(
+                ctx,
+                node,
+                x,
+                &Target::Scales(scales),
+                &sampling,
+            )?])
+        }
+        _ => legacy(ctx, node, x, 1, mode),
+    }
 }
 
-/// Upsample and Resize-10: one scale per axis, asymmetric coordinates, nearest rounds down.
+/// Upsample-9 and Resize-10 with their `scales` input `i`: one scale per axis.
 fn legacy(
     ctx: &mut Ctx<'_>,
     node: &Node<'_>,
     x: TensorId,
-    scales: Vec<f64>,
+    i: usize,
     mode: String,
 ) -> Result<Vec<TensorId>> {
-    let scales = check_len(node, "scales", scales, ctx.rank(x))?;
-    let sampling = Sampling {
+    let sampling = legacy_sampling(mode);
+    match given(ctx, node, i, Ctx::value_f64s)? {
+        Given::Absent => Err(node.err(format!("input {i} (`scales`) is required"))),
+        Given::Known(scales, _) => {
+            let scales = check_len(node, "scales", scales, ctx.rank(x))?;
+            Ok(vec![interpolate(
+                ctx,
+                node,
+                x,
+                &Target::Scales(scales),
+                &sampling,
+            )?])
+        }
+        Given::Tensor(values) => {
+            let axes: Vec<usize> = (0..ctx.rank(x)).collect();
+            let input = ShapeInput {
+                values,
+                kind: "scales",
+                axes: &axes,
+                policy: "stretch",
+            };
+            Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?])
+        }
+    }
+}
+
+/// Upsample and Resize-10 sampling: asymmetric coordinates, nearest rounds down.
+fn legacy_sampling(mode: String) -> Sampling {
+    Sampling {
         mode,
         coord: "asymmetric".into(),
         nearest: "floor".into(),
@@ -105,37 +155,34 @@ fn legacy(
         exclude_outside: false,
         extrapolation: 0.0,
         antialias: false,
-    };
-    Ok(vec![interpolate(
-        ctx,
-        node,
-        x,
-        &Target::Scales(scales),
-        &sampling,
-    )?])
+    }
 }
 
-/// The value of optional input `i` (`what`), `None` when absent or empty. The plugin takes
-/// the output size as a field, so the value must be known at import time.
-fn known<'c, T>(
+/// What optional input `i` gives: nothing (absent or empty), values known at import time
+/// (with the tensor), or a tensor computed at run time.
+enum Given<T> {
+    Absent,
+    Known(Vec<T>, TensorId),
+    Tensor(TensorId),
+}
+
+fn given<'c, T>(
     ctx: &Ctx<'c>,
     node: &Node<'_>,
     i: usize,
-    what: &str,
     value: fn(&Ctx<'c>, TensorId) -> Option<Vec<T>>,
-) -> Result<Option<Vec<T>>> {
+) -> Result<Given<T>> {
     let Some(t) = ctx.opt_input(node, i)? else {
-        return Ok(None);
+        return Ok(Given::Absent);
     };
     if ctx.known_shape(t).is_some_and(|s| s.contains(&0)) {
-        return Ok(None);
+        return Ok(Given::Absent);
     }
-    let v = value(ctx, t).ok_or_else(|| {
-        node.err(format!(
-            "input {i} (`{what}`) must be known at import time: the Interpolate plugin takes the output size as a field"
-        ))
-    })?;
-    Ok((!v.is_empty()).then_some(v))
+    Ok(match value(ctx, t) {
+        Some(v) if v.is_empty() => Given::Absent,
+        Some(v) => Given::Known(v, t),
+        None => Given::Tensor(t),
+    })
 }
 
 fn check_len<T>(node: &Node<'_>, what: &str, v: Vec<T>, want: usize) -> Result<Vec<T>> {
@@ -146,58 +193,11 @@ fn check_len<T>(node: &Node<'_>, what: &str, v: Vec<T>, want: usize) -> Result<V
     }
 }
 
-/// The target for `sizes` on `axes`. With `keep_aspect_ratio_policy` `not_larger` /
-/// `not_smaller` one scale (the smallest / largest of `size / dim`) applies to every axis
-/// and the size is `round(dim·scale)`; that is expressed as scales, so it needs the dims
-/// known and `round` to agree with the plugin's `floor(dim·scale)`.
-fn sizes_target(
-    ctx: &Ctx<'_>,
-    node: &Node<'_>,
-    x: TensorId,
-    axes: &[usize],
-    sizes: &[i64],
-    policy: &str,
-) -> Result<Target> {
-    let rank = ctx.rank(x);
-    if policy == "stretch" {
-        let mut full = vec![None; rank];
-        for (&a, &s) in axes.iter().zip(sizes) {
-            full[a] = Some(s);
-        }
-        return Ok(Target::Sizes(full));
+/// The target for `sizes` on `axes` (each axis gets its size).
+fn sizes_target(axes: &[usize], sizes: &[i64], rank: usize) -> Target {
+    let mut full = vec![None; rank];
+    for (&a, &s) in axes.iter().zip(sizes) {
+        full[a] = Some(s);
     }
-    let dims: Vec<f64> = axes
-        .iter()
-        .map(|&a| ctx.ty(x).shape[a].as_const().map(|d| d as f64))
-        .collect::<Option<_>>()
-        .ok_or_else(|| {
-            node.err(format!(
-                "keep_aspect_ratio_policy {policy} needs the resized dims known at import time"
-            ))
-        })?;
-    let ratios = sizes.iter().zip(&dims).map(|(&s, &d)| s as f64 / d);
-    let scale = match policy {
-        "not_larger" => ratios.fold(f64::INFINITY, f64::min),
-        "not_smaller" => ratios.fold(f64::NEG_INFINITY, f64::max),
-        other => {
-            return Err(node.err(format!(
-                "attribute `keep_aspect_ratio_policy`: unknown policy `{other}`"
-            )));
-        }
-    };
-    if let Some((&a, d)) = axes
-        .iter()
-        .zip(&dims)
-        .find(|(_, d)| (scale * *d + 0.5).floor() != (scale * *d).floor())
-    {
-        return Err(node.err(format!(
-            "keep_aspect_ratio_policy {policy}: axis {a} becomes round({d}·{scale}) = {}, but the plugin sizes by floor(dim·scale)",
-            (scale * d + 0.5).floor()
-        )));
-    }
-    let mut full = vec![1.0; rank];
-    for &a in axes {
-        full[a] = scale;
-    }
-    Ok(Target::Scales(full))
+    Target::Sizes(full)
 }

@@ -5,7 +5,7 @@ use torchtrt_plugin_api::{FieldCollection, PluginError, PluginKey, PluginResult}
 
 use super::coord::{CoordMode, NearestMode};
 use super::mode::Mode;
-use super::size::{Ratio, SizeRule};
+use super::size::{AspectPolicy, InputKind, Ratio, SizeInput, SizeRule};
 
 /// Everything an `Interpolate` plugin needs from its fields.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,6 +138,58 @@ fn size_rule(
     use_scales: bool,
 ) -> PluginResult<SizeRule> {
     let bad = |field: &str, reason: String| PluginError::invalid_field(key, field, reason);
+    let policy_name = fields
+        .string("keep_aspect_ratio_policy")
+        .unwrap_or("stretch");
+    let policy = AspectPolicy::parse(policy_name).ok_or_else(|| {
+        bad(
+            "keep_aspect_ratio_policy",
+            format!(
+                "unknown policy `{policy_name}` (one of {:?})",
+                AspectPolicy::NAMES
+            ),
+        )
+    })?;
+    let input_kind = match fields.string("size_input").unwrap_or("") {
+        "" => None,
+        "sizes" => Some(InputKind::Sizes),
+        "scales" => Some(InputKind::Scales),
+        other => {
+            return Err(bad(
+                "size_input",
+                format!("unknown kind `{other}` (\"\", \"sizes\" or \"scales\")"),
+            ));
+        }
+    };
+    if policy != AspectPolicy::Stretch && input_kind != Some(InputKind::Sizes) {
+        return Err(bad(
+            "keep_aspect_ratio_policy",
+            "a policy other than stretch needs size_input = \"sizes\"".to_string(),
+        ));
+    }
+    if let Some(kind) = input_kind {
+        let given = ["out_size", "scales", "out_shape"]
+            .into_iter()
+            .find(|f| fields.get(f).is_some_and(|v| !v.is_empty()));
+        if let Some(f) = given.filter(|_| !mode.is_pool()) {
+            return Err(bad(
+                f,
+                "the size comes from the shape input (size_input); give no other size".into(),
+            ));
+        }
+        if mode.is_pool() {
+            return Err(bad(
+                "size_input",
+                format!("mode {} takes out_size", mode.name()),
+            ));
+        }
+        let skip = match fields.i32("size_input_skip").unwrap_or(0) {
+            0 => 0,
+            2 => 2,
+            v => return Err(bad("size_input_skip", format!("must be 0 or 2, got {v}"))),
+        };
+        return Ok(SizeRule::Input(SizeInput { kind, skip, policy }));
+    }
     let sizes = fields.i64s("out_size").filter(|v| !v.is_empty());
     let scales = fields.f64s("scales").filter(|v| !v.is_empty());
     if use_scales && mode.is_pool() {
@@ -196,7 +248,7 @@ fn size_rule(
             }
         },
     };
-    let n = rule.spatial();
+    let n = rule.spatial().unwrap_or_default();
     let wanted = mode.spatial_dims();
     if !(1..=3).contains(&n) || wanted.is_some_and(|w| w != n) {
         let expect = wanted.map_or("1 to 3".to_string(), |w| w.to_string());
@@ -214,14 +266,27 @@ fn size_rule(
 }
 
 impl Config {
-    /// Number of spatial dimensions; the input rank is this plus 2.
-    pub fn spatial(&self) -> usize {
+    /// Number of spatial dimensions (the input rank is this plus 2); `None` when the size
+    /// comes from a shape input, where the input's rank decides.
+    pub fn spatial(&self) -> Option<usize> {
         self.size.spatial()
+    }
+
+    /// This configuration with the size rule `size` (a shape input's values resolved).
+    pub fn with_size(&self, size: SizeRule) -> Config {
+        Config {
+            size,
+            ..self.clone()
+        }
     }
 
     /// The normalised fields: re-creating from them gives an identical plugin.
     pub fn to_fields(&self) -> FieldCollection {
-        let mut f = FieldCollection::new().with("mode", self.mode.name());
+        let mut f = FieldCollection::new()
+            .with("mode", self.mode.name())
+            .with("size_input", "")
+            .with("size_input_skip", 0i32)
+            .with("keep_aspect_ratio_policy", AspectPolicy::Stretch.name());
         match &self.size {
             SizeRule::Sizes(v) => {
                 f.set("out_size", v.clone());
@@ -230,6 +295,20 @@ impl Config {
             SizeRule::Scales(s, _) => {
                 f.set("scales", s.clone());
                 f.set("use_scales", 1i32);
+            }
+            SizeRule::Fixed { sizes, .. } => {
+                f.set("out_size", sizes.clone());
+                f.set("use_scales", 0i32);
+            }
+            SizeRule::Input(input) => {
+                let kind = match input.kind {
+                    InputKind::Sizes => "sizes",
+                    InputKind::Scales => "scales",
+                };
+                f.set("size_input", kind);
+                f.set("size_input_skip", input.skip as i32);
+                f.set("keep_aspect_ratio_policy", input.policy.name());
+                f.set("use_scales", 0i32);
             }
         }
         f.with("align_corners", i32::from(self.align_corners))

@@ -81,6 +81,22 @@ impl PluginCreator for InterpolateCreator {
             )
             .scalar(),
             FieldSpec::with_default(
+                "size_input",
+                "",
+                "sizes or scales: the output size comes from input 1, a shape input (i32/i64 sizes or float scales, one per axis after size_input_skip)",
+            ),
+            FieldSpec::with_default(
+                "size_input_skip",
+                0i32,
+                "entries of the shape input before the spatial ones (0 or 2: N and C, which must keep their size)",
+            )
+            .scalar(),
+            FieldSpec::with_default(
+                "keep_aspect_ratio_policy",
+                "stretch",
+                "ONNX Resize: stretch, not_larger or not_smaller (with size_input = sizes)",
+            ),
+            FieldSpec::with_default(
                 "antialias",
                 0i32,
                 "1: ONNX opset-18 antialias filter when downsampling (linear, cubic)",

@@ -2,18 +2,26 @@
 
 use torchtrt_plugin_api::{
     DType, DeviceKind, DimExpr, FieldCollection, Launch, Plugin, PluginError, PluginResult,
-    PortDesc, ShapeDisplay, ShapeExpr, TensorDesc, TensorFormat,
+    PortDesc, ShapeDisplay, ShapeExpr, ShapeValues, TensorDesc, TensorFormat,
 };
 
 use super::config::Config;
 use super::creator::key;
 use super::launch;
+use super::size::{InputKind, SizeInput, SizeRule};
 
 /// One `Interpolate` layer: its name and validated configuration.
 #[derive(Clone, Debug)]
 pub struct InterpolatePlugin {
     layer: String,
     config: Config,
+}
+
+fn kind_name(kind: InputKind) -> &'static str {
+    match kind {
+        InputKind::Sizes => "sizes",
+        InputKind::Scales => "scales",
+    }
 }
 
 /// The element types the kernels handle.
@@ -34,14 +42,49 @@ impl InterpolatePlugin {
         PluginError::InvalidInput(format!("plugin {} layer `{}`: {what}", key(), self.layer))
     }
 
+    /// The shape input the size comes from, if any.
+    fn size_input(&self) -> Option<SizeInput> {
+        match self.config.size {
+            SizeRule::Input(input) => Some(input),
+            _ => None,
+        }
+    }
+
+    fn num_inputs(&self) -> usize {
+        1 + usize::from(self.size_input().is_some())
+    }
+
     fn check_counts(&self, inputs: usize, outputs: Option<usize>) -> PluginResult<()> {
-        if inputs != 1 || outputs.is_some_and(|n| n != 1) {
+        let want = self.num_inputs();
+        if inputs != want || outputs.is_some_and(|n| n != 1) {
             return Err(self.input_error(format!(
-                "takes 1 input and 1 output, got {inputs} and {}",
+                "takes {want} input{} and 1 output, got {inputs} and {}",
+                if want == 1 { "" } else { "s" },
                 outputs.unwrap_or(1)
             )));
         }
         Ok(())
+    }
+
+    /// The configuration for one input shape: the shape input's values resolved into a
+    /// size rule (`Ok(None)` while they, or dims they need, are unknown).
+    fn resolve(&self, values: &ShapeValues, dims: &[Option<i64>]) -> PluginResult<Option<Config>> {
+        let Some(input) = self.size_input() else {
+            return Ok(Some(self.config.clone()));
+        };
+        self.check_rank(&self.config, dims.len())?;
+        let rule = input
+            .resolve(values, dims)
+            .map_err(|e| self.input_error(format!("{} input: {e}", kind_name(input.kind))))?;
+        Ok(rule.map(|r| self.config.with_size(r)))
+    }
+
+    /// The configuration for a launch with concrete input dims.
+    fn resolve_for_launch(&self, values: &ShapeValues, dims: &[i64]) -> PluginResult<Config> {
+        let dims: Vec<Option<i64>> = dims.iter().map(|&d| Some(d)).collect();
+        self.resolve(values, &dims)?.ok_or_else(|| {
+            self.input_error("the shape input's values are not known at launch".to_string())
+        })
     }
 
     fn check_dtype(&self, dtype: DType) -> PluginResult<()> {
@@ -56,21 +99,35 @@ impl InterpolatePlugin {
         }
     }
 
-    fn check_rank(&self, rank: usize) -> PluginResult<()> {
-        let want = self.config.spatial() + 2;
-        if rank != want {
-            return Err(self.input_error(format!(
-                "mode {} with {} spatial sizes needs a rank-{want} input, got rank {rank}",
-                self.config.mode.name(),
-                self.config.spatial()
-            )));
+    fn check_rank(&self, config: &Config, rank: usize) -> PluginResult<()> {
+        let mode = config.mode;
+        match config.spatial() {
+            Some(spatial) if rank != spatial + 2 => Err(self.input_error(format!(
+                "mode {} with {spatial} spatial sizes needs a rank-{} input, got rank {rank}",
+                mode.name(),
+                spatial + 2
+            ))),
+            None if !(3..=5).contains(&rank)
+                || mode.spatial_dims().is_some_and(|n| n + 2 != rank) =>
+            {
+                Err(self.input_error(format!(
+                    "mode {} cannot resize a rank-{rank} input",
+                    mode.name()
+                )))
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 
-    /// Checks an input/output shape pair; `-1` dimensions are unknown and pass.
-    pub(crate) fn check_shapes(&self, input: &[i64], output: &[i64]) -> PluginResult<()> {
-        self.check_rank(input.len())?;
+    /// Checks an input/output shape pair under `config`; `-1` dimensions are unknown and
+    /// pass.
+    pub(crate) fn check_shapes(
+        &self,
+        config: &Config,
+        input: &[i64],
+        output: &[i64],
+    ) -> PluginResult<()> {
+        self.check_rank(config, input.len())?;
         let known = |d: i64| d >= 0;
         let mismatch = || {
             self.input_error(format!(
@@ -97,7 +154,9 @@ impl InterpolatePlugin {
             if !known(d) {
                 continue;
             }
-            let expect = self.config.size.out_len(axis, d).unwrap_or(0);
+            let Some(expect) = config.size.out_len(axis, d) else {
+                continue;
+            };
             if expect <= 0 {
                 return Err(self.input_error(format!(
                     "input shape {} gives an empty output along spatial axis {axis}",
@@ -125,12 +184,33 @@ impl Plugin for InterpolatePlugin {
     }
 
     fn output_shapes(&self, inputs: &[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>> {
+        self.output_shapes_of(inputs, &[])
+    }
+
+    fn shape_inputs(&self) -> Vec<usize> {
+        if self.size_input().is_some() {
+            vec![1]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn output_shapes_of(
+        &self,
+        inputs: &[ShapeExpr],
+        values: &[ShapeValues],
+    ) -> PluginResult<Vec<ShapeExpr>> {
         self.check_counts(inputs.len(), None)?;
         let input = &inputs[0];
-        self.check_rank(input.len())?;
+        let dims: Vec<Option<i64>> = input.iter().map(DimExpr::as_const).collect();
+        let unknown = ShapeValues::Unknown;
+        let config = self
+            .resolve(values.get(1).unwrap_or(&unknown), &dims)?
+            .unwrap_or_else(|| self.config.clone());
+        self.check_rank(&config, input.len())?;
         let mut out: Vec<DimExpr> = input[..2].to_vec();
         for (axis, d) in input[2..].iter().enumerate() {
-            let o = self.config.size.out_dim(axis, d);
+            let o = config.size.out_dim(axis, d);
             if o.as_const().is_some_and(|v| v <= 0) || d.as_const() == Some(0) {
                 return Err(self.input_error(format!(
                     "spatial axis {axis} of length {d} gives output length {o}"
@@ -145,12 +225,20 @@ impl Plugin for InterpolatePlugin {
         let Some(port) = io.get(pos) else {
             return false;
         };
+        let shape_port = match self.size_input() {
+            Some(input) if pos == 1 => Some(input.kind),
+            _ => None,
+        };
+        let dtype_ok = match shape_port {
+            Some(InputKind::Sizes) => matches!(port.dtype, DType::I64 | DType::I32),
+            Some(InputKind::Scales) => matches!(port.dtype, DType::F32 | DType::F64),
+            None => supported(port.dtype) && (pos == 0 || io[0].dtype == port.dtype),
+        };
         matches!(device, DeviceKind::Cpu | DeviceKind::Cuda)
-            && num_inputs == 1
-            && pos < 2
+            && num_inputs == self.num_inputs()
+            && pos <= num_inputs
             && port.format == TensorFormat::Linear
-            && supported(port.dtype)
-            && (pos == 0 || io[0].dtype == port.dtype)
+            && dtype_ok
     }
 
     fn configure(&mut self, inputs: &[TensorDesc], outputs: &[TensorDesc]) -> PluginResult<()> {
@@ -163,7 +251,10 @@ impl Plugin for InterpolatePlugin {
                 output.dtype, input.dtype
             )));
         }
-        self.check_shapes(&input.shape, &output.shape)
+        match self.size_input() {
+            Some(_) => self.check_rank(&self.config, input.shape.len()),
+            None => self.check_shapes(&self.config, &input.shape, &output.shape),
+        }
     }
 
     fn enqueue(&self, launch: Launch<'_, '_>) -> PluginResult<()> {
@@ -188,9 +279,13 @@ impl Plugin for InterpolatePlugin {
                 {
                     return Err(self.input_error("enqueue needs concrete shapes".to_string()));
                 }
-                self.check_shapes(&input.desc.shape, &output.desc.shape)?;
-                launch::run(&self.config, input, output, cpu.threads)
-                    .map_err(|e| self.input_error(e))
+                let values = match cpu.inputs.get(1) {
+                    Some(t) => ShapeValues::from_bytes(t.desc.dtype, t.data)?,
+                    None => ShapeValues::Unknown,
+                };
+                let config = self.resolve_for_launch(&values, &input.desc.shape)?;
+                self.check_shapes(&config, &input.desc.shape, &output.desc.shape)?;
+                launch::run(&config, input, output, cpu.threads).map_err(|e| self.input_error(e))
             }
             Launch::Cuda(c) => {
                 self.check_counts(c.inputs.len(), Some(c.outputs.len()))?;
@@ -202,8 +297,10 @@ impl Plugin for InterpolatePlugin {
                         y.desc.dtype, x.desc.dtype
                     )));
                 }
-                self.check_shapes(&x.desc.shape, &y.desc.shape)?;
-                super::cuda::enqueue(&self.config, x, y, &c).map_err(|e| match e {
+                let values = c.shape_values.get(1).cloned().unwrap_or_default();
+                let config = self.resolve_for_launch(&values, &x.desc.shape)?;
+                self.check_shapes(&config, &x.desc.shape, &y.desc.shape)?;
+                super::cuda::enqueue(&config, x, y, &c).map_err(|e| match e {
                     PluginError::InvalidInput(m) => self.input_error(m),
                     other => other,
                 })

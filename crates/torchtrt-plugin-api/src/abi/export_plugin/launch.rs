@@ -81,6 +81,7 @@ pub(in crate::abi) unsafe fn with_launch(
                 device: l.device_ordinal,
                 stream: l.stream,
                 runtime: &runtime,
+                shape_values: &[],
             }))
         }
         None => Err(invalid(format!("unknown device kind {}", l.device))),
