@@ -5,8 +5,9 @@
 //! The runtime itself (the plan walk, activations, shapes, bound I/O) allocates nothing.
 //! Kernels may make small per-call tables of their own (strided-loop plans, pooling windows,
 //! the convolution's im2col plan, the `gemm` library's packing buffers of at most 32 KiB),
-//! and rayon's job queue grows now and then; nothing of an activation's size (here at least
-//! 48 KiB) is ever allocated.
+//! and rayon's job queue grows now and then; a worker that meets a kernel's largest task for
+//! the first time grows its kept scratch (at most one per worker and kernel). Nothing of an
+//! activation's size (here at least 48 KiB) is ever allocated.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -211,11 +212,15 @@ fn demo_engine() -> Engine {
 }
 
 /// Allocations over 20 bound runs after 3 warm-up runs, and the outputs of the last run.
+/// Runs before counting: enough for every worker's kept scratch to reach its size under the
+/// splits work stealing makes.
+const WARM_UP: usize = 30;
+
 fn bound_runs(engine: &Engine, x: &Tensor) -> ((u64, u64, usize), Tensor) {
     let mut ctx = engine.create_context().unwrap();
     let name = engine.plan().inputs[0].name.clone();
     ctx.bind_owned(&[(&name, x)]).unwrap();
-    for _ in 0..3 {
+    for _ in 0..WARM_UP {
         ctx.execute_bound().unwrap();
     }
     let counts = counted(|| {
@@ -242,17 +247,16 @@ fn checked_runs(engine: &Engine, x: &Tensor) -> (u64, u64, usize) {
 
 #[test]
 fn repeated_bound_runs_allocate_nothing() {
-    // Kernels split over several threads still make per-task scratch on some runs (the
-    // reductions and softmax of the ONNX-ops round): counted on one thread, the walk and
-    // every kernel's steady state must allocate nothing beyond the kernels' small tables.
+    // Two workers, whatever the machine: kernels split over several threads (reductions,
+    // softmax, pooling) keep their per-task scratch per thread between runs.
     rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
+        .num_threads(2)
         .build_global()
         .expect("the only thread pool of this test binary");
     let x = Tensor::from_vec(&[4, 3, 64, 64], random_f32(49_152, 3)).unwrap();
     let (count, bytes, largest) = checked_runs(&plain_engine(), &x);
     assert!(
-        largest <= 4 << 10 && bytes <= 20 * (4 << 10),
+        largest <= 32 << 10 && bytes <= 20 * (16 << 10),
         "20 bound runs of pooling, element-wise, transpose, shape arithmetic and softmax \
          allocated {count} times, {bytes} bytes, the largest {largest} bytes"
     );

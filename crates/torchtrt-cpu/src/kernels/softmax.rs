@@ -13,6 +13,7 @@ use super::reduce::fold::{ExpSumOf, Fold, MaxOf, SumOf, fold_rows, fold_run, map
 use crate::dispatch::with_float;
 use crate::parallel::{MIN_TASK, for_each_rows};
 use crate::scalar::{FloatElem, Real};
+use crate::scratch::Kept;
 use crate::simd::multiversion;
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
@@ -74,7 +75,7 @@ fn softmax<C: Real>(x: &[C], out: &mut [C], len: usize, inner: usize, log: bool)
     let threads = rayon::current_num_threads();
     if outer >= threads * 2 || block * outer <= MIN_TASK {
         for_each_rows(out, block, 4 * block, |first, dst| {
-            let mut scratch = Vec::new();
+            let mut scratch = Kept::<Vec<C>>::take();
             for (j, dst) in dst.chunks_exact_mut(block).enumerate() {
                 let src = &x[(first + j) * block..(first + j + 1) * block];
                 for j0 in (0..inner).step_by(BLOCK) {
@@ -119,7 +120,7 @@ fn split_columns<C: Real>(x: &[C], out: &mut [C], len: usize, inner: usize, log:
     }
     items.par_iter_mut().for_each(|(o, j0, rows)| {
         let src = &x[*o * len * inner..(*o + 1) * len * inner];
-        let mut scratch = Vec::new();
+        let mut scratch = Kept::<Vec<C>>::take();
         columns(src, inner, *j0, Sliced(rows), log, &mut scratch);
     });
 }

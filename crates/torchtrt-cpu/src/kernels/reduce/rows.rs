@@ -10,6 +10,7 @@ use super::fold::{
 use super::plan::ReducePlan;
 use crate::parallel::{for_each_rows, split_parts};
 use crate::scalar::Real;
+use crate::scratch::Kept;
 use crate::simd::multiversion;
 
 /// Reduces every row of `plan` (which has `inner == 1`) into one element of `out`.
@@ -42,7 +43,9 @@ fn rows<C: Real, F: Fold<C>>(f: F, plan: &ReducePlan, x: &[C], out: &mut [C]) {
         });
         return;
     }
-    let mut partial = vec![f.init(); plan.rows() * parts];
+    let mut partial = Kept::<Vec<C>>::take();
+    partial.clear();
+    partial.resize(plan.rows() * parts, f.init());
     for_each_rows(&mut partial, 1, count / parts, |first, dst| {
         fold_items(f, x, plan, parts, first, dst)
     });
