@@ -117,3 +117,98 @@ fn compile_for_cuda_stores_programs_and_runs_device_resident() {
         1e-4,
     );
 }
+
+/// `Interpolate` sized by a shape input: `sizes` from another input's shape (computed on
+/// the host), and `scales` given at run time. One CUDA engine runs at several sizes and
+/// matches the CPU engine.
+#[test]
+fn shape_inputs_size_a_cuda_plugin_at_run_time() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    torchtrt::init_plugins().expect("plugins");
+    let key = PluginKey::new("torch_tensorrt", "Interpolate", "1");
+    let mut net = NetworkDefinition::new();
+    let dims = |p: &str| {
+        vec![
+            Dim::dynamic(&format!("{p}n"), 1, 2, 4),
+            3.into(),
+            Dim::dynamic(&format!("{p}h"), 2, 8, 32),
+            Dim::dynamic(&format!("{p}w"), 2, 8, 32),
+        ]
+    };
+    let x = net.add_input("x", DType::F32, &dims("x")).expect("x");
+    let y = net.add_input("y", DType::F32, &dims("y")).expect("y");
+    let scales = net
+        .add_input("scales", DType::F32, &[2.into()])
+        .expect("scales");
+    let sizes = net
+        .add_layer(
+            "sizes",
+            layers::Shape {
+                start: 2,
+                end: None,
+            },
+            &[y],
+        )
+        .expect("sizes")[0];
+    let by_sizes = FieldCollection::new()
+        .with("mode", "bilinear")
+        .with("size_input", "sizes");
+    let a = net
+        .add_plugin(
+            "by_sizes",
+            torchtrt::registry(),
+            &key,
+            &by_sizes,
+            &[x, sizes],
+        )
+        .expect("by_sizes")[0];
+    let by_scales = FieldCollection::new()
+        .with("mode", "nearest")
+        .with("size_input", "scales")
+        .with("coordinate_transformation_mode", "asymmetric")
+        .with("nearest_mode", "floor");
+    let b = net
+        .add_plugin(
+            "by_scales",
+            torchtrt::registry(),
+            &key,
+            &by_scales,
+            &[x, scales],
+        )
+        .expect("by_scales")[0];
+    net.mark_output(a, "a").expect("a");
+    net.mark_output(b, "b").expect("b");
+    let gpu = torchtrt::compile_for(&net, &BuildConfig::default(), "cuda").expect("compiles");
+    let cpu = torchtrt::compile_for(&net, &BuildConfig::default(), "cpu").expect("cpu");
+    let mut gctx = gpu.create_context().expect("context");
+    let mut cctx = cpu.create_context().expect("context");
+    for (seed, ([n, h, w], [hh, ww], s)) in [
+        ([2, 8, 8], [16, 12], [2.0f32, 0.5]),
+        ([1, 5, 7], [3, 20], [1.5, 3.0]),
+        ([3, 16, 4], [8, 8], [0.25, 2.0]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = seed as u64;
+        let xt = Tensor::from_vec(&[n, 3, h, w], random_f32(n * 3 * h * w, seed)).expect("x");
+        let yt =
+            Tensor::from_vec(&[n, 3, hh, ww], random_f32(n * 3 * hh * ww, seed + 9)).expect("y");
+        let st = Tensor::from_vec(&[2], s.to_vec()).expect("scales");
+        let want = cctx.execute(&[&xt, &yt, &st]).expect("cpu runs");
+        let got = gctx.execute(&[&xt, &yt, &st]).expect("cuda runs");
+        assert_eq!(got[0].shape(), [n, 3, hh, ww]);
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.shape(), w.shape());
+            assert_close(
+                g.as_slice::<f32>().expect("f32"),
+                w.as_slice::<f32>().expect("f32"),
+                1e-5,
+                1e-4,
+            );
+        }
+    }
+}
