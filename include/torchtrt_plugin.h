@@ -12,8 +12,11 @@
  * Versioning. `abi_version` is the first member of TtrtExtension in every version, so a host
  * can read it whatever the library was built against. Within a version nothing changes;
  * a new version only appends members to the end of structures and never renumbers
- * constants. A host refuses a library whose version it does not speak; a version-2 host
- * loads libraries of versions 1 and 2 (TTRT_ABI_VERSION_MIN..TTRT_ABI_VERSION).
+ * constants. A host refuses a library whose version it does not speak; a version-3 host
+ * loads libraries of versions 1 to 3 (TTRT_ABI_VERSION_MIN..TTRT_ABI_VERSION) and reads
+ * only the members their version has. Version 2 appended TtrtLaunch.cuda; version 3 shape
+ * inputs (TtrtPlugin.shape_inputs and output_shapes_of, TtrtLaunch.shape_values,
+ * TtrtExprBuilder.unknown).
  *
  * Errors. Every fallible function returns a TtrtStatus (TTRT_OK = 0) and, on failure,
  * writes a UTF-8 message into the caller's TtrtErrorBuf: at most `capacity - 1` bytes,
@@ -54,7 +57,7 @@
 extern "C" {
 #endif
 
-#define TTRT_ABI_VERSION 2u
+#define TTRT_ABI_VERSION 3u
 #define TTRT_ABI_VERSION_MIN 1u
 #define TTRT_MAX_DIMS 8
 #define TTRT_ENTRY_POINT "torchtrt_extension_v1"
@@ -174,7 +177,22 @@ typedef struct TtrtExprBuilder {
   TtrtDimHandle (*operation)(void* ctx, int32_t op, TtrtDimHandle a, TtrtDimHandle b);
   /* 1 and `*value` set when `dim` is a known constant; else 0. */
   int32_t (*constant_value)(void* ctx, TtrtDimHandle dim, int64_t* value);
+  /* Version 3: a dimension that depends on shape-input values not known yet; the host asks
+   * `output_shapes_of` again once they are. */
+  TtrtDimHandle (*unknown)(void* ctx);
 } TtrtExprBuilder;
+
+/* What is known of one input's values (version 3), for shape inputs: small 1-D integer or
+ * floating-point tensors whose values decide output shapes. Valid during the call. */
+#define TTRT_SHAPE_VALUES_UNKNOWN 0
+#define TTRT_SHAPE_VALUES_INTS 1
+#define TTRT_SHAPE_VALUES_FLOATS 2
+typedef struct TtrtShapeValues {
+  int32_t kind;          /* TTRT_SHAPE_VALUES_* */
+  int32_t count;
+  const int64_t* ints;   /* `count` values when kind is INTS, else NULL */
+  const double* floats;  /* `count` values when kind is FLOATS, else NULL */
+} TtrtShapeValues;
 
 /* One kernel launch a plugin asks of the host's CUDA runtime. Strings are UTF-8 with
  * explicit lengths (no NUL needed). `source` is the program's complete CUDA C, compiled by
@@ -230,10 +248,13 @@ typedef struct TtrtLaunch {
   int32_t threads;           /* threads a CPU kernel may use, at least 1 */
   int32_t reserved;          /* 0 */
   const TtrtCudaRuntime* cuda; /* version 2: the host's CUDA runtime; NULL on the CPU */
+  /* Version 3: nb_inputs entries (UNKNOWN for inputs that are no shape inputs), or NULL
+   * when the plugin has no shape inputs. */
+  const TtrtShapeValues* shape_values;
 } TtrtLaunch;
 
 /* A plugin: its state (`self`) and its functions. All functions are required except
- * `configure` and `workspace_size`, which may be NULL. */
+ * `configure`, `workspace_size`, `shape_inputs` and `output_shapes_of`, which may be NULL. */
 typedef struct TtrtPlugin {
   void* self;
   TtrtStatus (*num_outputs)(void* self, int32_t* nb_outputs, TtrtErrorBuf* err);
@@ -263,6 +284,15 @@ typedef struct TtrtPlugin {
   TtrtStatus (*clone)(void* self, struct TtrtPlugin** out, TtrtErrorBuf* err);
   /* Frees the plugin, its table included. */
   void (*destroy)(void* self);
+  /* Version 3. The indices of the shape inputs (at most `capacity`) and their number; NULL
+   * for none. The host keeps them on the host and passes their values below. */
+  TtrtStatus (*shape_inputs)(void* self, int32_t* indices, int32_t capacity, int32_t* nb,
+                             TtrtErrorBuf* err);
+  /* Version 3. `output_shapes` with `values[i]` for input i; NULL to use `output_shapes`. */
+  TtrtStatus (*output_shapes_of)(void* self, const TtrtShapeExpr* inputs,
+                                 const TtrtShapeValues* values, int32_t nb_inputs,
+                                 TtrtShapeExpr* outputs, int32_t nb_outputs,
+                                 const TtrtExprBuilder* exprs, TtrtErrorBuf* err);
 } TtrtPlugin;
 
 /* A plugin creator, identified by (plugin_namespace, name, version). */

@@ -41,6 +41,6 @@ pub use plugin::{
     CpuLaunch, CudaLaunch, DeviceTensor, HostTensor, HostTensorMut, Launch, Plugin, PluginCreator,
     PluginKey, Registrar, create_plugin,
 };
-pub use shape_values::ShapeValues;
+pub use shape_values::{MAX_SHAPE_VALUES, ShapeValues};
 
 pub use half::{bf16, f16};

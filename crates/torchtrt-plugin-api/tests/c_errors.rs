@@ -11,7 +11,7 @@ mod common;
 use std::sync::{Arc, OnceLock};
 
 use common::{Buffer, run_cpu};
-use torchtrt_plugin_api::abi::{Extension, LoadError};
+use torchtrt_plugin_api::abi::{Extension, LoadError, TTRT_ABI_VERSION};
 use torchtrt_plugin_api::{
     DType, DimExpr, FieldCollection, Plugin, PluginCreator, PluginError, TensorDesc, create_plugin,
 };
@@ -136,7 +136,7 @@ fn another_abi_version_is_refused() {
             e,
             LoadError::AbiVersion {
                 found: 999,
-                expected: 2,
+                expected: TTRT_ABI_VERSION,
                 ..
             }
         ),

@@ -31,14 +31,17 @@ fn rust_view() -> BTreeMap<String, String> {
         TtrtField { name, field_type, reserved, length, data }
         TtrtFieldSpec { name, field_type, required, min_len, max_len, default_value, doc }
         TtrtShapeExpr { nb_dims, reserved, dims }
-        TtrtExprBuilder { ctx, constant, operation, constant_value }
+        TtrtExprBuilder { ctx, constant, operation, constant_value, unknown }
+        TtrtShapeValues { kind, count, ints, floats }
         TtrtLaunch { device, device_ordinal, nb_inputs, nb_outputs, input_descs, output_descs,
-            inputs, outputs, workspace, workspace_size, stream, threads, reserved, cuda }
+            inputs, outputs, workspace, workspace_size, stream, threads, reserved, cuda,
+            shape_values }
         TtrtKernelLaunch { program, program_len, source, source_len, kernel, kernel_len, grid,
             block, shared_bytes, nb_args, args, arg_sizes }
         TtrtCudaRuntime { self_, launch, resident_blocks, constant }
         TtrtPlugin { self_, num_outputs, output_dtypes, output_shapes, supports, configure,
-            workspace_size, enqueue, serialize_fields, clone, destroy }
+            workspace_size, enqueue, serialize_fields, clone, destroy, shape_inputs,
+            output_shapes_of }
         TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, reserved, create }
         TtrtNode { name, op_type, domain, opset, attributes, nb_attributes, nb_inputs, inputs,
             nb_outputs, reserved }
@@ -56,6 +59,12 @@ fn rust_view() -> BTreeMap<String, String> {
     let mut c = |name: &str, value: i64| v.insert(name.to_string(), value.to_string());
     c("TTRT_ABI_VERSION", TTRT_ABI_VERSION.into());
     c("TTRT_ABI_VERSION_MIN", TTRT_ABI_VERSION_MIN.into());
+    c(
+        "TTRT_SHAPE_VALUES_UNKNOWN",
+        TTRT_SHAPE_VALUES_UNKNOWN.into(),
+    );
+    c("TTRT_SHAPE_VALUES_INTS", TTRT_SHAPE_VALUES_INTS.into());
+    c("TTRT_SHAPE_VALUES_FLOATS", TTRT_SHAPE_VALUES_FLOATS.into());
     c("TTRT_MAX_DIMS", TTRT_MAX_DIMS as i64);
     c("TTRT_DIM_INVALID", TTRT_DIM_INVALID);
     c("TTRT_OK", TTRT_OK.into());

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use super::types::{
     TTRT_DIM_INVALID, TTRT_MAX_DIMS, TtrtDimConstantFn, TtrtDimConstantValueFn, TtrtDimHandle,
-    TtrtDimOperationFn, TtrtExprBuilder, TtrtShapeExpr,
+    TtrtDimOperationFn, TtrtDimUnknownFn, TtrtExprBuilder, TtrtShapeExpr,
 };
-use crate::dims::{DimExpr, DimOp, ShapeExpr};
+use crate::dims::{DimExpr, DimOp, ShapeExpr, UNKNOWN_DIM};
 
 /// Most expressions one `output_shapes` call may build.
 const ARENA_LIMIT: usize = 1 << 20;
@@ -91,8 +91,17 @@ impl DimArena {
             constant: Some(arena_constant),
             operation: Some(arena_operation),
             constant_value: Some(arena_constant_value),
+            unknown: Some(arena_unknown),
         }
     }
+}
+
+unsafe extern "C" fn arena_unknown(ctx: *mut c_void) -> TtrtDimHandle {
+    // SAFETY: the builder's own context.
+    let Some(a) = (unsafe { arena(ctx) }) else {
+        return TTRT_DIM_INVALID;
+    };
+    catch_unwind(AssertUnwindSafe(|| a.push(DimExpr::unknown()))).unwrap_or(TTRT_DIM_INVALID)
 }
 
 /// # Safety
@@ -158,11 +167,13 @@ pub(crate) struct BuilderDims {
     constant: TtrtDimConstantFn,
     operation: TtrtDimOperationFn,
     constant_value: TtrtDimConstantValueFn,
+    unknown: Option<TtrtDimUnknownFn>,
     symbols: HashMap<Arc<str>, TtrtDimHandle>,
 }
 
 impl BuilderDims {
-    /// Wraps a builder; an error when it or one of its functions is NULL.
+    /// Wraps a builder; an error when it or one of its functions is NULL. `unknown` is read
+    /// only from hosts of ABI version 3 and later, which this crate's hosts always are.
     ///
     /// # Safety
     /// A non-NULL `builder` must be valid, with functions valid for its context, as long
@@ -176,6 +187,7 @@ impl BuilderDims {
                 constant,
                 operation,
                 constant_value,
+                unknown: b.unknown,
                 symbols: HashMap::new(),
             }),
             _ => Err("expression builder has a NULL function".to_string()),
@@ -208,6 +220,13 @@ impl BuilderDims {
         let h = match e {
             // SAFETY: the builder's function with its own context.
             DimExpr::Const(v) => unsafe { (self.constant)(self.ctx, *v) },
+            DimExpr::Sym(s) if &**s == UNKNOWN_DIM => {
+                let f = self
+                    .unknown
+                    .ok_or("the host's expression builder has no `unknown`")?;
+                // SAFETY: the builder's function with its own context.
+                unsafe { f(self.ctx) }
+            }
             DimExpr::Sym(s) => *self.symbols.get(s).ok_or_else(|| {
                 format!("output dimension uses `{s}`, which is not an input dimension")
             })?,

@@ -68,6 +68,22 @@ pub enum LoadError {
 /// What keeps a library's code mapped: every creator and plugin from it holds one.
 pub(crate) struct LibHandle {
     _lib: Option<libloading::Library>,
+    /// The library's ABI version, set once its extension table is read.
+    version: std::sync::OnceLock<u32>,
+}
+
+impl LibHandle {
+    fn new(lib: Option<libloading::Library>) -> LibHandle {
+        LibHandle {
+            _lib: lib,
+            version: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The ABI version the library was built for (1 until its table is read).
+    pub(crate) fn version(&self) -> u32 {
+        self.version.get().copied().unwrap_or(1)
+    }
 }
 
 /// A loaded extension library: its identity and its plugin creators. Creators and plugins
@@ -124,7 +140,7 @@ impl Extension {
         let entry = unsafe { lib.get::<TtrtEntryPoint>(TTRT_ENTRY_POINT.as_bytes()) }
             .map(|s| *s)
             .map_err(|_| LoadError::NotAnExtension { path: path.clone() })?;
-        let handle = Arc::new(LibHandle { _lib: Some(lib) });
+        let handle = Arc::new(LibHandle::new(Some(lib)));
         // SAFETY: `entry` comes from `lib`, which `handle` keeps loaded.
         unsafe { Extension::read(entry, handle, path) }
     }
@@ -136,7 +152,7 @@ impl Extension {
     /// `entry` must keep the contract of `torchtrt_plugin.h`: return NULL or tables whose
     /// pointers are valid for as long as the process runs.
     pub unsafe fn from_entry(entry: TtrtEntryPoint, label: &str) -> Result<Extension, LoadError> {
-        let handle = Arc::new(LibHandle { _lib: None });
+        let handle = Arc::new(LibHandle::new(None));
         // SAFETY: forwarded from the caller.
         unsafe { Extension::read(entry, handle, PathBuf::from(label)) }
     }
@@ -173,7 +189,8 @@ impl Extension {
                 expected: TTRT_ABI_VERSION,
             });
         }
-        // SAFETY: a table of a version this host reads (versions 1 and 2 share its layout),
+        let _ = lib.version.set(found);
+        // SAFETY: a table of a version this host reads (versions 1 to 3 share its layout),
         // valid while the library is loaded.
         let ext = unsafe { &*raw };
         // SAFETY: a NUL-terminated string by the ABI's rules.

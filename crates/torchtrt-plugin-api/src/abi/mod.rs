@@ -23,6 +23,7 @@ mod host_creator;
 mod host_plugin;
 mod ptr;
 mod schema;
+mod shape_values;
 mod status;
 mod types;
 

@@ -1,4 +1,4 @@
-//! The raw `#[repr(C)]` types of the ABI (version 2), member for member as declared in
+//! The raw `#[repr(C)]` types of the ABI (version 3), member for member as declared in
 //! `include/torchtrt_plugin.h`. Layouts never change within a version: later versions only
 //! append members (see `docs/plugin-abi.md`). The header holds the ownership rules.
 
@@ -7,8 +7,10 @@ use std::ffi::{c_char, c_void};
 use super::ext_types::{TtrtConverter, TtrtCustomOp};
 
 /// The ABI version this crate speaks; the first member of [`TtrtExtension`]. Version 2
-/// appended [`TtrtLaunch::cuda`]; hosts still load version-1 libraries.
-pub const TTRT_ABI_VERSION: u32 = 2;
+/// appended [`TtrtLaunch::cuda`]; version 3 shape inputs ([`TtrtPlugin::shape_inputs`],
+/// [`TtrtPlugin::output_shapes_of`], [`TtrtLaunch::shape_values`],
+/// [`TtrtExprBuilder::unknown`]). Hosts still load version-1 and 2 libraries.
+pub const TTRT_ABI_VERSION: u32 = 3;
 /// The oldest ABI version hosts load.
 pub const TTRT_ABI_VERSION_MIN: u32 = 1;
 /// Most dimensions a tensor or a shape may have across the ABI.
@@ -145,6 +147,34 @@ pub struct TtrtExprBuilder {
     pub operation: Option<TtrtDimOperationFn>,
     /// See [`TtrtDimConstantValueFn`].
     pub constant_value: Option<TtrtDimConstantValueFn>,
+    /// See [`TtrtDimUnknownFn`]; since version 3.
+    pub unknown: Option<TtrtDimUnknownFn>,
+}
+
+/// `unknown(ctx)`: a dimension that depends on shape-input values not known yet (the host
+/// asks again when they are); [`TTRT_DIM_INVALID`] on failure.
+pub type TtrtDimUnknownFn = unsafe extern "C" fn(ctx: *mut c_void) -> TtrtDimHandle;
+
+/// [`TtrtShapeValues::kind`]: the values are not known yet (or the input is no shape input).
+pub const TTRT_SHAPE_VALUES_UNKNOWN: i32 = 0;
+/// [`TtrtShapeValues::kind`]: `count` integers at `ints`.
+pub const TTRT_SHAPE_VALUES_INTS: i32 = 1;
+/// [`TtrtShapeValues::kind`]: `count` floating-point values at `floats`.
+pub const TTRT_SHAPE_VALUES_FLOATS: i32 = 2;
+
+/// What is known of one input's values, for shape inputs (see
+/// [`crate::ShapeValues`]); since version 3. Valid for the call it is passed to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TtrtShapeValues {
+    /// One of the `TTRT_SHAPE_VALUES_*` kinds.
+    pub kind: i32,
+    /// Number of values.
+    pub count: i32,
+    /// The integers when `kind` is [`TTRT_SHAPE_VALUES_INTS`], else NULL.
+    pub ints: *const i64,
+    /// The values when `kind` is [`TTRT_SHAPE_VALUES_FLOATS`], else NULL.
+    pub floats: *const f64,
 }
 
 /// The arguments of one `enqueue`.
@@ -179,6 +209,9 @@ pub struct TtrtLaunch {
     pub reserved: i32,
     /// The host's CUDA runtime on CUDA launches (NULL on the CPU); since version 2.
     pub cuda: *const TtrtCudaRuntime,
+    /// `nb_inputs` entries (kind unknown for inputs that are not shape inputs), or NULL when
+    /// the plugin has no shape inputs; since version 3.
+    pub shape_values: *const TtrtShapeValues,
 }
 
 /// One kernel launch a library asks of the host (see [`crate::KernelLaunch`]). Strings are
@@ -322,6 +355,27 @@ pub type TtrtCloneFn = unsafe extern "C" fn(
 ) -> TtrtStatus;
 /// `destroy(self)`.
 pub type TtrtDestroyFn = unsafe extern "C" fn(this: *mut c_void);
+/// `shape_inputs(self, indices, capacity, &nb, err)`: writes the indices of the shape inputs
+/// (at most `capacity`) and their number.
+pub type TtrtShapeInputsFn = unsafe extern "C" fn(
+    this: *mut c_void,
+    indices: *mut i32,
+    capacity: i32,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
+/// `output_shapes_of(self, inputs, values, nb_inputs, outputs, nb_outputs, builder, err)`:
+/// `output_shapes` with what is known of each input's values.
+pub type TtrtOutputShapesOfFn = unsafe extern "C" fn(
+    this: *mut c_void,
+    inputs: *const TtrtShapeExpr,
+    values: *const TtrtShapeValues,
+    nb_inputs: i32,
+    outputs: *mut TtrtShapeExpr,
+    nb_outputs: i32,
+    builder: *const TtrtExprBuilder,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
 
 /// A plugin: its state and its functions. Owned by the library; valid until `destroy`.
 #[repr(C)]
@@ -349,6 +403,10 @@ pub struct TtrtPlugin {
     pub clone: Option<TtrtCloneFn>,
     /// Required.
     pub destroy: Option<TtrtDestroyFn>,
+    /// Optional (NULL: no shape inputs); since version 3.
+    pub shape_inputs: Option<TtrtShapeInputsFn>,
+    /// Optional (NULL: `output_shapes`); since version 3.
+    pub output_shapes_of: Option<TtrtOutputShapesOfFn>,
 }
 
 /// `create(self, layer_name, fields, nb_fields, &plugin, err)`.

@@ -51,6 +51,13 @@ int main(void) {
   OFF(TtrtExprBuilder, constant);
   OFF(TtrtExprBuilder, operation);
   OFF(TtrtExprBuilder, constant_value);
+  OFF(TtrtExprBuilder, unknown);
+
+  SIZE(TtrtShapeValues);
+  OFF(TtrtShapeValues, kind);
+  OFF(TtrtShapeValues, count);
+  OFF(TtrtShapeValues, ints);
+  OFF(TtrtShapeValues, floats);
 
   SIZE(TtrtLaunch);
   OFF(TtrtLaunch, device);
@@ -67,6 +74,7 @@ int main(void) {
   OFF(TtrtLaunch, threads);
   OFF(TtrtLaunch, reserved);
   OFF(TtrtLaunch, cuda);
+  OFF(TtrtLaunch, shape_values);
 
   SIZE(TtrtKernelLaunch);
   OFF(TtrtKernelLaunch, program);
@@ -100,6 +108,8 @@ int main(void) {
   OFF(TtrtPlugin, serialize_fields);
   OFF(TtrtPlugin, clone);
   OFF(TtrtPlugin, destroy);
+  OFF(TtrtPlugin, shape_inputs);
+  OFF(TtrtPlugin, output_shapes_of);
 
   SIZE(TtrtCreator);
   OFF(TtrtCreator, self);
@@ -181,6 +191,9 @@ int main(void) {
 
   CONST(TTRT_ABI_VERSION);
   CONST(TTRT_ABI_VERSION_MIN);
+  CONST(TTRT_SHAPE_VALUES_UNKNOWN);
+  CONST(TTRT_SHAPE_VALUES_INTS);
+  CONST(TTRT_SHAPE_VALUES_FLOATS);
   CONST(TTRT_MAX_DIMS);
   CONST(TTRT_DIM_INVALID);
   CONST(TTRT_OK);

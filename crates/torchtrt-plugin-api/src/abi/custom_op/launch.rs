@@ -60,6 +60,7 @@ fn raw_launch(p: Parts<'_>, f: impl FnOnce(&TtrtLaunch) -> PluginResult<()>) -> 
         threads: i32::try_from(p.threads.max(1)).unwrap_or(i32::MAX),
         reserved: 0,
         cuda: p.cuda,
+        shape_values: std::ptr::null(),
     };
     f(&raw)
 }

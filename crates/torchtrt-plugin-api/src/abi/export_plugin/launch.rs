@@ -5,6 +5,7 @@
 use super::{descs, invalid};
 use crate::abi::cuda_runtime::ForeignCudaRuntime;
 use crate::abi::ptr;
+use crate::abi::shape_values;
 use crate::abi::types::TtrtLaunch;
 use crate::dtype::{DeviceKind, TensorDesc};
 use crate::error::PluginResult;
@@ -74,6 +75,12 @@ pub(in crate::abi) unsafe fn with_launch(
                 .collect();
             // SAFETY: NULL or the host's table, valid for this call.
             let runtime = unsafe { ForeignCudaRuntime::new(l.cuda) };
+            let shape_values = if l.shape_values.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: one entry per input by the ABI's rules.
+                unsafe { shape_values::from_raw(l.shape_values, inputs.len()) }.map_err(invalid)?
+            };
             f(Launch::Cuda(CudaLaunch {
                 inputs: &inputs,
                 outputs: &outputs,
@@ -81,7 +88,7 @@ pub(in crate::abi) unsafe fn with_launch(
                 device: l.device_ordinal,
                 stream: l.stream,
                 runtime: &runtime,
-                shape_values: &[],
+                shape_values: &shape_values,
             }))
         }
         None => Err(invalid(format!("unknown device kind {}", l.device))),

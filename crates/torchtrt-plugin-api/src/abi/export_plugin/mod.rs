@@ -11,10 +11,11 @@ use crate::abi::desc;
 use crate::abi::dims::BuilderDims;
 use crate::abi::fields::RawFields;
 use crate::abi::ptr;
+use crate::abi::shape_values;
 use crate::abi::status::guard;
 use crate::abi::types::{
     TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin, TtrtPortDesc, TtrtShapeExpr,
-    TtrtStatus, TtrtTensorDesc,
+    TtrtShapeValues, TtrtStatus, TtrtTensorDesc,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -43,6 +44,8 @@ pub(crate) fn export_plugin(plugin: Box<dyn Plugin>) -> *mut TtrtPlugin {
             serialize_fields: Some(serialize_fields),
             clone: Some(clone),
             destroy: Some(destroy),
+            shape_inputs: Some(shape_inputs),
+            output_shapes_of: Some(output_shapes_of),
         },
         plugin: RwLock::new(plugin),
         serialized: Mutex::new(None),
@@ -132,6 +135,75 @@ unsafe extern "C" fn output_shapes(
         unsafe {
             shape_rule(builder, inputs, nb_inputs, outputs, nb_outputs, |shapes| {
                 plugin.read()?.output_shapes(shapes)
+            })
+        }
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn shape_inputs(
+    this_: *mut c_void,
+    indices: *mut i32,
+    capacity: i32,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes the table's own `self_`.
+        let plugin = unsafe { this(this_) }?;
+        let found = plugin.read()?.shape_inputs();
+        let raw = found
+            .iter()
+            .map(|&i| ptr::to_count(i, "shape input index"))
+            .collect::<Result<Vec<i32>, _>>()
+            .map_err(invalid)?;
+        let cap = ptr::count(capacity, "shape input capacity").map_err(invalid)?;
+        if raw.len() > cap {
+            return Err(invalid(format!(
+                "{} shape inputs, room for {cap}",
+                raw.len()
+            )));
+        }
+        // SAFETY: the host passes room for `capacity` indices.
+        let out = unsafe { ptr::slice_mut(indices, raw.len(), "shape input indices") }
+            .map_err(invalid)?;
+        out.copy_from_slice(&raw);
+        if nb.is_null() {
+            return Err(invalid("shape_inputs: count pointer is NULL".into()));
+        }
+        // SAFETY: non-NULL; the host passes a writable count.
+        unsafe { nb.write(ptr::to_count(raw.len(), "shape inputs").map_err(invalid)?) };
+        Ok(())
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the C signature of TtrtOutputShapesOfFn"
+)]
+unsafe extern "C" fn output_shapes_of(
+    this_: *mut c_void,
+    inputs: *const TtrtShapeExpr,
+    values: *const TtrtShapeValues,
+    nb_inputs: i32,
+    outputs: *mut TtrtShapeExpr,
+    nb_outputs: i32,
+    builder: *const TtrtExprBuilder,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes the table's own `self_`.
+        let plugin = unsafe { this(this_) }?;
+        let n = ptr::count(nb_inputs, "input shapes").map_err(invalid)?;
+        // SAFETY: the host passes NULL or `nb_inputs` values.
+        let values = unsafe { shape_values::from_raw(values, n) }.map_err(invalid)?;
+        // SAFETY: the host passes its builder, `nb_inputs` shapes and room for `nb_outputs`.
+        unsafe {
+            shape_rule(builder, inputs, nb_inputs, outputs, nb_outputs, |shapes| {
+                plugin.read()?.output_shapes_of(shapes, &values)
             })
         }
     };

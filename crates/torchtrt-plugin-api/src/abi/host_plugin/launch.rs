@@ -6,10 +6,12 @@ use std::ffi::c_void;
 use super::ForeignPlugin;
 use crate::abi::cuda_runtime;
 use crate::abi::desc;
+use crate::abi::shape_values;
 use crate::abi::types::{TtrtCudaRuntime, TtrtLaunch};
 use crate::dtype::{DeviceKind, TensorDesc};
 use crate::error::PluginResult;
 use crate::plugin::{CpuLaunch, CudaLaunch};
+use crate::shape_values::ShapeValues;
 
 /// What a launch hands to the library, in host terms.
 struct RawLaunch<'a> {
@@ -24,6 +26,7 @@ struct RawLaunch<'a> {
     stream: *mut c_void,
     cuda: *const TtrtCudaRuntime,
     threads: usize,
+    values: Vec<ShapeValues>,
 }
 
 impl ForeignPlugin {
@@ -48,6 +51,15 @@ impl ForeignPlugin {
             .iter_mut()
             .map(|t| t.data.as_mut_ptr().cast())
             .collect();
+        let mut values = Vec::new();
+        if !self.shape_inputs.is_empty() {
+            values = vec![ShapeValues::Unknown; c.inputs.len()];
+            for &i in &self.shape_inputs {
+                if let (Some(v), Some(t)) = (values.get_mut(i), c.inputs.get(i)) {
+                    *v = ShapeValues::from_bytes(t.desc.dtype, t.data)?;
+                }
+            }
+        }
         self.launch(RawLaunch {
             device: DeviceKind::Cpu,
             ordinal: 0,
@@ -60,6 +72,7 @@ impl ForeignPlugin {
             stream: std::ptr::null_mut(),
             cuda: std::ptr::null(),
             threads: c.threads,
+            values,
         })
     }
 
@@ -88,6 +101,7 @@ impl ForeignPlugin {
             stream: c.stream,
             cuda: &runtime,
             threads: 1,
+            values: c.shape_values.to_vec(),
         })
     }
 
@@ -110,6 +124,14 @@ impl ForeignPlugin {
         }
         let ins = desc::to_raw_all(a.inputs).map_err(|e| self.invalid(&e))?;
         let outs = desc::to_raw_all(a.outputs).map_err(|e| self.invalid(&e))?;
+        if !a.values.is_empty() && a.values.len() != a.inputs.len() {
+            return Err(self.invalid(&format!(
+                "{} shape values for {} inputs",
+                a.values.len(),
+                a.inputs.len()
+            )));
+        }
+        let raw_values = shape_values::to_raw(&a.values).map_err(|e| self.invalid(&e))?;
         let raw = TtrtLaunch {
             device: a.device as i32,
             device_ordinal: a.ordinal,
@@ -125,6 +147,11 @@ impl ForeignPlugin {
             threads: i32::try_from(a.threads.max(1)).unwrap_or(i32::MAX),
             reserved: 0,
             cuda: a.cuda,
+            shape_values: if raw_values.is_empty() {
+                std::ptr::null()
+            } else {
+                raw_values.as_ptr()
+            },
         };
         // SAFETY: the table's function on its own `self`; `raw` describes live buffers.
         self.call(|err| unsafe { (self.fns.enqueue)(self.this, &raw, err) })

@@ -12,18 +12,40 @@ use crate::abi::dims::DimArena;
 use crate::abi::fields::read_fields;
 use crate::abi::host::LibHandle;
 use crate::abi::ptr;
+use crate::abi::shape_values;
 use crate::abi::status::{ErrorBuf, context, error_of};
 use crate::abi::types::{
     TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtCloneFn, TtrtConfigureFn, TtrtDestroyFn,
     TtrtEnqueueFn, TtrtErrorBuf, TtrtNumOutputsFn, TtrtOutputDtypesFn, TtrtOutputShapesFn,
-    TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtShapeExpr, TtrtStatus, TtrtSupportsFn,
-    TtrtWorkspaceSizeFn,
+    TtrtOutputShapesOfFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtShapeExpr,
+    TtrtShapeInputsFn, TtrtStatus, TtrtSupportsFn, TtrtWorkspaceSizeFn,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
 use crate::error::{PluginError, PluginResult};
 use crate::field::FieldCollection;
 use crate::plugin::{Launch, Plugin, PluginKey};
+use crate::shape_values::ShapeValues;
+
+/// A library's plugin table, reading only the members its ABI `version` has (version 3
+/// appended `shape_inputs` and `output_shapes_of`); later members stay NULL.
+///
+/// # Safety
+/// `raw` is non-NULL, aligned, and points to a table of at least `version`'s size.
+unsafe fn read_table(raw: *const TtrtPlugin, version: u32) -> TtrtPlugin {
+    if version >= 3 {
+        // SAFETY: a whole table, by the caller's promise.
+        return unsafe { raw.read() };
+    }
+    let prefix = std::mem::offset_of!(TtrtPlugin, shape_inputs);
+    let mut table = std::mem::MaybeUninit::<TtrtPlugin>::zeroed();
+    // SAFETY: `prefix` bytes exist at `raw` (a version 1/2 table) and fit in `table`; the
+    // zeroed rest is NULL function pointers, valid `None`s.
+    unsafe {
+        std::ptr::copy_nonoverlapping(raw.cast::<u8>(), table.as_mut_ptr().cast::<u8>(), prefix);
+        table.assume_init()
+    }
+}
 
 /// The functions of a plugin table, required ones checked present.
 #[derive(Clone, Copy)]
@@ -37,6 +59,8 @@ struct PluginFns {
     enqueue: TtrtEnqueueFn,
     serialize_fields: TtrtSerializeFieldsFn,
     clone: TtrtCloneFn,
+    shape_inputs: Option<TtrtShapeInputsFn>,
+    output_shapes_of: Option<TtrtOutputShapesOfFn>,
 }
 
 impl PluginFns {
@@ -54,6 +78,8 @@ impl PluginFns {
                 .serialize_fields
                 .ok_or_else(|| missing("serialize_fields"))?,
             clone: t.clone.ok_or_else(|| missing("clone"))?,
+            shape_inputs: t.shape_inputs,
+            output_shapes_of: t.output_shapes_of,
         })
     }
 }
@@ -71,6 +97,7 @@ pub struct ForeignPlugin {
     context: String,
     num_outputs: usize,
     fields: FieldCollection,
+    shape_inputs: Vec<usize>,
 }
 
 // SAFETY: `torchtrt_plugin.h` requires a plugin's functions other than `configure` and
@@ -98,8 +125,9 @@ impl ForeignPlugin {
                 "the library returned a NULL or misaligned plugin table",
             ));
         }
-        // SAFETY: non-NULL, aligned and valid by the caller's promise.
-        let table = unsafe { raw.read() };
+        // SAFETY: non-NULL, aligned and valid by the caller's promise, as a table of the
+        // library's version: only that version's members are read.
+        let table = unsafe { read_table(raw, lib.version()) };
         let destroy = table
             .destroy
             .ok_or_else(|| broken("plugin table has no `destroy` function"))?;
@@ -121,10 +149,33 @@ impl ForeignPlugin {
             context,
             num_outputs: 0,
             fields: FieldCollection::new(),
+            shape_inputs: Vec::new(),
         };
         plugin.num_outputs = plugin.query_num_outputs()?;
         plugin.fields = plugin.query_fields()?;
+        plugin.shape_inputs = plugin.query_shape_inputs()?;
         Ok(plugin)
+    }
+
+    fn query_shape_inputs(&self) -> PluginResult<Vec<usize>> {
+        let Some(f) = self.fns.shape_inputs else {
+            return Ok(Vec::new());
+        };
+        let mut indices = [0i32; 64];
+        let mut nb = -1i32;
+        // SAFETY: the table's function on its own `self`; `indices` holds its capacity.
+        self.call(|err| unsafe { f(self.this, indices.as_mut_ptr(), 64, &mut nb, err) })?;
+        let n = usize::try_from(nb)
+            .ok()
+            .filter(|&n| n <= indices.len())
+            .ok_or_else(|| self.broken(&format!("shape_inputs returned {nb} (at most 64)")))?;
+        indices[..n]
+            .iter()
+            .map(|&i| {
+                usize::try_from(i)
+                    .map_err(|_| self.broken(&format!("shape input index {i} is negative")))
+            })
+            .collect()
     }
 
     /// Runs one table call with a fresh error buffer, mapping a failure to an error.
@@ -243,6 +294,18 @@ impl Plugin for ForeignPlugin {
     }
 
     fn output_shapes(&self, inputs: &[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>> {
+        self.output_shapes_of(inputs, &[])
+    }
+
+    fn shape_inputs(&self) -> Vec<usize> {
+        self.shape_inputs.clone()
+    }
+
+    fn output_shapes_of(
+        &self,
+        inputs: &[ShapeExpr],
+        values: &[ShapeValues],
+    ) -> PluginResult<Vec<ShapeExpr>> {
         let arena = DimArena::new();
         let ins = inputs
             .iter()
@@ -260,19 +323,41 @@ impl Plugin for ForeignPlugin {
             self.count(outs.len(), "outputs")?,
         );
         let builder = arena.builder();
-        // SAFETY: the table's function on its own `self`; arrays hold their counts and the
-        // builder's arena outlives the call.
-        self.call(|err| unsafe {
-            (self.fns.output_shapes)(
-                self.this,
-                ins.as_ptr(),
-                ni,
-                outs.as_mut_ptr(),
-                no,
-                &builder,
-                err,
-            )
-        })?;
+        match self.fns.output_shapes_of {
+            Some(f) => {
+                let mut all = vec![ShapeValues::Unknown; inputs.len()];
+                for (a, v) in all.iter_mut().zip(values) {
+                    a.clone_from(v);
+                }
+                let raw = shape_values::to_raw(&all).map_err(|e| self.invalid(&e))?;
+                // SAFETY: the table's function on its own `self`; arrays hold their counts,
+                // `raw` points into `all` and the builder's arena outlives the call.
+                self.call(|err| unsafe {
+                    f(
+                        self.this,
+                        ins.as_ptr(),
+                        raw.as_ptr(),
+                        ni,
+                        outs.as_mut_ptr(),
+                        no,
+                        &builder,
+                        err,
+                    )
+                })?
+            }
+            // SAFETY: as above, without values.
+            None => self.call(|err| unsafe {
+                (self.fns.output_shapes)(
+                    self.this,
+                    ins.as_ptr(),
+                    ni,
+                    outs.as_mut_ptr(),
+                    no,
+                    &builder,
+                    err,
+                )
+            })?,
+        }
         outs.iter()
             .enumerate()
             .map(|(i, s)| {
