@@ -55,13 +55,7 @@ pub(super) fn interpolate(
     target: &Target,
     sampling: &Sampling,
 ) -> Result<TensorId> {
-    let ty = ctx.ty(x).clone();
-    if !matches!(ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(node.err(format!(
-            "resizing {} tensors: the Interpolate plugin takes f32, f16 and bf16",
-            ty.dtype
-        )));
-    }
+    let ty = resizable(ctx, node, x)?;
     let rank = ty.shape.len();
     let Some(first) = (0..rank).find(|&a| target.resizes(a, ty.shape[a].as_const())) else {
         return Ok(x);
@@ -89,6 +83,18 @@ pub(super) fn interpolate(
     with_two_leading_axes(ctx, node, x, first, |ctx, x| {
         Ok(ctx.plugin(node, &plugin_key(), &fields, &[x])?[0])
     })
+}
+
+/// The type of `x`, which must be a float tensor the plugin takes.
+fn resizable(ctx: &Ctx<'_>, node: &Node<'_>, x: TensorId) -> Result<torchtrt_core::TypeShape> {
+    let ty = ctx.ty(x).clone();
+    if !matches!(ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(node.err(format!(
+            "resizing {} tensors: the Interpolate plugin takes f32, f16 and bf16",
+            ty.dtype
+        )));
+    }
+    Ok(ty)
 }
 
 fn plugin_key() -> PluginKey {
@@ -130,13 +136,7 @@ pub(super) fn interpolate_by_input(
     input: &ShapeInput<'_>,
     sampling: &Sampling,
 ) -> Result<TensorId> {
-    let ty = ctx.ty(x).clone();
-    if !matches!(ty.dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(node.err(format!(
-            "resizing {} tensors: the Interpolate plugin takes f32, f16 and bf16",
-            ty.dtype
-        )));
-    }
+    let ty = resizable(ctx, node, x)?;
     let rank = ty.shape.len();
     let lead = if rank >= 3 { 2 } else { 0 };
     let mut spatial: Vec<usize> = input.axes.iter().copied().filter(|&a| a >= lead).collect();

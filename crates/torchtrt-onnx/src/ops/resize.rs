@@ -97,15 +97,7 @@ fn upsample(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
                 .into_iter()
                 .map(f64::from)
                 .collect();
-            let scales = check_len(node, "scales", scales, ctx.rank(x))?;
-            let sampling = legacy_sampling(mode);
-            Ok(vec![interpolate(
-                ctx,
-                node,
-                x,
-                &Target::Scales(scales),
-                &sampling,
-            )?])
+            legacy_scales(ctx, node, x, scales, mode)
         }
         _ => legacy(ctx, node, x, 1, mode),
     }
@@ -119,20 +111,11 @@ fn legacy(
     i: usize,
     mode: String,
 ) -> Result<Vec<TensorId>> {
-    let sampling = legacy_sampling(mode);
     match given(ctx, node, i, Ctx::value_f64s)? {
         Given::Absent => Err(node.err(format!("input {i} (`scales`) is required"))),
-        Given::Known(scales, _) => {
-            let scales = check_len(node, "scales", scales, ctx.rank(x))?;
-            Ok(vec![interpolate(
-                ctx,
-                node,
-                x,
-                &Target::Scales(scales),
-                &sampling,
-            )?])
-        }
+        Given::Known(scales, _) => legacy_scales(ctx, node, x, scales, mode),
         Given::Tensor(values) => {
+            let sampling = legacy_sampling(mode);
             let axes: Vec<usize> = (0..ctx.rank(x)).collect();
             let input = ShapeInput {
                 values,
@@ -143,6 +126,25 @@ fn legacy(
             Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?])
         }
     }
+}
+
+/// Upsample and Resize-10 by scales known at import time.
+fn legacy_scales(
+    ctx: &mut Ctx<'_>,
+    node: &Node<'_>,
+    x: TensorId,
+    scales: Vec<f64>,
+    mode: String,
+) -> Result<Vec<TensorId>> {
+    let scales = check_len(node, "scales", scales, ctx.rank(x))?;
+    let target = Target::Scales(scales);
+    Ok(vec![interpolate(
+        ctx,
+        node,
+        x,
+        &target,
+        &legacy_sampling(mode),
+    )?])
 }
 
 /// Upsample and Resize-10 sampling: asymmetric coordinates, nearest rounds down.
