@@ -515,8 +515,9 @@ fn bad_fields_name_the_field() {
         ),
         (
             sized("linear", &[4]).with("coordinate_transformation_mode", "tf_crop_and_resize"),
-            "coordinate_transformation_mode",
+            "roi_input",
         ),
+        (sized("linear", &[4]).with("roi_input", 1i32), "roi_input"),
         (
             sized("linear", &[4]).with("coordinate_transformation_mode", "bogus"),
             "coordinate_transformation_mode",

@@ -123,6 +123,9 @@ pub(super) struct ShapeInput<'a> {
     pub axes: &'a [usize],
     /// `keep_aspect_ratio_policy`.
     pub policy: &'a str,
+    /// The `tf_crop_and_resize` region of interest: starts, then ends, one per axis of
+    /// `axes`.
+    pub roi: Option<TensorId>,
 }
 
 /// `x` resampled to the sizes or scales of a tensor: the plugin takes it as a shape input
@@ -161,24 +164,35 @@ pub(super) fn interpolate_by_input(
         )));
     }
     let whole = input.axes.iter().copied().eq(0..rank);
-    let (values, skip) = if whole && first == 2 {
-        (input.values, 2)
-    } else {
-        let picks: Vec<i64> = (first..rank)
-            .map(|a| input.axes.iter().position(|&b| b == a).unwrap_or_default() as i64)
-            .collect();
-        let picks = i64s(ctx, node, &picks)?;
-        (
-            ctx.add(node, Gather { axis: 0 }, &[input.values, picks])?,
-            0,
-        )
+    let skip = if whole && first == 2 { 2 } else { 0 };
+    let picks: Vec<i64> = (first..rank)
+        .map(|a| input.axes.iter().position(|&b| b == a).unwrap_or_default() as i64)
+        .collect();
+    let pick = |ctx: &mut Ctx<'_>, values: TensorId, picks: &[i64]| -> Result<TensorId> {
+        if skip == 2 {
+            return Ok(values);
+        }
+        let picks = i64s(ctx, node, picks)?;
+        ctx.add(node, Gather { axis: 0 }, &[values, picks])
     };
+    let mut inputs = vec![pick(ctx, input.values, &picks)?];
+    if let Some(roi) = input.roi {
+        let n = input.axes.len() as i64;
+        let both: Vec<i64> = picks
+            .iter()
+            .copied()
+            .chain(picks.iter().map(|p| p + n))
+            .collect();
+        inputs.push(pick(ctx, roi, &both)?);
+    }
     let fields = sampling_fields(mode, sampling)
         .with("size_input", input.kind)
         .with("size_input_skip", skip)
-        .with("keep_aspect_ratio_policy", input.policy);
+        .with("keep_aspect_ratio_policy", input.policy)
+        .with("roi_input", i32::from(input.roi.is_some()));
     with_two_leading_axes(ctx, node, x, first, |ctx, x| {
-        Ok(ctx.plugin(node, &plugin_key(), &fields, &[x, values])?[0])
+        let all: Vec<TensorId> = std::iter::once(x).chain(inputs.iter().copied()).collect();
+        Ok(ctx.plugin(node, &plugin_key(), &fields, &all)?[0])
     })
 }
 

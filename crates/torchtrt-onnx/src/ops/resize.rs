@@ -31,9 +31,12 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         extrapolation: node.float_or("extrapolation_value", 0.0)?,
         antialias: node.int_or("antialias", 0)? != 0,
     };
-    if sampling.coord == "tf_crop_and_resize" {
-        return Err(node.err("coordinate_transformation_mode tf_crop_and_resize is not supported"));
-    }
+    let roi = match sampling.coord.as_str() {
+        "tf_crop_and_resize" => Some(ctx.opt_input(node, 1)?.ok_or_else(|| {
+            node.err("coordinate_transformation_mode tf_crop_and_resize needs input 1 (`roi`)")
+        })?),
+        _ => None,
+    };
     let rank = ctx.rank(x);
     let axes = match node.ints("axes")? {
         None => (0..rank).collect(),
@@ -51,20 +54,21 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         kind,
         axes: &axes,
         policy: &policy,
+        roi,
     };
+    let input = match (&scales, &sizes) {
+        (Given::Tensor(t), Given::Absent) => Some(by_input(*t, "scales")),
+        (Given::Known(_, t), Given::Absent) if roi.is_some() => Some(by_input(*t, "scales")),
+        (Given::Absent, Given::Tensor(t)) => Some(by_input(*t, "sizes")),
+        (Given::Absent, Given::Known(_, t)) if policy != "stretch" || roi.is_some() => {
+            Some(by_input(*t, "sizes"))
+        }
+        _ => None,
+    };
+    if let Some(input) = input {
+        return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
+    }
     let target = match (scales, sizes) {
-        (Given::Tensor(t), Given::Absent) => {
-            let input = by_input(t, "scales");
-            return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
-        }
-        (Given::Absent, Given::Tensor(t)) => {
-            let input = by_input(t, "sizes");
-            return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
-        }
-        (Given::Absent, Given::Known(_, t)) if policy != "stretch" => {
-            let input = by_input(t, "sizes");
-            return Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?]);
-        }
         (Given::Known(s, _), Given::Absent) => {
             let mut full = vec![1.0; rank];
             for (&a, v) in axes.iter().zip(check_len(node, "scales", s, axes.len())?) {
@@ -122,6 +126,7 @@ fn legacy(
                 kind: "scales",
                 axes: &axes,
                 policy: "stretch",
+                roi: None,
             };
             Ok(vec![interpolate_by_input(ctx, node, x, &input, &sampling)?])
         }

@@ -28,6 +28,11 @@ pub struct Config {
     pub extrapolation_value: f32,
     /// ONNX opset-18 `antialias` for linear and cubic downsampling.
     pub antialias: bool,
+    /// The last input is the `tf_crop_and_resize` region of interest (a shape input: the
+    /// starts, then the ends, after `size_input_skip` entries each).
+    pub roi_input: bool,
+    /// The region of interest per spatial axis, once read from that input.
+    pub roi: Option<Vec<(f64, f64)>>,
 }
 
 /// Reads `fields` (already checked against the schema, defaults filled in) for `key`.
@@ -54,22 +59,27 @@ pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> 
     let use_scales = flag("use_scales")?;
     let exclude_outside = flag("exclude_outside")?;
     let antialias = flag("antialias")?;
+    let roi_input = flag("roi_input")?;
     let size = size_rule(key, mode, fields, use_scales)?;
 
     let coord_name = fields
         .string("coordinate_transformation_mode")
         .unwrap_or("");
     let coord = CoordMode::parse(coord_name).ok_or_else(|| {
-        let reason = if coord_name == "tf_crop_and_resize" {
-            "tf_crop_and_resize is not supported".to_string()
-        } else {
+        bad(
+            "coordinate_transformation_mode",
             format!(
                 "unknown mode `{coord_name}` (one of {:?})",
                 CoordMode::NAMES
-            )
-        };
-        bad("coordinate_transformation_mode", reason)
+            ),
+        )
     })?;
+    if (coord == CoordMode::TfCropAndResize) != roi_input {
+        return Err(bad(
+            "roi_input",
+            "tf_crop_and_resize takes its region of interest as the last input (roi_input = 1), other modes none".to_string(),
+        ));
+    }
     let nearest_name = fields.string("nearest_mode").unwrap_or("");
     let nearest = NearestMode::parse(nearest_name).ok_or_else(|| {
         bad(
@@ -128,6 +138,8 @@ pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> 
         exclude_outside,
         extrapolation_value,
         antialias,
+        roi_input,
+        roi: None,
     })
 }
 
@@ -272,6 +284,11 @@ impl Config {
         self.size.spatial()
     }
 
+    /// The region of interest of spatial axis `axis`, once read.
+    pub fn roi_of(&self, axis: usize) -> Option<(f64, f64)> {
+        self.roi.as_ref().and_then(|r| r.get(axis).copied())
+    }
+
     /// This configuration with the size rule `size` (a shape input's values resolved).
     pub fn with_size(&self, size: SizeRule) -> Config {
         Config {
@@ -318,5 +335,6 @@ impl Config {
             .with("exclude_outside", i32::from(self.exclude_outside))
             .with("extrapolation_value", self.extrapolation_value)
             .with("antialias", i32::from(self.antialias))
+            .with("roi_input", i32::from(self.roi_input))
     }
 }

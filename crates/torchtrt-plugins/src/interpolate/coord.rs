@@ -20,11 +20,15 @@ pub enum CoordMode {
     /// `half_pixel_symmetric`: `half_pixel` shifted so the centres of input and output align
     /// when `floor(in·scale)` truncates.
     HalfPixelSymmetric,
+    /// `tf_crop_and_resize`: samples the region of interest `[start, end]` (fractions of
+    /// `in − 1`); outputs whose coordinate falls outside the input take
+    /// `extrapolation_value`.
+    TfCropAndResize,
 }
 
 impl CoordMode {
     /// The accepted values of `coordinate_transformation_mode`.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "",
         "half_pixel",
         "asymmetric",
@@ -32,6 +36,7 @@ impl CoordMode {
         "align_corners",
         "tf_half_pixel_for_nn",
         "half_pixel_symmetric",
+        "tf_crop_and_resize",
     ];
 
     /// Parses `coordinate_transformation_mode`.
@@ -44,6 +49,7 @@ impl CoordMode {
             "align_corners" => CoordMode::AlignCorners,
             "tf_half_pixel_for_nn" => CoordMode::TfHalfPixelForNn,
             "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
+            "tf_crop_and_resize" => CoordMode::TfCropAndResize,
             _ => return None,
         })
     }
@@ -58,6 +64,7 @@ impl CoordMode {
             CoordMode::AlignCorners => "align_corners",
             CoordMode::TfHalfPixelForNn => "tf_half_pixel_for_nn",
             CoordMode::HalfPixelSymmetric => "half_pixel_symmetric",
+            CoordMode::TfCropAndResize => "tf_crop_and_resize",
         }
     }
 
@@ -83,7 +90,26 @@ impl CoordMode {
                 let offset = input / 2.0 * (1.0 - adjustment);
                 offset + (x + 0.5) / scale - 0.5
             }
+            CoordMode::TfCropAndResize => {
+                let (start, end) = axis.roi.unwrap_or((0.0, 1.0));
+                let span = if resized == 1.0 {
+                    (end - start) * (input - 1.0) / 2.0
+                } else {
+                    x * (end - start) * (input - 1.0) / (resized - 1.0)
+                };
+                span + start * (input - 1.0)
+            }
         }
+    }
+
+    /// Whether output index `dst` samples outside the input, and so takes the
+    /// extrapolation value (`tf_crop_and_resize` only).
+    pub fn extrapolates(self, axis: &AxisGeom, dst: usize) -> bool {
+        if self != CoordMode::TfCropAndResize {
+            return false;
+        }
+        let x = self.onnx_source(axis, dst);
+        x < 0.0 || x > (axis.input - 1) as f64
     }
 }
 
@@ -160,6 +186,8 @@ pub struct AxisGeom {
     pub output: usize,
     /// The user's scale factor (output/input sense) when the size came from `scales`.
     pub scale: Option<f64>,
+    /// The region of interest `(start, end)` of `tf_crop_and_resize`.
+    pub roi: Option<(f64, f64)>,
 }
 
 impl AxisGeom {
@@ -176,10 +204,12 @@ impl AxisGeom {
         }
     }
 
-    /// True when ONNX's reference leaves this axis untouched: same length and a scale
-    /// within 1e-9 of 1.
+    /// True when ONNX's reference leaves this axis untouched: same length, a scale within
+    /// 1e-9 of 1 and no cropping region.
     pub fn is_onnx_identity(&self) -> bool {
-        self.input == self.output && (self.onnx_scale() - 1.0).abs() <= 1e-9
+        self.input == self.output
+            && (self.onnx_scale() - 1.0).abs() <= 1e-9
+            && self.roi.is_none_or(|r| r == (0.0, 1.0))
     }
 
     /// PyTorch's `area_pixel_compute_scale`: input units per output index, `(in − 1)/(out − 1)`

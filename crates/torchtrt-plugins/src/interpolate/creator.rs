@@ -77,7 +77,7 @@ impl PluginCreator for InterpolateCreator {
             FieldSpec::with_default(
                 "extrapolation_value",
                 0f32,
-                "ONNX tf_crop_and_resize fill value (that mode is unsupported)",
+                "ONNX tf_crop_and_resize: the value of outputs sampling outside the input",
             )
             .scalar(),
             FieldSpec::with_default(
@@ -96,6 +96,12 @@ impl PluginCreator for InterpolateCreator {
                 "stretch",
                 "ONNX Resize: stretch, not_larger or not_smaller (with size_input = sizes)",
             ),
+            FieldSpec::with_default(
+                "roi_input",
+                0i32,
+                "1 (with tf_crop_and_resize): the last input is the region of interest, starts then ends (after size_input_skip entries each)",
+            )
+            .scalar(),
             FieldSpec::with_default(
                 "antialias",
                 0i32,

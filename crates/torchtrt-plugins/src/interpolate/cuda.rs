@@ -351,6 +351,7 @@ pub(super) fn enqueue(
             input: i,
             output: o,
             scale: config.size.scale(a),
+            roi: config.roi_of(a),
         };
         tables.push(axis_taps(config, &g));
     }

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 use torchtrt_plugin_api::{DType, HostTensor, HostTensorMut, numel};
 
 use super::config::Config;
+use super::coord::{AxisGeom, CoordMode};
 use super::plan::Plan;
 use super::separable::Scratch;
 use crate::kernels::float::Float;
@@ -42,6 +43,61 @@ fn dims(shape: &[i64]) -> Result<Vec<usize>, String> {
 }
 
 fn run_typed<T: Float>(
+    config: &Config,
+    input: &HostTensor<'_>,
+    output: &mut HostTensorMut<'_>,
+) -> Result<(), String> {
+    compute_typed::<T>(config, input, output)?;
+    if config.coord == CoordMode::TfCropAndResize {
+        let in_dims = dims(&input.desc.shape)?;
+        let out_dims = dims(&output.desc.shape)?;
+        let dst = output.typed_mut::<T>().map_err(|e| e.to_string())?;
+        extrapolate(config, &in_dims[2..], &out_dims[2..], dst);
+    }
+    Ok(())
+}
+
+/// Sets every output whose coordinate along some axis falls outside the input to the
+/// extrapolation value (`tf_crop_and_resize`).
+fn extrapolate<T: Float>(config: &Config, input: &[usize], output: &[usize], dst: &mut [T]) {
+    let outside: Vec<Vec<bool>> = input
+        .iter()
+        .zip(output)
+        .enumerate()
+        .map(|(a, (&i, &o))| {
+            let g = AxisGeom {
+                input: i,
+                output: o,
+                scale: config.size.scale(a),
+                roi: config.roi_of(a),
+            };
+            (0..o).map(|d| config.coord.extrapolates(&g, d)).collect()
+        })
+        .collect();
+    if outside.iter().all(|m| !m.contains(&true)) {
+        return;
+    }
+    let value = T::from_f32(config.extrapolation_value);
+    let plane: usize = output.iter().product();
+    if plane == 0 {
+        return;
+    }
+    let mut index = vec![0usize; output.len()];
+    for k in 0..plane {
+        let mut rest = k;
+        for (a, &n) in output.iter().enumerate().rev() {
+            index[a] = rest % n;
+            rest /= n;
+        }
+        if index.iter().zip(&outside).any(|(&i, m)| m[i]) {
+            for v in dst.iter_mut().skip(k).step_by(plane) {
+                *v = value;
+            }
+        }
+    }
+}
+
+fn compute_typed<T: Float>(
     config: &Config,
     input: &HostTensor<'_>,
     output: &mut HostTensorMut<'_>,

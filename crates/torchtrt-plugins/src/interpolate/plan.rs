@@ -34,6 +34,7 @@ impl Plan {
                 input: i,
                 output: o,
                 scale: config.size.scale(a),
+                roi: config.roi_of(a),
             })
             .collect();
         let tables = |f: &dyn Fn(&AxisGeom) -> AxisTaps| geoms.iter().map(f).collect();

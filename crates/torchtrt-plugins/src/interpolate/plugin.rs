@@ -51,7 +51,43 @@ impl InterpolatePlugin {
     }
 
     fn num_inputs(&self) -> usize {
-        1 + usize::from(self.size_input().is_some())
+        1 + usize::from(self.size_input().is_some()) + usize::from(self.config.roi_input)
+    }
+
+    /// The input holding the region of interest, if any: the last one.
+    fn roi_index(&self) -> Option<usize> {
+        self.config.roi_input.then(|| self.num_inputs() - 1)
+    }
+
+    /// Entries of the shape inputs before the spatial ones.
+    fn skip(&self) -> usize {
+        self.size_input().map_or(0, |i| i.skip)
+    }
+
+    /// `config` with the region of interest read from `values` (`spatial` axes).
+    fn with_roi(
+        &self,
+        mut config: Config,
+        values: &ShapeValues,
+        spatial: usize,
+    ) -> PluginResult<Config> {
+        if !self.config.roi_input {
+            return Ok(config);
+        }
+        let skip = self.skip();
+        let roi = values
+            .floats()
+            .ok_or_else(|| self.input_error("the region of interest is not known".into()))?;
+        let len = skip + spatial;
+        if roi.len() != 2 * len {
+            return Err(self.input_error(format!(
+                "the region of interest has {} entries, expected {} (starts, then ends)",
+                roi.len(),
+                2 * len
+            )));
+        }
+        config.roi = Some((skip..len).map(|a| (roi[a], roi[len + a])).collect());
+        Ok(config)
     }
 
     fn check_counts(&self, inputs: usize, outputs: Option<usize>) -> PluginResult<()> {
@@ -188,11 +224,8 @@ impl Plugin for InterpolatePlugin {
     }
 
     fn shape_inputs(&self) -> Vec<usize> {
-        if self.size_input().is_some() {
-            vec![1]
-        } else {
-            Vec::new()
-        }
+        let size = self.size_input().map(|_| 1);
+        size.into_iter().chain(self.roi_index()).collect()
     }
 
     fn output_shapes_of(
@@ -227,6 +260,7 @@ impl Plugin for InterpolatePlugin {
         };
         let shape_port = match self.size_input() {
             Some(input) if pos == 1 => Some(input.kind),
+            _ if self.roi_index() == Some(pos) => Some(InputKind::Scales),
             _ => None,
         };
         let dtype_ok = match shape_port {
@@ -234,7 +268,11 @@ impl Plugin for InterpolatePlugin {
             Some(InputKind::Scales) => matches!(port.dtype, DType::F32 | DType::F64),
             None => supported(port.dtype) && (pos == 0 || io[0].dtype == port.dtype),
         };
-        matches!(device, DeviceKind::Cpu | DeviceKind::Cuda)
+        let on_device = match device {
+            DeviceKind::Cpu => true,
+            DeviceKind::Cuda => !self.config.roi_input,
+        };
+        on_device
             && num_inputs == self.num_inputs()
             && pos <= num_inputs
             && port.format == TensorFormat::Linear
@@ -279,11 +317,14 @@ impl Plugin for InterpolatePlugin {
                 {
                     return Err(self.input_error("enqueue needs concrete shapes".to_string()));
                 }
-                let values = match cpu.inputs.get(1) {
-                    Some(t) => ShapeValues::from_bytes(t.desc.dtype, t.data)?,
-                    None => ShapeValues::Unknown,
+                let values_of = |i: Option<usize>| match i.and_then(|i| cpu.inputs.get(i)) {
+                    Some(t) => ShapeValues::from_bytes(t.desc.dtype, t.data),
+                    None => Ok(ShapeValues::Unknown),
                 };
-                let config = self.resolve_for_launch(&values, &input.desc.shape)?;
+                let sizes = values_of(self.size_input().map(|_| 1))?;
+                let config = self.resolve_for_launch(&sizes, &input.desc.shape)?;
+                let spatial = input.desc.shape.len().saturating_sub(2);
+                let config = self.with_roi(config, &values_of(self.roi_index())?, spatial)?;
                 self.check_shapes(&config, &input.desc.shape, &output.desc.shape)?;
                 launch::run(&config, input, output, cpu.threads).map_err(|e| self.input_error(e))
             }
@@ -295,6 +336,13 @@ impl Plugin for InterpolatePlugin {
                     return Err(self.input_error(format!(
                         "output dtype {} differs from input dtype {}",
                         y.desc.dtype, x.desc.dtype
+                    )));
+                }
+                if self.config.roi_input {
+                    return Err(PluginError::Unsupported(format!(
+                        "plugin {} layer `{}`: tf_crop_and_resize runs on the CPU only",
+                        key(),
+                        self.layer
                     )));
                 }
                 let values = c.shape_values.get(1).cloned().unwrap_or_default();
