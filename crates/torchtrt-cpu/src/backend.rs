@@ -71,6 +71,10 @@ impl Backend for CpuBackend {
     /// [`CpuBackend::new`]): the layers' parallel loops then start from a worker, which hands
     /// tasks to the others through its own queue instead of blocking the caller and waking
     /// it again after every layer.
+    fn host_threads(&self) -> usize {
+        self.num_threads()
+    }
+
     fn run_scope(&self, f: &mut (dyn FnMut() + Send)) {
         match &self.pool {
             Some(pool) => pool.install(f),

@@ -121,6 +121,12 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Threads a plugin's CPU launch may use: the size of the pool this backend runs host
+    /// kernels in (one per core by default).
+    fn host_threads(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
     /// A kernel that runs `plugin` on this backend's device, for plugin layers the builder
     /// placed there. `None` (the default) runs the plugin's CPU kernel through the runtime.
     fn plugin_kernel(&self, _plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {

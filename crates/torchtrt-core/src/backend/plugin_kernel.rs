@@ -15,10 +15,11 @@ pub(crate) struct PluginKernel {
 }
 
 impl PluginKernel {
-    pub fn new(layer: &PluginLayer) -> Result<PluginKernel, String> {
+    /// The kernel of `layer`, whose CPU launches may use `threads` threads.
+    pub fn new(layer: &PluginLayer, threads: usize) -> Result<PluginKernel, String> {
         Ok(PluginKernel {
             plugin: layer.plugin()?.clone(),
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: threads.max(1),
         })
     }
 }

@@ -310,7 +310,9 @@ impl Engine {
                         };
                         match device_kernel {
                             Some(kernel) => Some(kernel.map_err(error)?),
-                            None => Some(Box::new(PluginKernel::new(p).map_err(error)?)),
+                            None => Some(Box::new(
+                                PluginKernel::new(p, backend.host_threads()).map_err(error)?,
+                            )),
                         }
                     }
                     kind => {
