@@ -7,6 +7,7 @@ mod common;
 
 use common::{device_or_skip, random_f32};
 use half::{bf16, f16};
+use torchtrt_testing::Tol;
 use torchtrt_core::layers::*;
 use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc};
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
@@ -134,7 +135,7 @@ impl Gpu {
         let mut want: Vec<Tensor> = outs
             .iter()
             .zip(&out_shapes)
-            .map(|(o, s)| Tensor::zeros(o.dtype, s))
+            .map(|(o, s)| torchtrt_testing::sentinel_tensor(o.dtype, s))
             .collect();
         let refs: Vec<&Tensor> = inputs.iter().collect();
         cpu.execute(&refs, &mut want).expect("cpu run");
@@ -157,7 +158,7 @@ impl Gpu {
         let in_bufs: Vec<DeviceBuffer> = inputs.iter().map(|t| alloc(t.bytes())).collect();
         let out_bufs: Vec<DeviceBuffer> = want
             .iter()
-            .map(|t| alloc(&vec![0xAB; t.bytes().len()]))
+            .map(|t| alloc(torchtrt_testing::sentinel_like(t).bytes()))
             .collect();
         let tensor = |t: &Tensor, b: &DeviceBuffer| DeviceTensor {
             desc: TensorDesc::new(
@@ -189,11 +190,11 @@ impl Gpu {
     }
 }
 
+/// The shared comparison: floats within the dtype's tolerance, integers and bools exactly.
 fn compare(name: &str, want: &Tensor, got: &Tensor) {
     let (atol, rtol) = tolerance(want.dtype());
-    for (i, (w, g)) in want.to_f64_vec().iter().zip(got.to_f64_vec()).enumerate() {
-        let ok = (w.is_nan() && g.is_nan()) || w == &g || (w - g).abs() <= atol + rtol * w.abs();
-        assert!(ok, "{name}: element {i} is {g}, the CPU gives {w}");
+    if let Err(e) = torchtrt_testing::check_tensor(got, want, Tol::new(rtol, atol)) {
+        panic!("{name}: the GPU against the CPU: {e}");
     }
 }
 

@@ -228,6 +228,16 @@ impl AsF64 for half::bf16 {
 /// Checks each `got[i]` against `want[i]` with [`close`]; a failure names the element
 /// furthest outside its bound (a NaN or infinity mismatch first).
 pub fn check_floats<G: AsF64, W: AsF64>(got: &[G], want: &[W], tol: Tol) -> Result<(), Mismatch> {
+    check_floats_by(got, want, |_| tol)
+}
+
+/// [`check_floats`] with a bound per element: `tol_at(i)` for element `i` (for sums, whose
+/// rounding error scales with `Σ|terms|` of that element rather than with its value).
+pub fn check_floats_by<G: AsF64, W: AsF64>(
+    got: &[G],
+    want: &[W],
+    tol_at: impl Fn(usize) -> Tol,
+) -> Result<(), Mismatch> {
     if got.len() != want.len() {
         return Err(Mismatch::Length {
             got: got.len(),
@@ -235,20 +245,20 @@ pub fn check_floats<G: AsF64, W: AsF64>(got: &[G], want: &[W], tol: Tol) -> Resu
         });
     }
     let mut failed = 0;
-    let mut worst = (0.0f64, 0usize);
+    let mut worst: Option<(f64, usize, Tol)> = None;
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let tol = tol_at(i);
         let e = excess(g.as_f64(), w.as_f64(), tol);
         if e > 0.0 {
             failed += 1;
-            if e > worst.0 {
-                worst = (e, i);
+            if worst.is_none_or(|(x, _, _)| e > x) {
+                worst = Some((e, i, tol));
             }
         }
     }
-    if failed == 0 {
+    let Some((_, i, tol)) = worst else {
         return Ok(());
-    }
-    let i = worst.1;
+    };
     Err(Mismatch::Values {
         failed,
         len: got.len(),

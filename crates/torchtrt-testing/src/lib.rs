@@ -13,5 +13,5 @@ pub mod compare;
 pub mod sentinel;
 pub mod tensor;
 
-pub use compare::{Mismatch, Tol, check_exact, check_floats, close};
+pub use compare::{Mismatch, Tol, check_exact, check_floats, check_floats_by, close};
 pub use tensor::{check_tensor, fill_sentinel, sentinel_like, sentinel_tensor};

@@ -6,14 +6,16 @@ use torchtrt_core::plugin_api::DType;
 use crate::compare::{Mismatch, Tol, check_exact, check_floats};
 use crate::sentinel;
 
-/// The usual bound for results of `dtype` (integers and bools: exact).
-pub fn tol_of(dtype: DType) -> Tol {
-    match dtype {
-        DType::F64 => Tol::f64(),
-        DType::F32 => Tol::f32(),
-        DType::F16 => Tol::f16(),
-        DType::BF16 => Tol::bf16(),
-        _ => Tol::EXACT,
+impl Tol {
+    /// The usual bound for results of `dtype` (integers and bools: exact).
+    pub fn of(dtype: DType) -> Tol {
+        match dtype {
+            DType::F64 => Tol::f64(),
+            DType::F32 => Tol::f32(),
+            DType::F16 => Tol::f16(),
+            DType::BF16 => Tol::bf16(),
+            _ => Tol::EXACT,
+        }
     }
 }
 

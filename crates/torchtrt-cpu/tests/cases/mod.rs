@@ -17,6 +17,7 @@ mod pooling;
 mod reduce;
 mod reduction_paths;
 mod reshape;
+mod simd_level;
 mod rms_normalization;
 mod slice;
 mod softmax;

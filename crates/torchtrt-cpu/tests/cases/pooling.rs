@@ -74,7 +74,7 @@ proptest! {
     fn matches_reference((shape, p) in cases(), dtype in float_dtype(), seed: u64) {
         let x = random(dtype, &shape, &mut Rng::new(seed), -2.0, 2.0);
         let got = run(layer(&p), &[&x])?;
-        check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scale(2.0))?;
+        check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scaled(2.0))?;
     }
 }
 
@@ -113,7 +113,7 @@ proptest! {
             };
             let x = random(dtype, &shape, &mut rng, -2.0, 2.0);
             let got = run(layer(&p), &[&x])?;
-            check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scale(2.0))?;
+            check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scaled(2.0))?;
         }
     }
 }
