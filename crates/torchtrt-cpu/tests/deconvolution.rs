@@ -131,7 +131,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(6))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// Bigger images on both backends: one task per (image, group), or a parallel gemm and
     /// col2im when there are few.

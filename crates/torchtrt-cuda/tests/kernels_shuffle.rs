@@ -7,13 +7,13 @@ mod common;
 
 use common::{device_or_skip, random_f32};
 use half::{bf16, f16};
-use torchtrt_testing::Tol;
 use torchtrt_core::layers::*;
 use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc};
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
 use torchtrt_cpu::CpuBackend;
 use torchtrt_cuda::kernels::{PrepareCtx, Programs, prepare};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer};
+use torchtrt_testing::Tol;
 
 /// A random tensor of `dtype` (floats in [-2, 2), integers in [-20, 20), bools).
 fn random(dtype: DType, shape: &[usize], seed: u64) -> Tensor {

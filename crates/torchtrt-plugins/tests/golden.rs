@@ -113,8 +113,12 @@ fn run_case(case: &Json) -> Result<(), String> {
         .get("rtol")
         .and_then(Json::as_f64)
         .ok_or("missing rtol")?;
-    torchtrt_testing::check_floats(&out.values, &expected.values, torchtrt_testing::Tol::new(rtol, atol))
-        .map_err(|m| m.in_shape(&out.shape).to_string())?;
+    torchtrt_testing::check_floats(
+        &out.values,
+        &expected.values,
+        torchtrt_testing::Tol::new(rtol, atol),
+    )
+    .map_err(|m| m.in_shape(&out.shape).to_string())?;
     Ok(())
 }
 

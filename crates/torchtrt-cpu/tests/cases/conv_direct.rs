@@ -76,7 +76,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// ShuffleNet's and MobileNet's shapes: 3×3, padding 1, stride 1 and 2, on 7×7 to 56×56
     /// planes with many channels (parallel tasks), f32.

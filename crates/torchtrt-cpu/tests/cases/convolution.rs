@@ -93,7 +93,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(6))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// 1×1 (no im2col), strided, grouped and depthwise (direct) convolutions on bigger
     /// images, both backends.
@@ -125,7 +125,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4))]
+    #![proptest_config(ProptestConfig::with_cases(8))]
 
     /// Images wide enough to be split into several column tiles (a partial last one, tiles
     /// that start mid-line), and few positions with many channels, split into row tiles.
@@ -232,7 +232,7 @@ fn check_3x3(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// 3×3 stride-1 f32 layers with enough channels and outputs for the Winograd path:
     /// odd and even output sizes (partial last tiles), asymmetric padding, a fused
@@ -245,7 +245,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3))]
+    #![proptest_config(ProptestConfig::with_cases(6))]
 
     /// Images of at least 56×56 outputs with 128 channels take Winograd F(4×4, 3×3): partial
     /// last tiles, asymmetric padding, a fused activation, one and several threads.

@@ -130,7 +130,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// Tensors large enough to be split into parallel chunks, on both backends.
     #[test]

@@ -79,7 +79,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4))]
+    #![proptest_config(ProptestConfig::with_cases(10))]
 
     /// Inputs big enough to split into parallel tasks: strided max pools (squeezenet's ceil
     /// mode on odd sizes, 1-D), padded average pools on wide and on small planes (7×7, where

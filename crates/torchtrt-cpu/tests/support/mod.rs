@@ -177,9 +177,7 @@ pub fn check(got: &Tensor, want: &Nd, tol: Tol) -> Result<(), TestCaseError> {
         let w: Vec<i64> = want.data.iter().map(|&v| v as i64).collect();
         torchtrt_testing::check_exact(&g, &w)
     };
-    result.map_err(|m| {
-        TestCaseError::fail(format!("{} {}", got.dtype(), m.in_shape(got.shape())))
-    })
+    result.map_err(|m| TestCaseError::fail(format!("{} {}", got.dtype(), m.in_shape(got.shape()))))
 }
 
 /// Like [`random`] with magnitudes in `[lo, hi)` and random signs (floats), or values in

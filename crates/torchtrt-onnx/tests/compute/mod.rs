@@ -78,8 +78,12 @@ pub fn check(got: &Tensor, shape: &[usize], want: &[f64], tol: f64) -> Result<()
             got.shape()
         )));
     }
-    torchtrt_testing::check_floats(&got.to_f64_vec(), want, torchtrt_testing::Tol::new(tol, tol))
-        .map_err(|m| TestCaseError::fail(m.in_shape(shape).to_string()))
+    torchtrt_testing::check_floats(
+        &got.to_f64_vec(),
+        want,
+        torchtrt_testing::Tol::new(tol, tol),
+    )
+    .map_err(|m| TestCaseError::fail(m.in_shape(shape).to_string()))
 }
 
 /// Shorthand: a `String` error as a proptest failure.
