@@ -118,7 +118,10 @@ fn run_case(case: &Json) -> Result<(), String> {
         &expected.values,
         torchtrt_testing::Tol::new(rtol, atol),
     )
-    .map_err(|m| m.in_shape(&out.shape).to_string())?;
+    .map_err(|m| {
+        let shape: Vec<usize> = out.shape.iter().map(|&d| d as usize).collect();
+        m.in_shape(&shape).to_string()
+    })?;
     Ok(())
 }
 

@@ -223,8 +223,7 @@ impl Case {
         spec.cubic_a = f64::from(spec.cubic_a as f32);
         let want = interp_ref::resize(&spec, &self.shape, &x, &out);
         let tol = tolerance(self.dtype);
-        let shape: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
-        close(&got, &want, tol).map_err(|m| TestCaseError::fail(m.in_shape(&shape).to_string()))
+        close(&got, &want, tol).map_err(|m| TestCaseError::fail(m.in_shape(&out_shape).to_string()))
     }
 }
 
