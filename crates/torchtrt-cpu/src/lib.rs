@@ -19,3 +19,9 @@ mod strided;
 mod tensor_access;
 
 pub use backend::CpuBackend;
+
+/// The instruction-set level the kernels run at in this process (`generic`, `v3` or `v4`):
+/// the CPU's, capped by `TORCHTRT_CPU_SIMD`.
+pub fn simd_level() -> &'static str {
+    simd::level_name()
+}

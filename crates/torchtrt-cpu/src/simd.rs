@@ -2,8 +2,9 @@
 //! a body for the baseline target, x86-64-v3 (AVX2, FMA) and AVX-512, and runs the widest
 //! version the CPU supports.
 //!
-//! `TORCHTRT_CPU_SIMD=generic|v3|v4` caps the level (read once per process), so tests can
-//! exercise every version on one machine.
+//! `TORCHTRT_CPU_SIMD=generic|v3|v4` (or `scalar|avx2|avx512`) caps the level (read once per
+//! process), so tests can exercise every version on one machine. Every kernel that picks an
+//! instruction set at run time asks [`level()`] (or [`v4`] / [`v3`]), never the CPU directly.
 
 use std::sync::OnceLock;
 
@@ -25,12 +26,31 @@ pub(crate) fn level() -> Level {
     static LEVEL: OnceLock<Level> = OnceLock::new();
     *LEVEL.get_or_init(|| {
         let cap = match std::env::var("TORCHTRT_CPU_SIMD").as_deref() {
-            Ok("generic") => Level::Generic,
-            Ok("v3") => Level::V3,
+            Ok("generic" | "scalar") => Level::Generic,
+            Ok("v3" | "avx2") => Level::V3,
             _ => Level::V4,
         };
         detect().min(cap)
     })
+}
+
+/// Whether code compiled for AVX-512 F, AVX2 and FMA may run: the level is [`Level::V4`].
+pub(crate) fn v4() -> bool {
+    level() == Level::V4
+}
+
+/// Whether code compiled for AVX2 and FMA may run: the level is at least [`Level::V3`].
+pub(crate) fn v3() -> bool {
+    level() >= Level::V3
+}
+
+/// The level's name as `TORCHTRT_CPU_SIMD` spells it.
+pub(crate) fn level_name() -> &'static str {
+    match level() {
+        Level::Generic => "generic",
+        Level::V3 => "v3",
+        Level::V4 => "v4",
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -68,7 +68,7 @@ proptest! {
         let a = axis_tensor(axis, flags[2], flags[3]);
         let got = run(layer.clone(), &[&x, &a])?;
         let want = cum_sum(&nd(&x), axis.rem_euclid(rank) as usize, &layer);
-        check(&got, &want, Tol::of(dtype).scale(6.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(6.0))?;
     }
 }
 
@@ -112,7 +112,7 @@ fn long_axes_on_both_backends() {
     for axis in [0i64, 1, 2] {
         let a = axis_tensor(axis, true, false);
         let want = cum_sum(&nd(&x), axis as usize, &layer);
-        let tol = Tol::of(DType::F32).scale(50.0);
+        let tol = Tol::of(DType::F32).scaled(50.0);
         check(&run(layer.clone(), &[&x, &a]).expect("global"), &want, tol).expect("global");
         let got = run_on(support::pooled(), layer.clone(), &[&x, &a]).expect("pooled");
         check(&got[0], &want, tol).expect("pooled");

@@ -110,7 +110,7 @@ fn cases() -> impl Strategy<Value = Case> {
 
 fn tolerance(dtype: DType, c: &Case) -> Tol {
     let taps: usize = c.w[2..].iter().product::<usize>() * c.x[1];
-    Tol::of(dtype).scale((taps as f64).sqrt() + 1.0)
+    Tol::of(dtype).scaled((taps as f64).sqrt() + 1.0)
 }
 
 proptest! {
@@ -131,7 +131,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(6))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// Bigger images on both backends: one task per (image, group), or a parallel gemm and
     /// col2im when there are few.
@@ -215,7 +215,7 @@ fn prepared_for_symbolic_shapes_runs_on_several() {
     let got = run_prepared(global(), &kind, &symbolic, &runs).expect("run");
     for (x, out) in xs.iter().zip(&got) {
         let want = deconv(&nd(x), &nd(&w), Some(&nd(&b)), &layer);
-        check(&out[0], &want, Tol::of(DType::F32).scale(4.0)).expect("matches");
+        check(&out[0], &want, Tol::of(DType::F32).scaled(4.0)).expect("matches");
     }
 }
 
@@ -293,6 +293,6 @@ fn engine_round_trip_with_dynamic_batch() {
     let got = run_engine(layer.clone().into(), &inputs, &runs).expect("engine");
     for (x, out) in xs.iter().zip(&got) {
         let want = deconv(&nd(x), &nd(&w), None, &layer);
-        check(&out[0], &want, Tol::of(DType::F32).scale(4.0)).expect("matches");
+        check(&out[0], &want, Tol::of(DType::F32).scaled(4.0)).expect("matches");
     }
 }

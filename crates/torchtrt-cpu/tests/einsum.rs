@@ -171,7 +171,7 @@ fn check_equation(
     check(
         &got,
         &want,
-        Tol::of(dtype).scale(3.0 * summed.max(1) as f64),
+        Tol::of(dtype).scaled(3.0 * summed.max(1) as f64),
     )
 }
 
@@ -218,7 +218,7 @@ fn large_products_on_both_backends() {
                     equation: eq.into(),
                 };
                 let got = run_on(backend, layer, &[&x, &y]).expect("run");
-                check(&got[0], &want, Tol::of(dtype).scale(k.sqrt() * 3.0)).expect(eq);
+                check(&got[0], &want, Tol::of(dtype).scaled(k.sqrt() * 3.0)).expect(eq);
             }
         }
     }
@@ -299,7 +299,7 @@ fn prepared_for_symbolic_shapes_runs_on_several() {
     let got = run_prepared(global(), &kind, &symbolic, &runs).expect("run");
     for ((a, b), out) in xs.iter().zip(&got) {
         let want = einsum("bij,bjk->bik", &[nd(a), nd(b)]);
-        check(&out[0], &want, Tol::of(DType::F32).scale(8.0)).expect("matches");
+        check(&out[0], &want, Tol::of(DType::F32).scaled(8.0)).expect("matches");
     }
 }
 
@@ -387,6 +387,6 @@ fn engine_round_trip_with_dynamic_batch() {
     let got = run_engine(layer.into(), &inputs, &runs).expect("engine");
     for (x, out) in xs.iter().zip(&got) {
         let want = einsum(equation, &[nd(x), nd(&w)]);
-        check(&out[0], &want, Tol::of(DType::F32).scale(4.0)).expect("matches");
+        check(&out[0], &want, Tol::of(DType::F32).scaled(4.0)).expect("matches");
     }
 }

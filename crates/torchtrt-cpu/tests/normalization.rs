@@ -59,7 +59,7 @@ proptest! {
             (inputs > 2).then(|| nd(&b)).as_ref(),
         );
         let amplification = 4.0 / min_std;
-        check(&got, &want, Tol::of(dtype).scale(amplification.max(4.0)))?;
+        check(&got, &want, Tol::of(dtype).scaled(amplification.max(4.0)))?;
     }
 }
 
@@ -87,7 +87,7 @@ fn layer_norm_prepared_for_symbolic_batch_and_length() {
     let got = run_prepared(global(), &kind, &symbolic, &runs).expect("run");
     for (x, out) in xs.iter().zip(&got) {
         let (want, min_std) = normalize(&nd(x), &[2], 1e-5, Some(&nd(&s)), Some(&nd(&b)));
-        check(&out[0], &want, Tol::of(DType::F32).scale(4.0 / min_std)).expect("matches");
+        check(&out[0], &want, Tol::of(DType::F32).scaled(4.0 / min_std)).expect("matches");
     }
 }
 
@@ -100,7 +100,7 @@ fn instance_norm_over_large_planes_on_both_backends() {
         epsilon: 1e-5,
     };
     let (want, min_std) = normalize(&nd(&x), &[2, 3], 1e-5, None, None);
-    let tol = Tol::of(DType::F32).scale(4.0 / min_std);
+    let tol = Tol::of(DType::F32).scaled(4.0 / min_std);
     check(&run(layer.clone(), &[&x]).expect("run"), &want, tol).expect("global");
     let got = run_on(support::pooled(), layer, &[&x]).expect("pooled");
     check(&got[0], &want, tol).expect("pooled");
@@ -161,6 +161,6 @@ fn engine_round_trip_with_dynamic_length() {
     let got = run_engine(layer.into(), &inputs, &runs).expect("engine");
     for (x, out) in xs.iter().zip(&got) {
         let (want, min_std) = normalize(&nd(x), &[1, 2], f64::from(1e-3f32), Some(&nd(&s)), None);
-        check(&out[0], &want, Tol::of(DType::F32).scale(4.0 / min_std)).expect("matches");
+        check(&out[0], &want, Tol::of(DType::F32).scaled(4.0 / min_std)).expect("matches");
     }
 }

@@ -93,7 +93,7 @@ proptest! {
         let got = run(layer, &[&data, &idx, &upd])?;
         let positions = Nd::new(idx_shape, raw.iter().map(|&v| if v < 0.0 { v + n as f64 } else { v }).collect());
         let want = scatter(&nd(&data), axis, &positions, &nd(&upd), op, dtype);
-        check(&got, &want, Tol::of(dtype).scale(8.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(8.0))?;
     }
 
     #[test]

@@ -170,11 +170,9 @@ fn assert_close(got: &[Tensor], want: &[Tensor], tol: f32) {
     assert_eq!(got.len(), want.len());
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(g.shape(), w.shape(), "output {k}");
-        let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
-        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-            let tol = f64::from(tol) * (1.0 + b.abs());
-            assert!((a - b).abs() <= tol, "output {k}[{i}]: {a} vs {b}");
-        }
+        let tol = f64::from(tol);
+        torchtrt_testing::check_tensor(g, w, torchtrt_testing::Tol::new(tol, tol))
+            .unwrap_or_else(|e| panic!("output {k}: {e}"));
     }
 }
 

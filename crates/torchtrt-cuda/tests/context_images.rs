@@ -101,14 +101,12 @@ fn engine_programs_load_from_stored_images_without_nvrtc() {
         .execute(&[&x])
         .expect("reference run");
     assert_eq!(got[0].shape(), want[0].shape());
-    for (a, b) in got[0]
-        .as_slice::<f32>()
-        .expect("f32")
-        .iter()
-        .zip(want[0].as_slice::<f32>().expect("f32"))
-    {
-        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
-    }
+    let (g, w) = (
+        got[0].as_slice::<f32>().expect("f32"),
+        want[0].as_slice::<f32>().expect("f32"),
+    );
+    torchtrt_testing::check_floats(g, w, torchtrt_testing::Tol::new(1e-5, 1e-5))
+        .unwrap_or_else(|m| panic!("{m}"));
     assert_eq!(
         fresh.programs().compiles(),
         0,

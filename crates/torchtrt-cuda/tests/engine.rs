@@ -117,8 +117,7 @@ fn cuda_engine_runs_plugins_on_the_gpu_and_matches_cpu() {
             want[0].as_slice::<f32>().expect("f32"),
         );
         assert_eq!(got[0].shape(), want[0].shape());
-        for (i, (a, b)) in g.iter().zip(w).enumerate() {
-            assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{i}: {a} vs {b}");
-        }
+        torchtrt_testing::check_floats(g, w, torchtrt_testing::Tol::new(1e-4, 1e-4))
+            .unwrap_or_else(|m| panic!("{m}"));
     }
 }

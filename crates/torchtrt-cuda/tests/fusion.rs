@@ -125,13 +125,10 @@ fn fused_engines_match_unfused_ones() {
                 let want = run(&plain, n, width, seed);
                 let got = run(&fused, n, width, seed);
                 for (o, (g, w)) in got.iter().zip(&want).enumerate() {
-                    assert_eq!(g.len(), w.len());
-                    for (i, (a, b)) in g.iter().zip(w).enumerate() {
-                        assert!(
-                            (a - b).abs() <= tol * (1.0 + b.abs()),
-                            "{precision} width {width} n {n} output {o}[{i}]: {a} vs {b}"
-                        );
-                    }
+                    torchtrt_testing::check_floats(g, w, torchtrt_testing::Tol::new(tol, tol))
+                        .unwrap_or_else(|m| {
+                            panic!("{precision} width {width} n {n} output {o}: {m}")
+                        });
                 }
             }
         }
@@ -202,9 +199,8 @@ fn assert_same_outputs(folded: &Engine, kept: &Engine, inputs: &[&Tensor]) {
             g.as_slice::<f32>().expect("f32"),
             w.as_slice::<f32>().expect("f32"),
         );
-        for (i, (p, q)) in g.iter().zip(w).enumerate() {
-            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{i}: {p} vs {q}");
-        }
+        torchtrt_testing::check_floats(g, w, torchtrt_testing::Tol::new(1e-5, 1e-5))
+            .unwrap_or_else(|m| panic!("{m}"));
     }
 }
 

@@ -13,6 +13,7 @@ use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
 use torchtrt_cpu::CpuBackend;
 use torchtrt_cuda::kernels::{PrepareCtx, Programs, prepare};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer};
+use torchtrt_testing::Tol;
 
 /// A random tensor of `dtype` (floats in [-2, 2), integers in [-20, 20), bools).
 fn random(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
@@ -134,7 +135,7 @@ impl Gpu {
         let mut want: Vec<Tensor> = outs
             .iter()
             .zip(&out_shapes)
-            .map(|(o, s)| Tensor::zeros(o.dtype, s))
+            .map(|(o, s)| torchtrt_testing::sentinel_tensor(o.dtype, s))
             .collect();
         let refs: Vec<&Tensor> = inputs.iter().collect();
         cpu.execute(&refs, &mut want).expect("cpu run");
@@ -157,7 +158,7 @@ impl Gpu {
         let in_bufs: Vec<DeviceBuffer> = inputs.iter().map(|t| alloc(t.bytes())).collect();
         let out_bufs: Vec<DeviceBuffer> = want
             .iter()
-            .map(|t| alloc(&vec![0xAB; t.bytes().len()]))
+            .map(|t| alloc(torchtrt_testing::sentinel_like(t).bytes()))
             .collect();
         let tensor = |t: &Tensor, b: &DeviceBuffer| DeviceTensor {
             desc: TensorDesc::new(
@@ -189,11 +190,11 @@ impl Gpu {
     }
 }
 
+/// The shared comparison: floats within the dtype's tolerance, integers and bools exactly.
 fn compare(name: &str, want: &Tensor, got: &Tensor) {
     let (atol, rtol) = tolerance(want.dtype());
-    for (i, (w, g)) in want.to_f64_vec().iter().zip(got.to_f64_vec()).enumerate() {
-        let ok = (w.is_nan() && g.is_nan()) || w == &g || (w - g).abs() <= atol + rtol * w.abs();
-        assert!(ok, "{name}: element {i} is {g}, the CPU gives {w}");
+    if let Err(e) = torchtrt_testing::check_tensor(got, want, Tol::new(rtol, atol)) {
+        panic!("{name}: the GPU against the CPU: {e}");
     }
 }
 

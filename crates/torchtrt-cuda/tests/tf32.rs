@@ -45,6 +45,16 @@ fn matmul_network() -> NetworkDefinition {
     network(&[M, K], &[K, N], 2, kind)
 }
 
+/// The larger of two errors, NaN winning (`f64::max` drops a NaN, which would hide a NaN
+/// output; the bounds below are `<`/`>` tests a NaN fails).
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
 /// Largest error of `got` against the f64 product, in units of `Σ|a·b|` per element.
 fn relative_error(got: &[f32], a: &[f32], w: &[f32]) -> f64 {
     let mut worst = 0.0f64;
@@ -56,7 +66,7 @@ fn relative_error(got: &[f32], a: &[f32], w: &[f32]) -> f64 {
                 exact += p;
                 scale += p.abs();
             }
-            worst = worst.max((f64::from(got[i * N + j]) - exact).abs() / scale);
+            worst = nan_max(worst, (f64::from(got[i * N + j]) - exact).abs() / scale);
         }
     }
     worst
@@ -95,7 +105,7 @@ fn conv_relative_error(got: &[f32], x: &[f32], w: &[f32]) -> f64 {
                 }
             }
         }
-        worst = worst.max((f64::from(g) - exact).abs() / scale);
+        worst = nan_max(worst, (f64::from(g) - exact).abs() / scale);
     }
     worst
 }

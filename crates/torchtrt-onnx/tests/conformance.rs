@@ -18,6 +18,7 @@ use torchtrt::{BuildConfig, Dim, Tensor};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_onnx::proto::TensorProto;
 use torchtrt_onnx::{ImportOptions, decode_model, import_model, tensor_from_proto};
+use torchtrt_testing::{Tol, check_tensor};
 
 /// The ops issue 4 asks for (default domain), plus LRN, which three of the `light` networks
 /// use, and the ops of modern exports issue 24 asks for.
@@ -130,23 +131,14 @@ fn numbered(dir: &Path, prefix: &str) -> Result<Vec<Tensor>, String> {
         .collect()
 }
 
+/// The shared comparison at the ONNX backend runner's tolerance (`rtol` 1e-3; f16 and bf16
+/// 1e-2): infinities only themselves, NaN only NaN, integers and bools exactly.
 fn compare(name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!("output `{name}`: got {got}, want {want}"));
-    }
-    let (rtol, atol) = match want.dtype() {
-        DType::F16 | DType::BF16 => (1e-2, 1e-3),
-        _ => (1e-3, 1e-5),
+    let tol = match want.dtype() {
+        DType::F16 | DType::BF16 => Tol::new(1e-2, 1e-3),
+        _ => Tol::new(1e-3, 1e-5),
     };
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let same = a == b || (a.is_nan() && b.is_nan());
-        let close = (a - b).abs() <= atol + rtol * b.abs();
-        if !same && !close {
-            return Err(format!("output `{name}` element {i}: got {a}, want {b}"));
-        }
-    }
-    Ok(())
+    check_tensor(got, want, tol).map_err(|e| format!("output `{name}`: {e}"))
 }
 
 fn run_case(case: &Case) -> Result<(), String> {
@@ -259,6 +251,9 @@ fn onnx_backend_suite_matches_the_manifest() {
             (Ok(()), _) => {
                 passed += 1;
                 rows.insert(case.id.clone(), (true, String::new()));
+                if entry.is_none() {
+                    unlisted.push(format!("{}: passes", case.id));
+                }
             }
             (Err(e), Some((true, _))) => {
                 failures.push(format!("{}: {e}", case.id));
@@ -303,13 +298,24 @@ fn onnx_backend_suite_matches_the_manifest() {
         return;
     }
     eprintln!("ONNX suite: {passed} passed, {skipped} skipped by the manifest");
+    let on_disk: BTreeSet<&str> = all.iter().map(|c| c.id.as_str()).collect();
+    let missing: Vec<&str> = manifest
+        .iter()
+        .filter(|(id, (pass, _))| *pass && !on_disk.contains(id.as_str()))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let listed = manifest.values().filter(|(pass, _)| *pass).count();
     assert!(
-        failures.is_empty() && unlisted.is_empty(),
-        "{} manifest `pass` cases failed:\n{}\n{} in-scope cases are not in the manifest:\n{}",
+        failures.is_empty() && unlisted.is_empty() && missing.is_empty() && passed == listed,
+        "{} manifest `pass` cases failed:\n{}\n{} in-scope cases are not in the manifest:\n{}\n\
+         {} manifest `pass` cases are missing on disk (regenerate the data):\n{}\n\
+         {passed} cases passed, the manifest lists {listed} as `pass`",
         failures.len(),
         failures.join("\n"),
         unlisted.len(),
-        unlisted.join("\n")
+        unlisted.join("\n"),
+        missing.len(),
+        missing.join("\n")
     );
 }
 

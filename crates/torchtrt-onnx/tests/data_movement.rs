@@ -68,17 +68,12 @@ fn f32s(t: &Tensor) -> Vec<f32> {
     t.to_f64_vec().iter().map(|&v| v as f32).collect()
 }
 
-/// `|got - want| ≤ rtol · max(|want|, floor)` element by element; `floor` is the magnitude
+/// `|got - want| ≤ rtol · (|want| + floor)` element by element (the shared comparison); `floor` is the magnitude
 /// below which rounding error is set by the operands rather than the result (a linear blend
 /// of values in [-2, 2) that nearly cancels is still off by f32 rounding of the operands).
 fn assert_close(got: &[f64], want: &[f64], rtol: f64, floor: f64) {
-    assert_eq!(got.len(), want.len(), "element counts differ");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= rtol * w.abs().max(floor),
-            "element {i}: got {g}, want {w}"
-        );
-    }
+    torchtrt_testing::check_floats(got, want, torchtrt_testing::Tol::new(rtol, rtol * floor))
+        .unwrap_or_else(|m| panic!("{m}"));
 }
 
 fn strides(dims: &[usize]) -> Vec<usize> {

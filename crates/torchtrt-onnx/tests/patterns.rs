@@ -45,12 +45,9 @@ fn run(e: &Engine, x: &Tensor) -> Vec<f32> {
 }
 
 fn assert_close(a: &[f32], b: &[f32], tol: f32) {
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + y.abs()),
-            "element {i}: {x} vs {y}"
-        );
-    }
+    let tol = f64::from(tol);
+    torchtrt_testing::check_floats(a, b, torchtrt_testing::Tol::new(tol, tol))
+        .unwrap_or_else(|m| panic!("{m}"));
 }
 
 fn gelu_erf_model(half_first: bool) -> ModelProto {

@@ -13,6 +13,7 @@ use torchtrt::{BuildConfig, Dim, Tensor};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_onnx::proto::{ModelProto, TensorProto};
 use torchtrt_onnx::{ImportOptions, decode_model, import_model, tensor_from_proto};
+use torchtrt_testing::{Tol, check_tensor};
 
 fn data_root() -> PathBuf {
     std::env::var_os("TORCHTRT_ONNX_TESTS")
@@ -44,20 +45,13 @@ fn freeze_parameters(model: &mut ModelProto, dir: &Path) -> Result<Tensor, Strin
     x.ok_or_else(|| "the model has no inputs".to_string())
 }
 
+/// The shared comparison (NaN only NaN, infinities only themselves), 1e-4 relative for f32.
 fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!("got {got}, want {want}"));
-    }
-    let (rtol, atol) = match want.dtype() {
-        DType::F16 | DType::BF16 => (1e-2, 1e-3),
-        _ => (1e-4, 1e-5),
+    let tol = match want.dtype() {
+        DType::F16 | DType::BF16 => Tol::new(1e-2, 1e-3),
+        _ => Tol::new(1e-4, 1e-5),
     };
-    for (i, (a, b)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
-        if (a - b).abs() > atol + rtol * b.abs() {
-            return Err(format!("element {i}: got {a}, want {b}"));
-        }
-    }
-    Ok(())
+    check_tensor(got, want, tol)
 }
 
 fn run(dir: &Path) -> Result<(), String> {

@@ -169,7 +169,7 @@ fn run_cuda(
 ) -> Vec<u8> {
     let out_len = out_desc.byte_len().expect("concrete");
     let dx = DevBuf::upload(x);
-    let dy = DevBuf::upload(&vec![0xffu8; out_len]);
+    let dy = DevBuf::upload(&torchtrt_testing::sentinel::filled(out_len, true));
     gpu.enqueue(
         plugin,
         &[DeviceTensor {

@@ -113,14 +113,15 @@ fn run_case(case: &Json) -> Result<(), String> {
         .get("rtol")
         .and_then(Json::as_f64)
         .ok_or("missing rtol")?;
-    for (i, (&g, &w)) in out.values.iter().zip(&expected.values).enumerate() {
-        let w = f64::from(w);
-        if !((g - w).abs() <= atol + rtol * w.abs() || (g.is_nan() && w.is_nan())) {
-            return Err(format!(
-                "element {i}: got {g}, expected {w} (atol {atol}, rtol {rtol})"
-            ));
-        }
-    }
+    torchtrt_testing::check_floats(
+        &out.values,
+        &expected.values,
+        torchtrt_testing::Tol::new(rtol, atol),
+    )
+    .map_err(|m| {
+        let shape: Vec<usize> = out.shape.iter().map(|&d| d as usize).collect();
+        m.in_shape(&shape).to_string()
+    })?;
     Ok(())
 }
 

@@ -29,8 +29,11 @@ impl Buf {
         }
     }
 
-    fn zeros(dtype: DType, n: usize) -> Buf {
-        Buf::from_f32(dtype, &vec![0.0; n])
+    /// `n` elements of the shared sentinel (a NaN), for an output the plugin must write.
+    fn sentinel(dtype: DType, n: usize) -> Buf {
+        let mut b = Buf::from_f32(dtype, &vec![0.0; n]);
+        b.bytes_mut().fill(torchtrt_testing::sentinel::FLOAT_BYTE);
+        b
     }
 
     fn bytes(&self) -> &[u8] {
@@ -65,6 +68,12 @@ fn tolerance(dtype: DType) -> f64 {
         DType::BF16 => 2e-2,
         _ => 1e-5,
     }
+}
+
+/// `got` against `want` with the shared comparison: within `tol` relative to each element,
+/// with `tol` as the absolute floor (the inputs are in [-1, 1)).
+fn close(got: &[f64], want: &[f64], tol: f64) -> Result<(), torchtrt_testing::Mismatch> {
+    torchtrt_testing::check_floats(got, want, torchtrt_testing::Tol::new(tol, tol))
 }
 
 /// Random values in [-1, 1) from a seed (never all zeros).
@@ -122,7 +131,7 @@ fn run_plugin(
     )?;
     let input = Buf::from_f32(dtype, data);
     let out_len: usize = out_shape.iter().map(|&d| d as usize).product();
-    let mut output = Buf::zeros(dtype, out_len);
+    let mut output = Buf::sentinel(dtype, out_len);
     let inputs = [HostTensor {
         desc: in_desc,
         data: input.bytes(),
@@ -214,17 +223,7 @@ impl Case {
         spec.cubic_a = f64::from(spec.cubic_a as f32);
         let want = interp_ref::resize(&spec, &self.shape, &x, &out);
         let tol = tolerance(self.dtype);
-        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-            prop_assert!(
-                (g - w).abs() <= tol * w.abs().max(1.0),
-                "element {} of {:?}: got {}, want {}",
-                i,
-                out_shape,
-                g,
-                w
-            );
-        }
-        Ok(())
+        close(&got, &want, tol).map_err(|m| TestCaseError::fail(m.in_shape(&out_shape).to_string()))
     }
 }
 
@@ -644,12 +643,7 @@ fn large_planes_split_across_threads_match_reference() {
         assert_eq!(one, many, "{mode}");
         let out: Vec<usize> = out.iter().map(|&d| d as usize).collect();
         let want = interp_ref::resize(&Spec::new(mode), &shape, &x, &out);
-        for (g, w) in one.iter().zip(&want) {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{mode}: {g} vs {w}"
-            );
-        }
+        close(&one, &want, 1e-5).unwrap_or_else(|m| panic!("{mode}: {m}"));
     }
 }
 
@@ -662,12 +656,7 @@ fn adaptive_pools_with_non_dividing_sizes() {
             run(&sized(mode, &[7, 7]), DType::F32, &shape, &data, 4).expect("runs");
         assert_eq!(out_shape, vec![2, 3, 7, 7]);
         let want = interp_ref::resize(&Spec::new(mode), &shape, &x, &[7, 7]);
-        for (g, w) in got.iter().zip(&want) {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{mode}: {g} vs {w}"
-            );
-        }
+        close(&got, &want, 1e-5).unwrap_or_else(|m| panic!("{mode}: {m}"));
     }
 }
 
@@ -739,7 +728,7 @@ fn shape_and_launch_errors() {
     assert!(cuda.is_err());
 
     let input = Buf::from_f32(DType::F32, &random_data(3, 17));
-    let mut output = Buf::zeros(DType::F32, 32);
+    let mut output = Buf::sentinel(DType::F32, 32);
     let inputs = [HostTensor {
         desc: good_in,
         data: input.bytes(),
@@ -806,12 +795,8 @@ fn integer_factor_fast_paths_match_reference() {
             let out: Vec<usize> = out.iter().map(|&d| d as usize).collect();
             let want = interp_ref::resize(&Spec::new(mode), &shape, &x, &out);
             let tol = tolerance(dtype);
-            for (g, w) in got.iter().zip(&want) {
-                assert!(
-                    (g - w).abs() <= tol * w.abs().max(1.0),
-                    "{mode} {dtype} {shape:?}->{out:?}: {g} vs {w}"
-                );
-            }
+            close(&got, &want, tol)
+                .unwrap_or_else(|m| panic!("{mode} {dtype} {shape:?}->{out:?}: {m}"));
         }
     }
 }
@@ -919,11 +904,6 @@ fn many_small_planes_grouped_across_threads_match_one_thread() {
         assert_eq!(one, many, "{mode}");
         let out: Vec<usize> = out.iter().map(|&d| d as usize).collect();
         let want = interp_ref::resize(&Spec::new(mode), &shape, &x, &out);
-        for (g, w) in one.iter().zip(&want) {
-            assert!(
-                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                "{mode}: {g} vs {w}"
-            );
-        }
+        close(&one, &want, 1e-5).unwrap_or_else(|m| panic!("{mode}: {m}"));
     }
 }

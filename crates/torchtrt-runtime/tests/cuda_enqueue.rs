@@ -205,17 +205,14 @@ fn cuda_engine_enqueues_on_device_buffers_and_executes_on_host_buffers() {
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        assert_eq!(got.len(), want.len(), "{what}");
-        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
-                "{what} [{i}]: {a} vs {b}"
-            );
-        }
+        torchtrt_testing::check_floats(&got, &want, torchtrt_testing::Tol::new(1e-4, 1e-4))
+            .unwrap_or_else(|m| panic!("{what}: {m}"));
     };
 
     for (enqueue, what) in [(true, "enqueue"), (false, "execute on device buffers")] {
-        stream.memset(&y_dev, 0, y_bytes).expect("clear");
+        stream
+            .memset(&y_dev, torchtrt_testing::sentinel::FLOAT_BYTE, y_bytes)
+            .expect("sentinel");
         let mut output = tensor(
             c"y",
             DeviceKind::Cuda,
@@ -258,7 +255,7 @@ fn cuda_engine_enqueues_on_device_buffers_and_executes_on_host_buffers() {
         x.bytes().as_ptr() as *mut c_void,
         x.bytes().len(),
     );
-    let mut host_y = vec![0u8; y_bytes];
+    let mut host_y = torchtrt_testing::sentinel::filled(y_bytes, true);
     let mut host_out = tensor(
         c"y",
         DeviceKind::Cpu,

@@ -34,12 +34,12 @@ macro_rules! widest {
                 fn v3(b: &Block<'_>, $($arg: $ty),*) {
                     b.$body($($arg),*)
                 }
-                if std::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+                if crate::simd::v4() {
+                    // SAFETY: `v4()` holds only when the CPU has AVX-512 F, AVX2 and FMA.
                     return unsafe { v4(self, $($arg),*) };
                 }
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU has AVX2 and FMA.
+                if crate::simd::v3() {
+                    // SAFETY: `v3()` holds only when the CPU has AVX2 and FMA.
                     return unsafe { v3(self, $($arg),*) };
                 }
             }

@@ -190,12 +190,12 @@ fn widest_map<C: Copy>(x: &[C], out: &mut [C], f: impl Fn(C) -> C) {
         fn v3<C: Copy>(x: &[C], out: &mut [C], f: &impl Fn(C) -> C) {
             body(x, out, f);
         }
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+        if crate::simd::v4() {
+            // SAFETY: `v4()` holds only when the CPU has AVX-512 F, AVX2 and FMA.
             return unsafe { v4(x, out, &f) };
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA.
+        if crate::simd::v3() {
+            // SAFETY: `v3()` holds only when the CPU has AVX2 and FMA.
             return unsafe { v3(x, out, &f) };
         }
     }

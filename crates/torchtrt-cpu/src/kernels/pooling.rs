@@ -568,12 +568,12 @@ fn vectorised<C: Real, R: Reduction<C>>(
     {
         versions!(v4, "avx512f,avx2,fma");
         versions!(v3, "avx2,fma");
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512 F (and with it AVX2 and FMA).
+        if crate::simd::v4() {
+            // SAFETY: `v4()` holds only when the CPU has AVX-512 F, AVX2 and FMA.
             return unsafe { v4(pool, op, geo, src, part, dst, row) };
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA.
+        if crate::simd::v3() {
+            // SAFETY: `v3()` holds only when the CPU has AVX2 and FMA.
             return unsafe { v3(pool, op, geo, src, part, dst, row) };
         }
     }

@@ -23,7 +23,7 @@ const KC: usize = 128;
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        crate::simd::v4()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -117,7 +117,7 @@ proptest! {
         let limit = |bi: usize| if nonpad { valid[bi] } else { total as i64 };
         let want = attention(&nd(&q4), &keys, &values, &rules, &bias, &offset, &limit);
         let want = if rank3 { heads_last(&want) } else { want };
-        check(&got, &want, Tol::of(dtype).scale(4.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(4.0))?;
     }
 
     #[test]
@@ -150,6 +150,6 @@ proptest! {
         let row = |bi: usize, si: usize| if with_positions { pos[bi * s + si] as usize } else { bi * s + si };
         let want = rotary(&nd(&x4), &nd(&cos).data, &nd(&sin).data, rot, interleaved, &row);
         let want = if rank3 { heads_last(&want) } else { want };
-        check(&got, &want, Tol::of(dtype).scale(4.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(4.0))?;
     }
 }

@@ -67,7 +67,7 @@ proptest! {
         }
         let activation = relu.then_some(ActivationKind::Relu);
         let taps: usize = ws[2..].iter().product();
-        let tol = Tol::of(dtype).scale((taps as f64).sqrt() * 2.0);
+        let tol = Tol::of(dtype).scaled((taps as f64).sqrt() * 2.0);
         check(&run(layer(&p, activation), &[&x, &w, &b])?, &want, tol)?;
         let got = run_on(pooled(), layer(&p, activation), &[&x, &w, &b])
             .map_err(TestCaseError::fail)?;
@@ -76,7 +76,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// ShuffleNet's and MobileNet's shapes: 3×3, padding 1, stride 1 and 2, on 7×7 to 56×56
     /// planes with many channels (parallel tasks), f32.
@@ -96,7 +96,7 @@ proptest! {
         let w = random(dtype, &[channels, 1, 3, 3], &mut rng, -1.0, 1.0);
         let b = random(dtype, &[channels], &mut rng, -1.0, 1.0);
         let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
-        check(&run(layer(&p, None), &[&x, &w, &b])?, &want, Tol::of(dtype).scale(3.0))?;
+        check(&run(layer(&p, None), &[&x, &w, &b])?, &want, Tol::of(dtype).scaled(3.0))?;
     }
 }
 
@@ -128,7 +128,7 @@ proptest! {
         }
         let activation = relu.then_some(ActivationKind::Relu);
         let taps: usize = ws[1..].iter().product();
-        let tol = Tol::of(dtype).scale((taps as f64).sqrt() * 2.0);
+        let tol = Tol::of(dtype).scaled((taps as f64).sqrt() * 2.0);
         check(&run(layer(&p, activation), &[&x, &w, &b, &r])?, &want, tol)?;
         let mut other = want.shape.clone();
         other[1] += 1;

@@ -114,7 +114,7 @@ proptest! {
         let backend: &dyn torchtrt_core::Backend = if pool == 3 { pooled() } else { threads(pool) };
         let got = run_on(backend, layer, &inputs).map_err(TestCaseError::fail)?;
         let taps: usize = ws[1..].iter().product();
-        check(&got[0], &want, Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0))?;
+        check(&got[0], &want, Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0))?;
     }
 }
 
@@ -156,7 +156,7 @@ fn large_planes_with_few_channels_match_reference() {
             check(
                 &got[0],
                 &want,
-                Tol::of(DType::F32).scale((taps as f64).sqrt() * 2.0),
+                Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0),
             )
             .unwrap_or_else(|e| panic!("x{xs:?} w{ws:?} on {n} threads: {e}"));
         }

@@ -88,12 +88,12 @@ proptest! {
         let got = run(layer(&case), &inputs)?;
         let taps: usize = case.w[1..].iter().product();
         let want = conv(&nd(&x), &nd(&w), case.bias.then(|| nd(&b)).as_ref(), &params(&case));
-        check(&got, &want, Tol::of(dtype).scale((taps as f64).sqrt()))?;
+        check(&got, &want, Tol::of(dtype).scaled((taps as f64).sqrt()))?;
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(6))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// 1×1 (no im2col), strided, grouped and depthwise (direct) convolutions on bigger
     /// images, both backends.
@@ -116,7 +116,7 @@ proptest! {
             let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
             let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
             let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
-            let tol = Tol::of(dtype).scale(((cg * k * k) as f64).sqrt());
+            let tol = Tol::of(dtype).scaled(((cg * k * k) as f64).sqrt());
             check(&run(layer(&case), &[&x, &w, &b])?, &want, tol)?;
             let got = run_on(pooled(), layer(&case), &[&x, &w, &b]).map_err(TestCaseError::fail)?;
             check(&got[0], &want, tol)?;
@@ -125,7 +125,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4))]
+    #![proptest_config(ProptestConfig::with_cases(8))]
 
     /// Images wide enough to be split into several column tiles (a partial last one, tiles
     /// that start mid-line), and few positions with many channels, split into row tiles.
@@ -149,7 +149,7 @@ proptest! {
             let w = random(dtype, &case.w, &mut rng, -1.0, 1.0);
             let b = random(dtype, &[case.w[0]], &mut rng, -1.0, 1.0);
             let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
-            let tol = Tol::of(dtype).scale(((cg * k * k) as f64).sqrt());
+            let tol = Tol::of(dtype).scaled(((cg * k * k) as f64).sqrt());
             check(&run(layer(&case), &[&x, &w, &b])?, &want, tol)?;
         }
     }
@@ -184,7 +184,7 @@ proptest! {
         let mut want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(&case));
         want.data.iter_mut().for_each(|v| *v = f(*v));
         let taps: usize = case.w[1..].iter().product();
-        check(&got, &want, Tol::of(dtype).scale((taps as f64).sqrt()))?;
+        check(&got, &want, Tol::of(dtype).scaled((taps as f64).sqrt()))?;
     }
 }
 
@@ -225,14 +225,14 @@ fn check_3x3(
         fused.activation = Some(ActivationKind::Relu);
         want.data.iter_mut().for_each(|v| *v = v.max(0.0));
     }
-    let tol = Tol::of(dtype).scale(((c * 9) as f64).sqrt() * spread);
+    let tol = Tol::of(dtype).scaled(((c * 9) as f64).sqrt() * spread);
     check(&run(fused.clone(), &[&x, &wt, &b])?, &want, tol)?;
     let got = run_on(pooled(), fused, &[&x, &wt, &b]).map_err(TestCaseError::fail)?;
     check(&got[0], &want, tol)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// 3×3 stride-1 f32 layers with enough channels and outputs for the Winograd path:
     /// odd and even output sizes (partial last tiles), asymmetric padding, a fused
@@ -245,7 +245,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3))]
+    #![proptest_config(ProptestConfig::with_cases(6))]
 
     /// Images of at least 56×56 outputs with 128 channels take Winograd F(4×4, 3×3): partial
     /// last tiles, asymmetric padding, a fused activation, one and several threads.

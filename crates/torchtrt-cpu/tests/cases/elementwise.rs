@@ -61,7 +61,7 @@ proptest! {
         };
         let got = run(layer(op, fmod), &[&a, &b])?;
         let want = binary(&nd(&a), &nd(&b), |x, y| apply(op, fmod, false, x, y));
-        check(&got, &want, Tol::of(dtype).scale(4.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(4.0))?;
     }
 
     #[test]
@@ -130,7 +130,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(8))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// Tensors large enough to be split into parallel chunks, on both backends.
     #[test]
@@ -203,7 +203,7 @@ proptest! {
         let b = crate::support::from_f64(dtype, &[], &[exponent]);
         let got = run(layer(E::Pow, false), &[&a, &b])?;
         let want = binary(&nd(&a), &nd(&b), f64::powf);
-        check(&got, &want, Tol::of(dtype).scale(2.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(2.0))?;
     }
 }
 

@@ -84,7 +84,7 @@ proptest! {
             S::Min => a.min(u),
         };
         let want = scatter_nd(&nd(&data), &idx, &ishape, &nd(&updates), combine);
-        check(&got, &want, Tol::of(dtype).scale(8.0))?;
+        check(&got, &want, Tol::of(dtype).scaled(8.0))?;
     }
 
     #[test]

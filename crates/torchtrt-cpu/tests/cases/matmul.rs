@@ -57,12 +57,12 @@ proptest! {
         let got = run(layer, &[&a, &b])?;
         let k = if sb.len() == 1 { sb[0] } else if tb { sb[sb.len() - 1] } else { sb[sb.len() - 2] };
         let want = matmul(&nd(&a), &nd(&b), ta, tb);
-        check(&got, &want, Tol::of(dtype).scale((k as f64).sqrt()))?;
+        check(&got, &want, Tol::of(dtype).scaled((k as f64).sqrt()))?;
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(6))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     /// Products big enough for gemm's own threading, and many small batched ones.
     #[test]
@@ -70,7 +70,7 @@ proptest! {
         let mut rng = Rng::new(seed);
         let a = random(dtype, &[2, m, k], &mut rng, -1.0, 1.0);
         let b = random(dtype, &[k, n], &mut rng, -1.0, 1.0);
-        let tol = Tol::of(dtype).scale((k as f64).sqrt());
+        let tol = Tol::of(dtype).scaled((k as f64).sqrt());
         check(&run(MatMul::default(), &[&a, &b])?, &matmul(&nd(&a), &nd(&b), false, false), tol)?;
         let a = random(dtype, &[batch, 5, k], &mut rng, -1.0, 1.0);
         let b = random(dtype, &[batch, n, k], &mut rng, -1.0, 1.0);

@@ -18,6 +18,7 @@ mod reduce;
 mod reduction_paths;
 mod reshape;
 mod rms_normalization;
+mod simd_level;
 mod slice;
 mod softmax;
 mod transpose;

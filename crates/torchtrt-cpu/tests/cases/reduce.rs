@@ -70,7 +70,7 @@ proptest! {
         let got = run(layer, &[&x])?;
         let want = reduce(&nd(&x), op, &resolve(&axes, shape.len()), keep_dims, false);
         let n = x.numel() as f64 / want.data.len().max(1) as f64;
-        check(&got, &want, Tol::of(dtype).scale(2.0 * n))?;
+        check(&got, &want, Tol::of(dtype).scaled(2.0 * n))?;
     }
 
     #[test]
@@ -105,6 +105,6 @@ proptest! {
         let got = run(layer, &[&x, &axes_t])?;
         let want = reduce(&nd(&x), op, &resolve(&axes, shape.len()), keep_dims, false);
         let n = x.numel() as f64 / want.data.len().max(1) as f64;
-        check(&got, &want, Tol::of(DType::F32).scale(2.0 * n))?;
+        check(&got, &want, Tol::of(DType::F32).scaled(2.0 * n))?;
     }
 }

@@ -23,6 +23,6 @@ proptest! {
         let s = random(dtype, &sshape, &mut rng, 0.5, 1.5);
         let layer = RmsNormalization { axes: axes.iter().map(|&a| a as i64).collect(), epsilon: 1e-5 };
         let got = run(layer, &[&x, &s])?;
-        check(&got, &rms_normalize(&nd(&x), &axes, f64::from(1e-5f32), &nd(&s)), Tol::of(dtype).scale(4.0))?;
+        check(&got, &rms_normalize(&nd(&x), &axes, f64::from(1e-5f32), &nd(&s)), Tol::of(dtype).scaled(4.0))?;
     }
 }

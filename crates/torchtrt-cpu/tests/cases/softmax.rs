@@ -16,7 +16,7 @@ proptest! {
         let axis = (axis_pick % rank as u64) as usize;
         let layer = Softmax { axis: if negative { axis as i64 - rank as i64 } else { axis as i64 }, log };
         let got = run(layer, &[&x])?;
-        check(&got, &softmax(&nd(&x), axis, log), Tol::of(dtype).scale(1.0))?;
+        check(&got, &softmax(&nd(&x), axis, log), Tol::of(dtype).scaled(1.0))?;
     }
 }
 

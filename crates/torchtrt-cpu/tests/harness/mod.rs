@@ -48,7 +48,7 @@ pub fn infer_one(layer: impl Into<LayerKind>, inputs: &[Sym<'_>]) -> Result<Type
 
 /// Prepares `layer` once for `symbolic` inputs (values where given, e.g. constants), then
 /// runs it on each set of concrete inputs as the runtime does: output shapes from the shape
-/// rule with every value known, outputs pre-filled with garbage.
+/// rule with every value known, outputs pre-filled with the sentinel.
 pub fn run_prepared(
     layer: impl Into<LayerKind>,
     symbolic: &[Sym<'_>],
@@ -79,8 +79,7 @@ pub fn run_prepared(
             let ts = infer_one(layer.clone(), &concrete)?;
             let dims = shape_values(&ts.shape).ok_or("the shape rule left a symbolic dim")?;
             let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-            let mut out = vec![Tensor::zeros(ts.dtype, &dims)];
-            out[0].bytes_mut().fill(0xA5);
+            let mut out = vec![torchtrt_testing::sentinel_tensor(ts.dtype, &dims)];
             kernel.execute(inputs, &mut out)?;
             Ok(out.remove(0))
         })

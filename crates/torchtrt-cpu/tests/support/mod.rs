@@ -115,7 +115,7 @@ fn const_shapes(inputs: &[&Tensor]) -> Vec<ShapeExpr> {
 }
 
 /// Runs `layer` on `inputs` through `backend`: output shapes from the layer's own shape
-/// rule, outputs pre-filled with garbage so unwritten elements show.
+/// rule, outputs pre-filled with the sentinel so unwritten elements fail.
 pub fn run_on(
     backend: &dyn Backend,
     layer: impl Into<LayerKind>,
@@ -139,9 +139,7 @@ pub fn run_on(
         .map(|ts| {
             let dims = shape_values(&ts.shape).ok_or("the shape rule left a symbolic dim")?;
             let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-            let mut t = Tensor::zeros(ts.dtype, &dims);
-            t.bytes_mut().fill(0xA5);
-            Ok::<_, String>(t)
+            Ok::<_, String>(torchtrt_testing::sentinel_tensor(ts.dtype, &dims))
         })
         .collect::<Result<_, _>>()?;
     kernel.execute(inputs, &mut outputs)?;
@@ -154,43 +152,11 @@ pub fn run(layer: impl Into<LayerKind>, inputs: &[&Tensor]) -> Result<Tensor, Te
     outs.pop().ok_or_else(|| TestCaseError::fail("no output"))
 }
 
-/// An error bound `|got − want| ≤ atol + rtol·|want|`.
-#[derive(Clone, Copy, Debug)]
-pub struct Tol {
-    /// Relative part.
-    pub rtol: f64,
-    /// Absolute part.
-    pub atol: f64,
-}
+pub use torchtrt_testing::Tol;
 
-impl Tol {
-    /// The usual bound for results of `dtype`: f32 1e-5, f16 1e-2, bf16 2e-2 relative; f64
-    /// 1e-6 (the special functions' accuracy); integers exact.
-    pub fn of(dtype: DType) -> Tol {
-        let rtol = match dtype {
-            DType::F32 => 1e-5,
-            DType::F16 => 1e-2,
-            DType::BF16 => 2e-2,
-            DType::F64 => 1e-6,
-            _ => 0.0,
-        };
-        Tol {
-            rtol,
-            atol: rtol * 1e-2,
-        }
-    }
-
-    /// The same bound with the absolute part scaled to results of magnitude `scale`
-    /// (sums of many terms, which may cancel).
-    pub fn scale(self, scale: f64) -> Tol {
-        Tol {
-            rtol: self.rtol,
-            atol: self.rtol * scale,
-        }
-    }
-}
-
-/// Checks `got` against `want` element by element; NaNs must match NaNs.
+/// Checks `got` against `want` element by element with the shared comparison: floats
+/// within `tol` of each element (NaN only NaN, an infinity only itself), integers and bools
+/// exactly; a failure names the worst element.
 pub fn check(got: &Tensor, want: &Nd, tol: Tol) -> Result<(), TestCaseError> {
     if got.shape() != want.shape.as_slice() {
         return Err(TestCaseError::fail(format!(
@@ -199,23 +165,19 @@ pub fn check(got: &Tensor, want: &Nd, tol: Tol) -> Result<(), TestCaseError> {
             want.shape
         )));
     }
-    let g = got.to_f64_vec();
-    for (i, (&x, &w)) in g.iter().zip(&want.data).enumerate() {
-        let ok = if w.is_nan() {
-            x.is_nan()
-        } else if w.is_infinite() {
-            x == w
-        } else {
-            (x - w).abs() <= tol.atol + tol.rtol * w.abs()
-        };
-        if !ok {
-            return Err(TestCaseError::fail(format!(
-                "element {i} (of {:?}): got {x}, reference {w}, tolerance {tol:?}",
-                got.shape()
-            )));
-        }
-    }
-    Ok(())
+    let result = if got.dtype().is_float() {
+        torchtrt_testing::check_floats(&got.to_f64_vec(), &want.data, tol)
+    } else if got.dtype() == DType::Bool {
+        let w: Vec<u8> = want.data.iter().map(|&v| u8::from(v != 0.0)).collect();
+        torchtrt_testing::check_exact(got.bytes(), &w)
+    } else {
+        let g = got
+            .to_i64_vec()
+            .ok_or_else(|| TestCaseError::fail("integer output"))?;
+        let w: Vec<i64> = want.data.iter().map(|&v| v as i64).collect();
+        torchtrt_testing::check_exact(&g, &w)
+    };
+    result.map_err(|m| TestCaseError::fail(format!("{} {}", got.dtype(), m.in_shape(got.shape()))))
 }
 
 /// Like [`random`] with magnitudes in `[lo, hi)` and random signs (floats), or values in

@@ -114,9 +114,7 @@ pub fn run_prepared(
                     let dims =
                         shape_values(&ts.shape).ok_or("a symbolic output dim at run time")?;
                     let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-                    let mut t = Tensor::zeros(ts.dtype, &dims);
-                    t.bytes_mut().fill(0xA5);
-                    Ok::<_, String>(t)
+                    Ok::<_, String>(torchtrt_testing::sentinel_tensor(ts.dtype, &dims))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             kernel.execute(inputs, &mut outs)?;

@@ -433,8 +433,7 @@ mod tests {
 
     #[test]
     fn fused_programs_compile() {
-        if let Err(e) = crate::probe::nvrtc() {
-            println!("skipped: {e}");
+        if !crate::kernels::prelude::nvrtc_or_skip("fused programs") {
             return;
         }
         let shapes: Vec<Vec<DimExpr>> = [vec![3, 5, 64], vec![64], vec![], vec![3, 1, 64]]
@@ -458,8 +457,10 @@ mod tests {
                 .expect("has CUDA code")
                 .expect("valid");
             assert_eq!(out, to);
-            crate::compile(p.name, p.source, crate::Arch::new((9, 0)), &[])
-                .unwrap_or_else(|e| panic!("{e}\n{}", p.source));
+            for arch in crate::kernels::prelude::TEST_ARCHS {
+                crate::compile(p.name, p.source, crate::Arch::new(arch), &[])
+                    .unwrap_or_else(|e| panic!("sm_{}{}: {e}\n{}", arch.0, arch.1, p.source));
+            }
         }
     }
 

@@ -287,8 +287,7 @@ mod tests {
         use super::super::{
             activation, cast, copy, elementwise, gather, map, pad, unary, value_test,
         };
-        if let Err(e) = crate::probe::nvrtc() {
-            println!("skipped: {e}");
+        if !crate::kernels::prelude::nvrtc_or_skip("every core program") {
             return;
         }
         let dtypes = [
@@ -314,7 +313,10 @@ mod tests {
         let mut programs: Vec<ProgramSource> = maps.map(|s| map::program(&s).unwrap()).collect();
         programs.extend(elementwise::all_programs());
         programs.extend([copy::program(), gather::program(), pad::program()].map(Result::unwrap));
-        let arch = crate::Arch::new((9, 0));
+        let programs: Vec<(ProgramSource, (u32, u32))> = programs
+            .into_iter()
+            .flat_map(|p| crate::kernels::prelude::TEST_ARCHS.map(|a| (p, a)))
+            .collect();
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let chunk = programs.len().div_ceil(threads);
         let failures: Vec<String> = std::thread::scope(|scope| {
@@ -323,7 +325,9 @@ mod tests {
                 .map(|part| {
                     scope.spawn(move || {
                         part.iter()
-                            .filter_map(|p| crate::compile(p.name, p.source, arch, &[]).err())
+                            .filter_map(|(p, a)| {
+                                crate::compile(p.name, p.source, crate::Arch::new(*a), &[]).err()
+                            })
                             .map(|e| e.to_string())
                             .collect::<Vec<_>>()
                     })

@@ -93,17 +93,36 @@ pub(crate) fn assert_compiles(program: &'static Program) {
     assert_source_compiles(src.name, src.source);
 }
 
+/// The architectures whose code paths differ; every compile test covers each.
+#[cfg(test)]
+pub(crate) const TEST_ARCHS: [(u32, u32); 3] = [(7, 5), (8, 0), (9, 0)];
+
+/// Whether NVRTC is installed; without it a compile test of `what` skips (printing why),
+/// unless `TORCHTRT_REQUIRE_NVRTC=1`, which makes a missing NVRTC a failure.
+#[cfg(test)]
+pub(crate) fn nvrtc_or_skip(what: &str) -> bool {
+    match crate::probe::nvrtc() {
+        Ok(()) => true,
+        Err(e) => {
+            let required = std::env::var("TORCHTRT_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "NVRTC not found but TORCHTRT_REQUIRE_NVRTC=1: {e}"
+            );
+            eprintln!("NVRTC not found: `{what}` not compiled ({e})");
+            false
+        }
+    }
+}
+
 /// [`assert_compiles`] for a program given as its name and complete source.
 #[cfg(test)]
 pub(crate) fn assert_source_compiles(name: &str, source: &str) {
     use crate::nvrtc::{Arch, compile};
-    if crate::probe::nvrtc().is_err() {
-        let required = std::env::var("TORCHTRT_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
-        assert!(!required, "NVRTC not found but TORCHTRT_REQUIRE_NVRTC=1");
-        eprintln!("NVRTC not found: `{name}` not compiled");
+    if !nvrtc_or_skip(name) {
         return;
     }
-    for arch in [(7, 5), (8, 0), (9, 0)] {
+    for arch in TEST_ARCHS {
         let image = compile(name, source, Arch::new(arch), &[]).unwrap_or_else(|e| panic!("{e}"));
         if let Ok(dir) = std::env::var("TORCHTRT_CUBIN_DIR") {
             let path = format!("{dir}/{name}_sm{}{}.cubin", arch.0, arch.1);

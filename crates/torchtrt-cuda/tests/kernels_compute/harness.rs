@@ -29,7 +29,8 @@ pub fn rand(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_bytes(dtype, shape, &bytes).expect("random tensor")
 }
 
-/// Relative tolerance of a dtype (against the largest reference magnitude, at least 1).
+/// Relative tolerance of a dtype, per element; the absolute floor is this times the
+/// reference's root-mean-square (sums that cancel to near zero keep the error of their terms).
 pub fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F32 => 2e-5,
@@ -74,7 +75,7 @@ pub fn cpu(layer: &LayerKind, inputs: &[Input]) -> Vec<Tensor> {
                 .iter()
                 .map(|d| d.as_const().expect("concrete output") as usize)
                 .collect();
-            Tensor::zeros(ts.dtype, &shape)
+            torchtrt_testing::sentinel_tensor(ts.dtype, &shape)
         })
         .collect();
     let kernel = CpuBackend::new()
@@ -136,7 +137,9 @@ fn upload(
     (buf, DeviceTensor { desc, ptr })
 }
 
-/// Runs the layer on the GPU with outputs shaped like `like`; `Err` from prepare or execute.
+/// Runs the layer on the GPU with outputs of `like`'s dtypes and shapes, each pre-filled with
+/// the sentinel (never `like`'s values), so an element the kernel does not write fails;
+/// `Err` from prepare or execute.
 pub fn gpu(
     dev: &CudaDevice,
     layer: &LayerKind,
@@ -149,7 +152,10 @@ pub fn gpu(
         .iter()
         .map(|(t, _)| upload(dev, &stream, t))
         .collect();
-    let outs: Vec<_> = like.iter().map(|t| upload(dev, &stream, t)).collect();
+    let outs: Vec<_> = like
+        .iter()
+        .map(|t| upload(dev, &stream, &torchtrt_testing::sentinel_like(t)))
+        .collect();
     let in_t: Vec<DeviceTensor> = ins.iter().map(|(_, d)| d.clone()).collect();
     let out_t: Vec<DeviceTensor> = outs.iter().map(|(_, d)| d.clone()).collect();
     kernel.execute(&in_t, &out_t, &stream)?;
@@ -167,35 +173,24 @@ pub fn gpu(
         .collect())
 }
 
-/// Runs `layer` on both backends and asserts the outputs agree within the dtype's tolerance.
+/// The bound for outputs of `want`: [`tolerance`] relative to each element, with an absolute
+/// floor of the same times the root-mean-square of `want`'s finite values (at least 1e-3).
+pub fn bound(want: &Tensor) -> torchtrt_testing::Tol {
+    let v = want.to_f64_vec();
+    let finite: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
+    let rms = (finite.iter().map(|x| x * x).sum::<f64>() / finite.len().max(1) as f64).sqrt();
+    let t = tolerance(want.dtype());
+    torchtrt_testing::Tol::new(t, t * rms.max(1e-3))
+}
+
+/// Runs `layer` on both backends and asserts the outputs agree under [`bound`] with the
+/// shared comparison (integers and bools exactly); a failure names the worst element.
 pub fn check(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) {
     let want = cpu(layer, inputs);
     let got = gpu(dev, layer, inputs, &want).unwrap_or_else(|e| panic!("{what}: {e}"));
     for (g, w) in got.iter().zip(&want) {
-        let (gv, wv) = (g.to_f64_vec(), w.to_f64_vec());
-        let scale = wv.iter().fold(
-            1.0f64,
-            |m, v| if v.is_finite() { m.max(v.abs()) } else { m },
-        );
-        let tol = tolerance(w.dtype()) * scale;
-        let mut worst = (0.0f64, 0usize);
-        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
-            let err = if a == b || (a.is_nan() && b.is_nan()) {
-                0.0
-            } else {
-                (a - b).abs()
-            };
-            if err.is_nan() || err > worst.0 {
-                worst = (err, i);
-            }
+        if let Err(e) = torchtrt_testing::check_tensor(g, w, bound(w)) {
+            panic!("{what}: the GPU against the CPU: {e}");
         }
-        assert!(
-            worst.0 <= tol,
-            "{what} ({}): element {} is {} on the GPU, {} on the CPU (tolerance {tol:e})",
-            w.dtype(),
-            worst.1,
-            gv[worst.1],
-            wv[worst.1]
-        );
     }
 }

@@ -69,8 +69,8 @@ pub fn values(t: &Tensor) -> Vec<f64> {
     t.to_f64_vec()
 }
 
-/// Checks `got` against `want`: the shape, and each value within `tol·(1 + |want|)`
-/// (infinities and NaN exactly).
+/// Checks `got` against `want` with the shared comparison: the shape, and each value within
+/// `tol·(1 + |want|)` (infinities and NaN only themselves).
 pub fn check(got: &Tensor, shape: &[usize], want: &[f64], tol: f64) -> Result<(), TestCaseError> {
     if got.shape() != shape {
         return Err(TestCaseError::fail(format!(
@@ -78,19 +78,12 @@ pub fn check(got: &Tensor, shape: &[usize], want: &[f64], tol: f64) -> Result<()
             got.shape()
         )));
     }
-    for (i, (a, b)) in got.to_f64_vec().iter().zip(want).enumerate() {
-        let close = if b.is_finite() {
-            (a - b).abs() <= tol * (1.0 + b.abs())
-        } else {
-            a == b || (a.is_nan() && b.is_nan())
-        };
-        if !close {
-            return Err(TestCaseError::fail(format!(
-                "element {i}: got {a}, want {b}"
-            )));
-        }
-    }
-    Ok(())
+    torchtrt_testing::check_floats(
+        &got.to_f64_vec(),
+        want,
+        torchtrt_testing::Tol::new(tol, tol),
+    )
+    .map_err(|m| TestCaseError::fail(m.in_shape(shape).to_string()))
 }
 
 /// Shorthand: a `String` error as a proptest failure.

@@ -104,6 +104,15 @@ impl Buffer {
         }
     }
 
+    /// `len` bytes of the shared sentinel (a NaN for floats, `0xA5` otherwise), for an
+    /// output the plugin must write.
+    pub fn sentinel(len: usize, is_float: bool) -> Buffer {
+        let mut b = Buffer::zeroed(len);
+        b.bytes_mut()
+            .fill(torchtrt_testing::sentinel::byte(is_float));
+        b
+    }
+
     /// A copy of `values`' bytes.
     pub fn from_values<T: bytemuck::Pod>(values: &[T]) -> Buffer {
         let bytes: &[u8] = bytemuck::cast_slice(values);
@@ -138,7 +147,7 @@ pub fn run_cpu(
     let mut ws = Buffer::zeroed(plugin.workspace_size(&in_descs, outputs));
     let mut out_bufs: Vec<Buffer> = outputs
         .iter()
-        .map(|d| Buffer::zeroed(d.byte_len().expect("concrete output")))
+        .map(|d| Buffer::sentinel(d.byte_len().expect("concrete output"), d.dtype.is_float()))
         .collect();
     let host_in: Vec<HostTensor<'_>> = inputs
         .iter()
@@ -165,14 +174,10 @@ pub fn run_cpu(
     Ok(out_bufs)
 }
 
-/// Asserts `got` is within `rel` relative (and `rel` absolute near zero) of `want`.
+/// Asserts `got` is within `rel` relative (and `rel` absolute near zero) of `want`, with the
+/// shared comparison.
 pub fn assert_close(got: &[f32], want: &[f32], rel: f32) {
-    assert_eq!(got.len(), want.len(), "element counts differ");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let tol = rel * w.abs().max(1.0);
-        assert!(
-            (g - w).abs() <= tol,
-            "element {i}: got {g}, want {w} (tolerance {tol})"
-        );
-    }
+    let rel = f64::from(rel);
+    torchtrt_testing::check_floats(got, want, torchtrt_testing::Tol::new(rel, rel))
+        .unwrap_or_else(|m| panic!("{m}"));
 }

@@ -73,15 +73,19 @@ pub struct Aligned {
 impl Aligned {
     /// A copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> Aligned {
-        let mut a = Aligned::zeroed(bytes.len());
+        let mut a = Aligned::sentinel(bytes.len());
         a.bytes_mut().copy_from_slice(bytes);
         a
     }
 
-    /// `len` bytes set to a pattern (so stale output is visible).
-    pub fn zeroed(len: usize) -> Aligned {
+    /// `len` bytes of the shared float sentinel (a NaN in every float dtype), so an output
+    /// element the plugin never writes fails the comparison.
+    pub fn sentinel(len: usize) -> Aligned {
         Aligned {
-            words: vec![0x7f7f_7f7f_7f7f_7f7f_7f7f_7f7f_7f7f_7f7f; len.div_ceil(16)],
+            words: vec![
+                u128::from_ne_bytes([torchtrt_testing::sentinel::FLOAT_BYTE; 16]);
+                len.div_ceil(16)
+            ],
             len,
         }
     }
@@ -107,7 +111,7 @@ pub fn enqueue(
     threads: usize,
 ) -> PluginResult<Vec<u8>> {
     let x = Aligned::from_bytes(input);
-    let mut y = Aligned::zeroed(out_desc.byte_len().unwrap_or(0));
+    let mut y = Aligned::sentinel(out_desc.byte_len().unwrap_or(0));
     let inputs = [HostTensor {
         desc: in_desc.clone(),
         data: x.bytes(),
@@ -190,23 +194,18 @@ pub fn round_to(v: f64, dtype: DType) -> f64 {
     }
 }
 
-/// Checks `|got - want| <= atol + rtol * |want|` element-wise (NaN matches NaN; a `want`
-/// that rounds to infinity in `dtype` expects that infinity).
+/// Checks `got` against `want` with the shared comparison (`|got − want| ≤ atol + rtol·|want|`
+/// per element, NaN only NaN, an infinity only itself; a `want` that rounds to infinity in
+/// `dtype` expects that infinity); a failure names the worst element.
 pub fn check_close(got: &[f64], want: &[f64], dtype: DType, scale: f64) -> Result<(), String> {
-    if got.len() != want.len() {
-        return Err(format!("{} values, expected {}", got.len(), want.len()));
-    }
     let (atol, rtol) = tolerance(dtype, scale);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan())
-            || g == w
-            || g == round_to(w, dtype)
-            || (g - w).abs() <= atol + rtol * w.abs();
-        if !ok {
-            return Err(format!(
-                "{dtype}: element {i}: got {g}, expected {w} (atol {atol:e}, rtol {rtol:e})"
-            ));
-        }
-    }
-    Ok(())
+    let want: Vec<f64> = want
+        .iter()
+        .map(|&w| {
+            let r = round_to(w, dtype);
+            if r.is_infinite() { r } else { w }
+        })
+        .collect();
+    torchtrt_testing::check_floats(got, &want, torchtrt_testing::Tol::new(rtol, atol))
+        .map_err(|m| format!("{dtype}: {m}"))
 }

@@ -127,7 +127,7 @@ pub fn relative_error(got: &Tensor, want: &Tensor) -> f64 {
         .map(|(a, b)| {
             if a == b {
                 0.0
-            } else if a.is_nan() || b.is_nan() {
+            } else if !a.is_finite() || !b.is_finite() {
                 f64::INFINITY
             } else {
                 (a - b).abs() / (b.abs() + scale)

@@ -161,15 +161,11 @@ pub fn app_input(n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// `|a - b| <= atol + rtol·|b|` element-wise, with the worst element in the message.
+/// `|a - b| <= atol + rtol·|b|` element-wise with the shared comparison (NaN only NaN,
+/// infinities only themselves), the worst element in the message.
 pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32) {
-    assert_eq!(got.len(), want.len(), "lengths differ");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= atol + rtol * w.abs(),
-            "element {i}: got {g}, want {w}"
-        );
-    }
+    let tol = torchtrt_testing::Tol::new(f64::from(rtol), f64::from(atol));
+    torchtrt_testing::check_floats(got, want, tol).unwrap_or_else(|m| panic!("{m}"));
 }
 
 /// Deterministic pseudo-random f32 values in [-1, 1).

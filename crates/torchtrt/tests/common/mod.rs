@@ -25,21 +25,9 @@ pub fn workspace_root() -> PathBuf {
         .expect("the workspace exists")
 }
 
-/// `|a - b| <= atol + rtol·|b|` element-wise, with the worst element in the message.
+/// `|a - b| <= atol + rtol·|b|` element-wise with the shared comparison (NaN only NaN,
+/// infinities only themselves), the worst element in the message.
 pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32) {
-    assert_eq!(got.len(), want.len(), "lengths differ");
-    let mut worst = (0usize, 0f32);
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let excess = (g - w).abs() - (atol + rtol * w.abs());
-        if excess > worst.1 || g.is_nan() != w.is_nan() {
-            worst = (i, excess.max(f32::MIN_POSITIVE));
-        }
-    }
-    assert!(
-        worst.1 <= 0.0,
-        "element {}: got {}, want {}",
-        worst.0,
-        got[worst.0],
-        want[worst.0]
-    );
+    let tol = torchtrt_testing::Tol::new(f64::from(rtol), f64::from(atol));
+    torchtrt_testing::check_floats(got, want, tol).unwrap_or_else(|m| panic!("{m}"));
 }

@@ -140,7 +140,7 @@ fn worst(got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(usize, f6
     let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     let mut worst = (0usize, f64::NEG_INFINITY);
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let excess = if a.is_nan() && b.is_nan() {
+        let excess = if a == b || (a.is_nan() && b.is_nan()) {
             f64::NEG_INFINITY
         } else {
             (a - b).abs() - (atol + rtol * b.abs())
@@ -165,5 +165,24 @@ fn worst(got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(usize, f6
         ))
     } else {
         Ok((i, g[i], w[i]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: &[f32]) -> Tensor {
+        Tensor::from_slice(&[v.len()], v).unwrap()
+    }
+
+    #[test]
+    fn infinities_match_only_the_same_infinity() {
+        let (inf, ninf) = (f32::INFINITY, f32::NEG_INFINITY);
+        assert!(worst(&t(&[inf, ninf, 1.0]), &t(&[inf, ninf, 1.0]), 0.0, 0.0).is_ok());
+        assert!(worst(&t(&[ninf]), &t(&[inf]), 1.0, 1.0).is_err());
+        assert!(worst(&t(&[1e30]), &t(&[inf]), 1.0, 1.0).is_err());
+        assert!(worst(&t(&[f32::NAN]), &t(&[1.0]), 1.0, 1.0).is_err());
+        assert!(worst(&t(&[f32::NAN]), &t(&[f32::NAN]), 0.0, 0.0).is_ok());
     }
 }
