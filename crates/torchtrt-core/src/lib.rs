@@ -8,6 +8,7 @@ pub mod engine;
 pub mod error;
 pub mod layers;
 mod library;
+pub mod limits;
 pub mod network;
 pub mod registry;
 pub mod runtime;

@@ -86,6 +86,11 @@ struct BuildOptions {
     /// Let library converters replace built-in converters for the same op.
     #[arg(long = "override-converters")]
     override_converters: bool,
+    /// Largest tensor a layer may compute, in bytes (suffixes K, M, G, T: powers of 1024);
+    /// larger is an error naming the layer, at build time and at run time. Default: the
+    /// machine's physical memory.
+    #[arg(long = "max-memory", value_name = "BYTES", value_parser = args::parse_bytes)]
+    max_memory: Option<u64>,
 }
 
 fn main() -> ExitCode {

@@ -182,7 +182,20 @@ pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
         )));
     }
     if bytes[..8] != MAGIC {
-        return Err(err("not a torchtrt engine (bad magic bytes)".into()));
+        let same = bytes[..8]
+            .iter()
+            .zip(&MAGIC)
+            .filter(|(a, b)| a == b)
+            .count();
+        return Err(err(if same >= MAGIC.len() - 2 {
+            format!(
+                "damaged engine: the magic bytes are {:?}, expected {:?}",
+                bytes[..8].escape_ascii().to_string(),
+                MAGIC.escape_ascii().to_string()
+            )
+        } else {
+            "not a torchtrt engine (bad magic bytes)".into()
+        }));
     }
     let version = u32_at(bytes, 8);
     if version != FORMAT_VERSION {
