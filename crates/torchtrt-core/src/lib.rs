@@ -6,6 +6,7 @@ pub mod backend;
 pub mod builder;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod layers;
 mod library;
 pub mod limits;

@@ -132,7 +132,9 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line, each cause once: a cause whose text the message
-/// already ends with (errors that print their source) is not repeated.
+/// already ends with (errors that print their source) is not repeated. Line breaks become
+/// spaces; other control characters (from names in a model or engine) are escaped, so a
+/// hostile name cannot drive the terminal.
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
@@ -145,7 +147,17 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         line += &text;
     }
-    line.replace('\n', " ")
+    line.chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -160,5 +172,7 @@ mod tests {
         assert_eq!(one_line(&e), "loading m.engine: m.engine: no such file");
         let e = anyhow::anyhow!("first\nsecond").context("outer");
         assert_eq!(one_line(&e), "outer: first second");
+        let e = anyhow::anyhow!("layer `a\x1b[31mb\r` failed");
+        assert_eq!(one_line(&e), "layer `a\\u{1b}[31mb\\r` failed");
     }
 }

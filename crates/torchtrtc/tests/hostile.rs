@@ -9,7 +9,7 @@ mod onnx;
 
 use std::path::{Path, PathBuf};
 
-use onnx::{F32, I64, f32_init, i64_init, int, ints, model, node, value};
+use onnx::{F32, I64, f32_init, i64_init, ints, model, node, value};
 use support::{fails, scratch_in, torchtrtc};
 
 /// 2^40: every size below is about a tebibyte or more.
@@ -33,7 +33,7 @@ fn npy(name: &str, descr: &str, shape: &[usize], data: &[u8]) -> PathBuf {
         _ => format!("({})", dims.join(", ")),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
@@ -212,5 +212,10 @@ fn shape_from_an_input_value_is_checked_at_run_time() {
         arg("shape", &shape).as_ref(),
     ]);
     fails(&out, 1, &["Expand_0", "memory limit"]);
-    let _ = int;
 }
+
+#[path = "hostile/files.rs"]
+mod files;
+
+#[path = "hostile/attributes.rs"]
+mod attributes;

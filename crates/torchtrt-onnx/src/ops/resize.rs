@@ -29,9 +29,9 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         coord: node.string_or("coordinate_transformation_mode", "half_pixel")?,
         nearest: node.string_or("nearest_mode", "round_prefer_floor")?,
         cubic_a: node.float_or("cubic_coeff_a", -0.75)?,
-        exclude_outside: node.int_or("exclude_outside", 0)? != 0,
+        exclude_outside: node.bool_or("exclude_outside", false)?,
         extrapolation: node.float_or("extrapolation_value", 0.0)?,
-        antialias: node.int_or("antialias", 0)? != 0,
+        antialias: node.bool_or("antialias", false)?,
     };
     if sampling.coord == "tf_crop_and_resize" {
         return Err(node.err("coordinate_transformation_mode tf_crop_and_resize is not supported"));
