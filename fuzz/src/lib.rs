@@ -195,6 +195,7 @@ fn c_string(bytes: &[u8]) -> CString {
 
 /// Engine bytes and garbage arguments through the C runtime API.
 pub fn capi(data: &[u8]) {
+    use torchtrt::plugin_api::abi::{TTRT_ERROR_PANIC, TTRT_OK};
     use torchtrt_capi::*;
     let status_ok = |s: TtrtStatus, what: &str| -> bool {
         if s == TTRT_ERROR_PANIC {
