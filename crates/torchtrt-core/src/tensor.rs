@@ -71,6 +71,20 @@ impl AlignedBuf {
         }
     }
 
+    /// A zeroed buffer of `len` bytes, or an error when the allocator refuses (a size that
+    /// comes from input must not abort the process).
+    pub fn try_zeroed(len: usize) -> Result<AlignedBuf> {
+        let blocks = len.div_ceil(ALIGN);
+        let mut v: Vec<Block> = Vec::new();
+        v.try_reserve_exact(blocks)
+            .map_err(|e| Error::InvalidArgument(format!("cannot allocate {len} bytes: {e}")))?;
+        v.resize(blocks, Block([0; ALIGN]));
+        Ok(AlignedBuf {
+            storage: Storage::Owned(v),
+            len,
+        })
+    }
+
     /// A buffer holding a copy of `bytes`.
     pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {
         let mut b = AlignedBuf::zeroed(bytes.len());
@@ -198,6 +212,21 @@ impl Tensor {
             shape: shape.to_vec(),
             data: AlignedBuf::zeroed(n * dtype.size()),
         }
+    }
+
+    /// A zero-filled tensor, or an error when its size overflows or the allocator refuses.
+    pub fn try_zeros(dtype: DType, shape: &[usize]) -> Result<Tensor> {
+        let len = shape
+            .iter()
+            .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("a {dtype} tensor of shape {shape:?} overflows"))
+            })?;
+        Ok(Tensor {
+            dtype,
+            shape: shape.to_vec(),
+            data: AlignedBuf::try_zeroed(len)?,
+        })
     }
 
     /// A tensor taking its elements from a vector; errors when the element count differs

@@ -204,6 +204,9 @@ fn bad_libraries_are_clear_errors() {
     let text = std::env::temp_dir().join(format!("not-a-library-{}.so", std::process::id()));
     std::fs::write(&text, b"hello").unwrap();
     let err = registry.load_library(&text).unwrap_err();
-    assert!(matches!(err, Error::Load(LoadError::Open { .. })), "{err}");
+    assert!(
+        matches!(err, Error::Load(LoadError::NotLoadable { .. })),
+        "{err}"
+    );
     assert!(registry.is_empty());
 }

@@ -23,7 +23,7 @@ pub use extension::{
 };
 pub use fallback::plugin_key;
 pub use import::{ImportOptions, import_model};
-pub use model::{LoadedModel, decode_model, load_model};
+pub use model::{LoadedModel, MAX_MODEL_BYTES, decode_model, load_model, read_protobuf};
 pub use node::{Node, normalize_domain};
 pub use registry::{Converter, ConverterEntry, ConverterRegistry};
 pub use tensor::{dtype_from_onnx, dtype_to_onnx, tensor_from_proto};

@@ -88,6 +88,17 @@ impl<'a> Node<'a> {
         Ok(self.int(name)?.unwrap_or(default))
     }
 
+    /// A boolean INT attribute (0 or 1, as onnxruntime requires) or its default; any other
+    /// value is an error naming the node and the attribute.
+    pub fn bool_or(&self, name: &str, default: bool) -> Result<bool, OnnxError> {
+        match self.int(name)? {
+            None => Ok(default),
+            Some(0) => Ok(false),
+            Some(1) => Ok(true),
+            Some(v) => Err(self.err(format!("attribute `{name}` is {v}, expected 0 or 1"))),
+        }
+    }
+
     /// A FLOAT attribute.
     pub fn float(&self, name: &str) -> Result<Option<f32>, OnnxError> {
         Ok(self.typed(name, AttributeType::Float)?.map(|a| a.f()))

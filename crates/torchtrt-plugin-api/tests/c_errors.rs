@@ -107,14 +107,62 @@ fn a_missing_file_is_named() {
 }
 
 #[test]
-fn a_file_the_loader_refuses_gives_its_reason() {
+fn a_file_that_is_not_elf_is_refused_before_the_loader() {
     let path = common::c_source("not_extension");
     let e = load_error(&path);
-    let LoadError::Open { reason, .. } = &e else {
-        panic!("expected Open, got {e}");
+    let LoadError::NotLoadable { reason, .. } = &e else {
+        panic!("expected NotLoadable, got {e}");
     };
-    assert!(!reason.is_empty());
+    assert_eq!(reason, "not an ELF file");
     assert!(e.to_string().contains("not_extension.c"), "{e}");
+    let e = load_error(&common::scratch_dir());
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn a_truncated_library_is_refused_before_the_loader() {
+    let lib = std::fs::read(common::shared_library("not_extension", &[])).unwrap();
+    assert!(lib.len() > 4096, "{} bytes", lib.len());
+    let mut cuts: Vec<usize> = vec![3, 20, 63, 64, 100, 1000];
+    cuts.extend((1..16).map(|k| lib.len() * k / 16));
+    cuts.push(lib.len() - 1);
+    for cut in cuts {
+        let path = common::scratch_dir().join(format!("libtruncated_{cut}.so"));
+        std::fs::write(&path, &lib[..cut]).unwrap();
+        let e = load_error(&path);
+        assert!(
+            matches!(e, LoadError::NotLoadable { .. }),
+            "cut at {cut}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_library_of_another_machine_or_class_is_refused() {
+    let lib = std::fs::read(common::shared_library("not_extension", &[])).unwrap();
+    let cases: [(usize, &[u8], &str); 4] = [
+        (4, &[1], "ELF class 1"),
+        (5, &[2], "big-endian"),
+        (16, &[2, 0], "not a shared object"),
+        (18, &[40, 0], "ELF machine 40"),
+    ];
+    for (at, bytes, needle) in cases {
+        let mut copy = lib.clone();
+        copy[at..at + bytes.len()].copy_from_slice(bytes);
+        let path = common::scratch_dir().join(format!("libpatched_{at}.so"));
+        std::fs::write(&path, &copy).unwrap();
+        let e = load_error(&path).to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+}
+
+#[test]
+fn a_path_that_cannot_be_read_is_not_called_missing() {
+    let file = common::c_source("not_extension");
+    let path = file.join("libinside_a_file.so");
+    let e = load_error(&path);
+    assert!(matches!(e, LoadError::Unreadable { .. }), "{e}");
+    assert!(e.to_string().contains("cannot read plugin library"), "{e}");
 }
 
 #[test]

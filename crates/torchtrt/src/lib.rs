@@ -38,6 +38,7 @@ pub use torchtrt_core::{
     NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, layers,
     registry,
 };
+pub use torchtrt_core::{files, limits};
 pub use torchtrt_cpu::CpuBackend;
 pub use torchtrt_cuda as cuda;
 pub use torchtrt_cuda::CudaBackend;
@@ -222,7 +223,7 @@ impl Runtime {
     /// Reads an engine from a file.
     pub fn deserialize_file(&self, path: impl AsRef<Path>) -> Result<Engine> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        let bytes = torchtrt_core::files::read_engine(path).map_err(|source| Error::Io {
             path: path.display().to_string(),
             source,
         })?;

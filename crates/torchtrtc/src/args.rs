@@ -54,6 +54,27 @@ pub fn parse_device(spec: &str) -> Result<String> {
     Ok(spec.to_string())
 }
 
+/// A byte count: digits with an optional `K`, `M`, `G` or `T` suffix (powers of 1024,
+/// `KiB`-style spellings accepted).
+pub fn parse_bytes(spec: &str) -> Result<u64> {
+    let s = spec.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits);
+    let n: u64 = n
+        .parse()
+        .with_context(|| format!("`{spec}`: expected a byte count such as 512M or 8G"))?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => bail!("`{spec}`: unknown unit `{unit}` (use K, M, G or T)"),
+    };
+    n.checked_mul(1u64 << shift)
+        .with_context(|| format!("`{spec}`: too large"))
+}
+
 /// `NAME=VALUE` pairs.
 pub fn parse_pair(spec: &str) -> Result<(String, String)> {
     let (a, b) = spec

@@ -86,6 +86,11 @@ struct BuildOptions {
     /// Let library converters replace built-in converters for the same op.
     #[arg(long = "override-converters")]
     override_converters: bool,
+    /// Largest tensor a layer may compute, in bytes (suffixes K, M, G, T: powers of 1024);
+    /// larger is an error naming the layer, at build time and at run time. Default: the
+    /// machine's physical memory.
+    #[arg(long = "max-memory", value_name = "BYTES", value_parser = args::parse_bytes)]
+    max_memory: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -127,7 +132,9 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line, each cause once: a cause whose text the message
-/// already ends with (errors that print their source) is not repeated.
+/// already ends with (errors that print their source) is not repeated. Line breaks become
+/// spaces; other control characters (from names in a model or engine) are escaped, so a
+/// hostile name cannot drive the terminal.
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
@@ -140,7 +147,17 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         line += &text;
     }
-    line.replace('\n', " ")
+    line.chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -155,5 +172,7 @@ mod tests {
         assert_eq!(one_line(&e), "loading m.engine: m.engine: no such file");
         let e = anyhow::anyhow!("first\nsecond").context("outer");
         assert_eq!(one_line(&e), "outer: first second");
+        let e = anyhow::anyhow!("layer `a\x1b[31mb\r` failed");
+        assert_eq!(one_line(&e), "layer `a\\u{1b}[31mb\\r` failed");
     }
 }

@@ -42,8 +42,13 @@ pub(crate) fn try_fold(
     else {
         return Ok(false);
     };
-    let elements: i64 = shapes.iter().map(|s| s.iter().product::<i64>()).sum();
-    if elements as usize > config.max_fold_elements {
+    let elements = shapes.iter().try_fold(0u64, |sum, s| {
+        let n = s
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))?;
+        sum.checked_add(n)
+    });
+    if elements.is_none_or(|e| e > config.max_fold_elements as u64) {
         return Ok(false);
     }
     let Ok(kernel) = cpu.prepare(kind, &work.infer_inputs(inputs)) else {

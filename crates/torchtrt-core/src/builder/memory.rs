@@ -5,8 +5,10 @@ use torchtrt_plugin_api::DimExpr;
 
 use crate::engine::EnginePlan;
 use crate::engine::MemoryPlan;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layers::{LayerKind, TypeShape};
+use crate::limits::check_tensor;
+use crate::network::Dim;
 use crate::network::TensorId;
 use crate::tensor::ALIGN;
 
@@ -17,8 +19,46 @@ struct Activation {
     size: u64,
 }
 
-/// Plans memory for `plan`, whose tensor types are `types`.
-pub(crate) fn plan(plan: &EnginePlan, types: &[TypeShape]) -> Result<MemoryPlan> {
+/// Checks every tensor a layer computes, at the profile's largest shapes, against `limit`
+/// bytes; the error names the layer, the tensor and the size.
+fn check_limit(plan: &EnginePlan, types: &[TypeShape], limit: u64) -> Result<()> {
+    let max = |s: &str| {
+        plan.inputs
+            .iter()
+            .flat_map(|i| &i.dims)
+            .find_map(|d| match d {
+                Dim::Dynamic { name, max, .. } if name == s => Some(*max),
+                _ => None,
+            })
+    };
+    for layer in &plan.layers {
+        for t in &layer.outputs {
+            let ty = &types[t.index()];
+            let Some(dims) = ty
+                .shape
+                .iter()
+                .map(|d: &DimExpr| d.eval(&max).ok().map(|v| v.max(0) as u64))
+                .collect::<Option<Vec<u64>>>()
+            else {
+                continue;
+            };
+            check_tensor(ty.dtype, &dims, limit).map_err(|message| Error::Layer {
+                layer: layer.name.clone(),
+                kind: layer.kind.op().kind(),
+                message: format!(
+                    "output `{}`: {message}",
+                    plan.tensor_names[t.index()].escape_debug()
+                ),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Plans memory for `plan`, whose tensor types are `types`, after checking every computed
+/// tensor against `limit` bytes.
+pub(crate) fn plan(plan: &EnginePlan, types: &[TypeShape], limit: u64) -> Result<MemoryPlan> {
+    check_limit(plan, types, limit)?;
     let n = plan.tensor_names.len();
     let mut first = vec![None; n];
     let mut last = vec![None; n];
@@ -58,8 +98,11 @@ pub(crate) fn plan(plan: &EnginePlan, types: &[TypeShape]) -> Result<MemoryPlan>
                 .shape
                 .iter()
                 .map(|d: &DimExpr| d.eval(&opt).unwrap_or(0).max(0) as u64)
-                .product::<u64>();
-            let size = (numel * ty.dtype.size() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+                .fold(1u64, u64::saturating_mul);
+            let size = numel
+                .saturating_mul(ty.dtype.size() as u64)
+                .div_ceil(ALIGN as u64)
+                .saturating_mul(ALIGN as u64);
             Some(Activation {
                 tensor: t,
                 first: f,
@@ -72,7 +115,7 @@ pub(crate) fn plan(plan: &EnginePlan, types: &[TypeShape]) -> Result<MemoryPlan>
         release_after: vec![Vec::new(); plan.layers.len()],
         offsets: vec![None; n],
         arena_bytes: 0,
-        naive_bytes: acts.iter().map(|a| a.size).sum(),
+        naive_bytes: acts.iter().fold(0u64, |s, a| s.saturating_add(a.size)),
     };
     for a in &acts {
         out.release_after[a.last].push(TensorId(a.tensor as u32));
@@ -83,19 +126,19 @@ pub(crate) fn plan(plan: &EnginePlan, types: &[TypeShape]) -> Result<MemoryPlan>
         let mut busy: Vec<(u64, u64)> = placed
             .iter()
             .filter(|p| p.2 <= a.last && a.first <= p.3)
-            .map(|p| (p.0, p.0 + p.1))
+            .map(|p| (p.0, p.0.saturating_add(p.1)))
             .collect();
         busy.sort_unstable();
-        let mut offset = 0;
+        let mut offset = 0u64;
         for (start, end) in busy {
-            if start >= offset + a.size {
+            if start >= offset.saturating_add(a.size) {
                 break;
             }
             offset = offset.max(end);
         }
         placed.push((offset, a.size, a.first, a.last));
         out.offsets[a.tensor] = Some(offset);
-        out.arena_bytes = out.arena_bytes.max(offset + a.size);
+        out.arena_bytes = out.arena_bytes.max(offset.saturating_add(a.size));
     }
     Ok(out)
 }

@@ -47,6 +47,17 @@ pub struct BuildConfig {
     /// Replace exported scaled-dot-product attention (MatMul, scale, mask, Softmax,
     /// MatMul) by one `Attention` layer. On by default.
     pub fuse_attention: bool,
+    /// Largest tensor (bytes) a layer may compute at the profile's largest shapes; a
+    /// larger one is a build error naming the layer. `None`: the machine's physical memory.
+    pub max_memory: Option<u64>,
+}
+
+impl BuildConfig {
+    /// The memory limit in bytes: [`Self::max_memory`] or the machine's physical memory.
+    pub fn memory_limit(&self) -> u64 {
+        self.max_memory
+            .unwrap_or_else(crate::limits::physical_memory)
+    }
 }
 
 impl Default for BuildConfig {
@@ -59,6 +70,7 @@ impl Default for BuildConfig {
             tf32: false,
             fuse_elementwise: true,
             fuse_attention: true,
+            max_memory: None,
         }
     }
 }
@@ -369,7 +381,11 @@ fn compact(
         memory: MemoryPlan::default(),
         options: PrepareOptions { tf32: config.tf32 },
     };
-    plan.memory = memory::plan(&plan, &crate::engine::infer_plan(&plan)?)?;
+    plan.memory = memory::plan(
+        &plan,
+        &crate::engine::infer_plan(&plan)?,
+        config.memory_limit(),
+    )?;
     Ok(plan)
 }
 

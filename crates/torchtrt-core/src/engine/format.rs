@@ -17,6 +17,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::DType;
 
+use super::decode::locate_error;
+use super::validate::{WeightSpan, check_plan, check_weights};
 use super::{EngineBlob, EnginePlan, Target};
 use crate::backend::PrepareOptions;
 use crate::error::{Error, Result};
@@ -40,8 +42,9 @@ struct WeightRecord {
     len: u64,
 }
 
-/// A 64-bit FNV-style checksum over 8-byte words; any change within one word changes it.
-pub(crate) fn checksum(bytes: &[u8]) -> u64 {
+/// The header's body checksum: a 64-bit FNV-style hash over 8-byte words; any change within
+/// one word changes it. Public for tools that rewrite engine files.
+pub fn checksum(bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
@@ -179,7 +182,20 @@ pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
         )));
     }
     if bytes[..8] != MAGIC {
-        return Err(err("not a torchtrt engine (bad magic bytes)".into()));
+        let same = bytes[..8]
+            .iter()
+            .zip(&MAGIC)
+            .filter(|(a, b)| a == b)
+            .count();
+        return Err(err(if same >= MAGIC.len() - 2 {
+            format!(
+                "damaged engine: the magic bytes are {:?}, expected {:?}",
+                bytes[..8].escape_ascii().to_string(),
+                MAGIC.escape_ascii().to_string()
+            )
+        } else {
+            "not a torchtrt engine (bad magic bytes)".into()
+        }));
     }
     let version = u32_at(bytes, 8);
     if version != FORMAT_VERSION {
@@ -221,7 +237,11 @@ pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
         .and_then(|n| body.get(8..8usize.checked_add(n)?))
         .ok_or_else(|| err(format!("plan length {meta_len} exceeds the body")))?;
     let (mut plan, weights, blobs): (EnginePlan, Vec<WeightRecord>, Vec<EngineBlob>) =
-        postcard::from_bytes(meta).map_err(|e| err(format!("cannot decode the plan: {e}")))?;
+        postcard::from_bytes(meta).map_err(|e| {
+            let at =
+                locate_error::<WeightRecord, EngineBlob>(meta).unwrap_or_else(|| e.to_string());
+            err(format!("cannot decode the plan: {at}"))
+        })?;
     plan.options.tf32 = flags & FLAG_TF32 != 0;
     if plan.target != target {
         return Err(err(format!(
@@ -229,6 +249,16 @@ pub(crate) fn read(bytes: &[u8]) -> Result<(EnginePlan, Vec<EngineBlob>)> {
             plan.target
         )));
     }
+    let spans: Vec<WeightSpan> = weights
+        .iter()
+        .map(|r| WeightSpan {
+            offset: r.offset,
+            len: r.len,
+        })
+        .collect();
+    let meta_end = (HEADER + 8 + meta.len()) as u64;
+    check_weights(&spans, meta_end..bytes.len() as u64, ALIGN as u64)?;
+    check_plan(&plan, weights.len())?;
     let values = weights
         .iter()
         .enumerate()
@@ -266,12 +296,6 @@ fn read_weight(file: &[u8], index: usize, r: &WeightRecord) -> Result<Tensor> {
         return Err(err(format!(
             "{} bytes do not hold {:?} of {}",
             r.len, r.shape, r.dtype
-        )));
-    }
-    if !r.offset.is_multiple_of(ALIGN as u64) {
-        return Err(err(format!(
-            "offset {} is not {ALIGN}-byte aligned",
-            r.offset
         )));
     }
     let bytes = usize::try_from(r.offset)

@@ -1,12 +1,14 @@
 //! Engines: the built, executable form of a network, and its file format.
 
 mod check;
+mod decode;
 mod format;
 mod inspect;
 mod memory;
+mod validate;
 
 pub(crate) use check::{check_input, check_input_shapes, check_metas};
-pub use format::{FORMAT_VERSION, MAGIC};
+pub use format::{FORMAT_VERSION, MAGIC, checksum};
 pub use inspect::{EngineSummary, LayerSummary};
 pub use memory::MemoryPlan;
 

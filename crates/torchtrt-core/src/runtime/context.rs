@@ -150,6 +150,18 @@ impl ExecutionContext {
         self.graphs.last_failure.as_deref()
     }
 
+    /// Sets the largest host tensor (bytes) a run may allocate; a layer whose output would
+    /// be larger fails with an error naming it. Defaults to the machine's physical memory
+    /// ([`crate::limits::physical_memory`]).
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        self.walk.pool.limit = bytes;
+    }
+
+    /// The memory limit of [`Self::set_memory_limit`].
+    pub fn memory_limit(&self) -> u64 {
+        self.walk.pool.limit
+    }
+
     /// Bytes of activation memory (host and device) kept for later runs.
     pub fn pooled_bytes(&self) -> usize {
         self.walk.pool.held_bytes() + self.walk.device.as_ref().map_or(0, |d| d.pooled_bytes())

@@ -66,7 +66,7 @@ impl EngineLoader {
     /// Reads an engine from a file.
     pub fn deserialize_file(&self, path: impl AsRef<Path>) -> Result<Engine> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        let bytes = crate::files::read_engine(path).map_err(|source| Error::Io {
             path: path.display().to_string(),
             source,
         })?;

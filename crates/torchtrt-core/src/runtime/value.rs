@@ -87,15 +87,27 @@ impl Value {
 
 /// Host buffers released during runs, handed out again to tensors of the same or smaller
 /// size (the smallest that fits), with their shape storage.
-#[derive(Default)]
 pub(crate) struct HostPool {
     free: Vec<Tensor>,
+    /// Largest tensor (bytes) handed out; larger requests are errors.
+    pub limit: u64,
+}
+
+impl Default for HostPool {
+    fn default() -> HostPool {
+        HostPool {
+            free: Vec::new(),
+            limit: crate::limits::physical_memory(),
+        }
+    }
 }
 
 impl HostPool {
-    /// A tensor of `dtype` and `shape` (contents unspecified).
-    pub(crate) fn take(&mut self, dtype: DType, shape: &[usize]) -> Tensor {
-        let bytes = shape.iter().product::<usize>() * dtype.size();
+    /// A tensor of `dtype` and `shape` (contents unspecified); an error when it is larger
+    /// than the limit or the allocator refuses.
+    pub(crate) fn take(&mut self, dtype: DType, shape: &[usize]) -> Result<Tensor, String> {
+        let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        let bytes = crate::limits::check_tensor(dtype, &dims, self.limit)? as usize;
         let best = self
             .free
             .iter()
@@ -107,9 +119,9 @@ impl HostPool {
             Some(i) => {
                 let mut t = self.free.swap_remove(i);
                 t.reset(dtype, shape);
-                t
+                Ok(t)
             }
-            None => Tensor::zeros(dtype, shape),
+            None => Tensor::try_zeros(dtype, shape).map_err(|e| e.to_string()),
         }
     }
 

@@ -739,7 +739,29 @@ impl Walk {
                     lent[o] = k;
                     outs.push(t);
                 }
-                None => outs.push(self.pool.take(*dtype, shape)),
+                None => match self.pool.take(*dtype, shape) {
+                    Ok(t) => outs.push(t),
+                    Err(message) => {
+                        for (o, out) in outs.drain(..).enumerate() {
+                            match lent.get(o).copied().unwrap_or(usize::MAX) {
+                                usize::MAX => self.pool.put(out),
+                                k => {
+                                    if let OutputTarget::Host { tensor, .. } = &mut targets[k] {
+                                        *tensor = Some(out);
+                                    }
+                                }
+                            }
+                        }
+                        self.outs = outs;
+                        return Err(Error::Execution {
+                            layer: layer.name.clone(),
+                            message: format!(
+                                "output `{}`: {message}",
+                                self.engine.plan().tensor_names[t.index()]
+                            ),
+                        });
+                    }
+                },
             }
         }
         let slots = &self.slots;
@@ -879,7 +901,10 @@ impl Walk {
             message: "tensor has neither a host nor a device copy".into(),
         })?;
         let v = &self.slots[i];
-        let mut t = self.pool.take(v.dtype, &v.shape);
+        let mut t = self
+            .pool
+            .take(v.dtype, &v.shape)
+            .map_err(exec_error(name))?;
         let device = self.device.as_deref_mut().ok_or_else(no_device)?;
         // SAFETY: the device copy holds the tensor's bytes.
         unsafe { device.download(ptr, t.bytes_mut()) }.map_err(exec_error(name))?;

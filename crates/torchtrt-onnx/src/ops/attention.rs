@@ -50,7 +50,7 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         q_heads,
         kv_heads,
         scale: node.float("scale")?,
-        causal: node.int_or("is_causal", 0)? != 0,
+        causal: node.bool_or("is_causal", false)?,
         softcap: node.float_or("softcap", 0.0)?,
         mask: mask.is_some(),
         past: past.is_some(),

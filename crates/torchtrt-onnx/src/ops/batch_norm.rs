@@ -16,7 +16,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
 }
 
 fn batch_norm(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
-    if node.int_or("training_mode", 0)? != 0 {
+    if node.bool_or("training_mode", false)? {
         return Err(node.err("training mode is not supported (inference only)"));
     }
     if node.proto.output.iter().skip(1).any(|o| !o.is_empty()) {

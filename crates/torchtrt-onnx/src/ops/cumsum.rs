@@ -15,8 +15,8 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
 fn cum_sum(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let (x, axis) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
     let layer = CumSum {
-        exclusive: node.int_or("exclusive", 0)? != 0,
-        reverse: node.int_or("reverse", 0)? != 0,
+        exclusive: node.bool_or("exclusive", false)?,
+        reverse: node.bool_or("reverse", false)?,
     };
     Ok(vec![ctx.add(node, layer, &[x, axis])?])
 }

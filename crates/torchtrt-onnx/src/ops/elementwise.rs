@@ -56,7 +56,7 @@ fn pow(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
 
 fn modulo(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let (a, b) = (ctx.input(node, 0)?, ctx.input(node, 1)?);
-    let fmod = node.int_or("fmod", 0)? != 0;
+    let fmod = node.bool_or("fmod", false)?;
     let layer = Elementwise {
         op: ElementwiseOp::Mod,
         fmod,

@@ -19,7 +19,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
 /// only with a ratio of 0, where it is the identity too.
 fn dropout(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let x = ctx.input(node, 0)?;
-    if ctx.opset() < 7 && node.int_or("is_test", 0)? == 0 {
+    if ctx.opset() < 7 && !node.bool_or("is_test", false)? {
         return Err(node.err("training mode (is_test = 0) is not supported"));
     }
     if let Some(training) = ctx.opt_input(node, 2)? {

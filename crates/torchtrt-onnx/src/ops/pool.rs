@@ -47,8 +47,8 @@ fn pool(ctx: &mut Ctx<'_>, node: &Node<'_>, x: TensorId, kind: PoolKind) -> Resu
         pads_begin: w.pads_begin,
         pads_end: w.pads_end,
         dilations: w.dilations,
-        ceil_mode: node.int_or("ceil_mode", 0)? != 0 && AutoPad::of(node)? == AutoPad::NotSet,
-        count_include_pad: node.int_or("count_include_pad", 0)? != 0,
+        ceil_mode: node.bool_or("ceil_mode", false)? && AutoPad::of(node)? == AutoPad::NotSet,
+        count_include_pad: node.bool_or("count_include_pad", false)?,
     };
     ctx.add(node, layer, &[x])
 }

@@ -58,9 +58,9 @@ fn axes(ctx: &Ctx<'_>, node: &Node<'_>) -> Result<Axes> {
 /// `noop_with_empty_axes`. Bool max/min reduce the values as u8.
 fn reduce(ctx: &mut Ctx<'_>, node: &Node<'_>, op: ReduceOp) -> Result<TensorId> {
     let x = ctx.input(node, 0)?;
-    let keep_dims = node.int_or("keepdims", 1)? != 0;
+    let keep_dims = node.bool_or("keepdims", true)?;
     let (layer, axes_input) = match axes(ctx, node)? {
-        Axes::Known(a) if a.is_empty() && node.int_or("noop_with_empty_axes", 0)? != 0 => {
+        Axes::Known(a) if a.is_empty() && node.bool_or("noop_with_empty_axes", false)? => {
             return Ok(x);
         }
         Axes::Known(axes) => (
@@ -103,8 +103,8 @@ fn arg(ctx: &mut Ctx<'_>, node: &Node<'_>, max: bool) -> Result<Vec<TensorId>> {
     let layer = ArgReduce {
         max,
         axis: node.int_or("axis", 0)?,
-        keep_dims: node.int_or("keepdims", 1)? != 0,
-        select_last_index: node.int_or("select_last_index", 0)? != 0,
+        keep_dims: node.bool_or("keepdims", true)?,
+        select_last_index: node.bool_or("select_last_index", false)?,
     };
     Ok(vec![ctx.add(node, layer, &[x])?])
 }

@@ -23,7 +23,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
 /// computed at run time); `allowzero` from opset 14.
 fn reshape(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let x = ctx.input(node, 0)?;
-    let allow_zero = node.int_or("allowzero", 0)? != 0;
+    let allow_zero = node.bool_or("allowzero", false)?;
     if ctx.opset() < 5 {
         let dims = node
             .ints("shape")?

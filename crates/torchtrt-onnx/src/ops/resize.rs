@@ -27,9 +27,9 @@ fn resize(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         coord: node.string_or("coordinate_transformation_mode", "half_pixel")?,
         nearest: node.string_or("nearest_mode", "round_prefer_floor")?,
         cubic_a: node.float_or("cubic_coeff_a", -0.75)?,
-        exclude_outside: node.int_or("exclude_outside", 0)? != 0,
+        exclude_outside: node.bool_or("exclude_outside", false)?,
         extrapolation: node.float_or("extrapolation_value", 0.0)?,
-        antialias: node.int_or("antialias", 0)? != 0,
+        antialias: node.bool_or("antialias", false)?,
     };
     let roi = match sampling.coord.as_str() {
         "tf_crop_and_resize" => Some(ctx.opt_input(node, 1)?.ok_or_else(|| {

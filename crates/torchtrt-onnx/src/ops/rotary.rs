@@ -22,7 +22,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
             0
         };
         let layer = RotaryEmbedding {
-            interleaved: node.int_or("interleaved", 0)? != 0,
+            interleaved: node.bool_or("interleaved", false)?,
             num_heads,
             rotary_dim: count("rotary_embedding_dim")?,
         };

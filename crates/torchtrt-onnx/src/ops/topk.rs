@@ -24,8 +24,8 @@ fn top_k(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     };
     let layer = TopK {
         axis: node.int_or("axis", -1)?,
-        largest: node.int_or("largest", 1)? != 0,
-        sorted: node.int_or("sorted", 1)? != 0,
+        largest: node.bool_or("largest", true)?,
+        sorted: node.bool_or("sorted", true)?,
     };
     ctx.add_multi(node, layer, &[x, k])
 }

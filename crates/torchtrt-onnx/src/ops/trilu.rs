@@ -16,7 +16,7 @@ fn trilu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     let mut inputs = vec![ctx.input(node, 0)?];
     inputs.extend(ctx.opt_input(node, 1)?);
     let layer = Trilu {
-        upper: node.int_or("upper", 1)? != 0,
+        upper: node.bool_or("upper", true)?,
     };
     Ok(vec![ctx.add(node, layer, &inputs)?])
 }

@@ -13,8 +13,8 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     r.add("IsInf", |ctx, node| {
         let x = ctx.input(node, 0)?;
         let test = ValueTestKind::Inf {
-            positive: node.int_or("detect_positive", 1)? != 0,
-            negative: node.int_or("detect_negative", 1)? != 0,
+            positive: node.bool_or("detect_positive", true)?,
+            negative: node.bool_or("detect_negative", true)?,
         };
         Ok(vec![ctx.add(node, ValueTest { test }, &[x])?])
     });

@@ -25,6 +25,23 @@ pub enum LoadError {
         /// The library.
         path: PathBuf,
     },
+    /// The file exists but cannot be read (permission denied, …).
+    #[error("cannot read plugin library {}: {reason}", .path.display())]
+    Unreadable {
+        /// The library.
+        path: PathBuf,
+        /// The system's message.
+        reason: String,
+    },
+    /// The file is not a shared library this host can load (checked before the loader
+    /// maps it).
+    #[error("plugin library {} is not a loadable shared library: {reason}", .path.display())]
+    NotLoadable {
+        /// The library.
+        path: PathBuf,
+        /// What is wrong with the file.
+        reason: String,
+    },
     /// The dynamic loader refused the file.
     #[error("cannot load plugin library {}: {reason}", .path.display())]
     Open {
@@ -128,8 +145,22 @@ impl Extension {
     /// or filling its tables wrongly is an error rather than a crash.
     pub fn load(path: impl AsRef<Path>) -> Result<Extension, LoadError> {
         let path = path.as_ref().to_path_buf();
-        if path.components().count() > 1 && !path.exists() {
-            return Err(LoadError::NotFound { path });
+        if path.components().count() > 1 {
+            match std::fs::metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(LoadError::NotFound { path });
+                }
+                Err(e) => {
+                    return Err(LoadError::Unreadable {
+                        path,
+                        reason: e.to_string(),
+                    });
+                }
+                Ok(_) => {}
+            }
+            if let Err(reason) = super::elf::check_library(&path) {
+                return Err(LoadError::NotLoadable { path, reason });
+            }
         }
         // SAFETY: loading runs the library's initialisers; the caller trusts the library.
         let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| LoadError::Open {

@@ -14,6 +14,7 @@ mod cuda_runtime;
 mod custom_op;
 mod desc;
 mod dims;
+mod elf;
 mod export;
 mod export_plugin;
 mod ext_types;

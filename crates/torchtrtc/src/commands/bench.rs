@@ -59,6 +59,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let inputs = bench_inputs(&engine, files, &a.build.input_shapes)?;
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut ctx = engine.create_context()?;
+    ctx.set_memory_limit(super::build_config(&a.build).memory_limit());
     ctx.bind_owned(&named)?;
     let bar = Progress::iterations(a.warmup + a.iterations.max(1), "warm-up");
     for _ in 0..a.warmup {

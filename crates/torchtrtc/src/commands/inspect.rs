@@ -32,8 +32,8 @@ pub fn run(a: InspectArgs) -> Result<()> {
         torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
-    let bytes =
-        std::fs::read(&a.engine).with_context(|| format!("reading {}", a.engine.display()))?;
+    let bytes = torchtrt::files::read_engine(&a.engine)
+        .with_context(|| format!("reading {}", a.engine.display()))?;
     if !bytes.starts_with(&torchtrt::ENGINE_MAGIC) && super::pt2::is_pt2(&a.engine) {
         return super::pt2::inspect(&a.engine);
     }
@@ -85,14 +85,19 @@ fn render(s: &EngineSummary) -> String {
     }
     out += "inputs:\n";
     for i in &s.inputs {
-        out += &format!("  {i}\n");
+        out += &format!("  {}\n", esc(&i.to_string()));
     }
     out += "outputs:\n";
     for o in &s.outputs {
-        out += &format!("  {o}\n");
+        out += &format!("  {}\n", esc(&o.to_string()));
     }
     out += &format!("layers ({}, in execution order):\n", s.layers.len());
-    let width = s.layers.iter().map(|l| l.name.len()).max().unwrap_or(0);
+    let width = s
+        .layers
+        .iter()
+        .map(|l| esc(&l.name).len())
+        .max()
+        .unwrap_or(0);
     for (i, l) in s.layers.iter().enumerate() {
         let place = if l.host_fallback {
             format!("cpu ← copies → {}", l.device)
@@ -101,7 +106,9 @@ fn render(s: &EngineSummary) -> String {
         };
         out += &format!(
             "  {i:>4} [{place}] {:<width$}  {}  {}\n",
-            l.name, l.kind, l.signature
+            esc(&l.name),
+            l.kind,
+            esc(&l.signature.to_string())
         );
     }
     let fallbacks = s.layers.iter().filter(|l| l.host_fallback).count();
@@ -114,9 +121,19 @@ fn render(s: &EngineSummary) -> String {
     out += &format!("plugins ({}):\n", s.plugins.len());
     for (p, (library, provider)) in s.plugins.iter().zip(origins(s)) {
         let from = source(library.as_deref(), provider.as_deref());
-        out += &format!("  {} {} from {from}\n", p.layer, p.key);
+        out += &format!(
+            "  {} {} from {}\n",
+            esc(&p.layer),
+            esc(&p.key.to_string()),
+            esc(&from)
+        );
         for f in p.fields.iter() {
-            out += &format!("      {}: {} = {}\n", f.name, f.value.ty(), f.value);
+            out += &format!(
+                "      {}: {} = {}\n",
+                esc(&f.name),
+                f.value.ty(),
+                esc(&f.value.to_string())
+            );
         }
     }
     if !s.blobs.is_empty() {
@@ -126,16 +143,31 @@ fn render(s: &EngineSummary) -> String {
             s.blobs.len()
         );
         for (name, n) in &s.blobs {
-            out += &format!("  {name} ({n} bytes)\n");
+            out += &format!("  {} ({n} bytes)\n", esc(name));
         }
     }
     out += &format!(
         "activation memory: {} bytes at opt shapes ({} without reuse)\n",
         s.memory.0, s.memory.1
     );
-    out += &deployment_line(s);
+    out += &esc(&deployment_line(s));
     out.push('\n');
     out
+}
+
+/// `s` with control characters (line breaks included) escaped: names come from models
+/// and engines, and must not drive the terminal or forge lines.
+fn esc(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let e: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            e
+        })
+        .collect()
 }
 
 /// Where each plugin layer's creator came from: `(library, provider)` as the engine records

@@ -55,6 +55,7 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
         },
         tf32: opts.tf32,
         fuse_elementwise: !opts.no_fuse,
+        max_memory: opts.max_memory,
         ..BuildConfig::default()
     }
 }
@@ -70,9 +71,7 @@ pub fn load_or_compile(
 ) -> Result<Engine> {
     progress.stage("loading libraries");
     load_libraries(opts)?;
-    let is_engine = std::fs::read(path)
-        .map(|b| b.starts_with(&torchtrt::ENGINE_MAGIC))
-        .with_context(|| format!("reading {}", path.display()))?;
+    let is_engine = starts_like_engine(path)?;
     if is_engine {
         progress.set_total(2);
         progress.stage("loading engine");
@@ -81,6 +80,19 @@ pub fn load_or_compile(
             .with_context(|| format!("loading engine {}", path.display()));
     }
     compile_model(path, opts, shapes, progress)
+}
+
+/// Whether the file begins with the engine magic, or with most of it (a damaged engine,
+/// which the engine reader then names), rather than being a model.
+fn starts_like_engine(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(8);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(8).read_to_end(&mut head))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let magic = &torchtrt::ENGINE_MAGIC;
+    let same = head.iter().zip(magic).filter(|(a, b)| a == b).count();
+    Ok(head.len() == magic.len() && same >= magic.len() - 2)
 }
 
 /// Imports and compiles an ONNX model or a `.pt2` program.
@@ -118,12 +130,13 @@ pub fn compile_onnx(
     };
     for spec in &opts.input_shapes {
         let (name, dims) = crate::args::parse_input_shape(spec)?;
-        if !declared.iter().any(|(n, _)| *n == name) {
+        let Some((_, declared_dims)) = declared.iter().find(|(n, _)| *n == name) else {
             bail!(
                 "--input {spec}: the model has no input `{name}` (inputs: {})",
                 names()
             );
-        }
+        };
+        check_declared_dims(spec, declared_dims.as_deref(), &dims)?;
         options.input_dims.insert(name, dims);
     }
     for (name, shape) in shapes {
@@ -182,6 +195,33 @@ fn model_inputs(model: &ModelProto) -> Vec<(String, Option<Vec<Option<i64>>>)> {
 }
 
 /// Checks a given tensor's shape against the dims the model declares for that input.
+/// Checks a `--input-shape` against the model's declared dims: the same rank, and fixed
+/// dims within every shape of the range.
+fn check_declared_dims(spec: &str, declared: Option<&[Option<i64>]>, dims: &[Dim]) -> Result<()> {
+    let Some(want) = declared else {
+        return Ok(());
+    };
+    if want.len() != dims.len() {
+        bail!(
+            "--input-shape {spec}: rank {}, the model declares rank {} for this input",
+            dims.len(),
+            want.len()
+        );
+    }
+    for (i, (w, d)) in want.iter().zip(dims).enumerate() {
+        let (lo, hi) = match d {
+            Dim::Fixed(v) => (*v, *v),
+            Dim::Dynamic { min, max, .. } => (*min, *max),
+        };
+        if let Some(w) = w
+            && (lo != *w || hi != *w)
+        {
+            bail!("--input-shape {spec}: dim {i} must be {w}, as the model declares");
+        }
+    }
+    Ok(())
+}
+
 fn check_declared(name: &str, declared: Option<&[Option<i64>]>, shape: &[usize]) -> Result<()> {
     let Some(dims) = declared else {
         return Ok(());

@@ -59,6 +59,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     progress.finish();
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut ctx = engine.create_context()?;
+    ctx.set_memory_limit(super::build_config(&a.build).memory_limit());
     let outputs = ctx.execute_named(&named)?;
     if let Some(dir) = &a.output_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
