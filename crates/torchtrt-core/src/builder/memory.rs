@@ -8,7 +8,6 @@ use crate::engine::MemoryPlan;
 use crate::error::{Error, Result};
 use crate::layers::{LayerKind, TypeShape};
 use crate::limits::check_tensor;
-use crate::network::Dim;
 use crate::network::TensorId;
 use crate::tensor::ALIGN;
 
@@ -19,25 +18,18 @@ struct Activation {
     size: u64,
 }
 
-/// Checks every tensor a layer computes, at the profile's largest shapes, against `limit`
-/// bytes; the error names the layer, the tensor and the size.
+/// Checks every tensor a layer computes whose shape is known at build time against `limit`
+/// bytes; the error names the layer, the tensor and the size. Shapes with dynamic dims are
+/// checked at run time, before anything is allocated (a profile's default maximum says
+/// nothing about the shapes a run will see).
 fn check_limit(plan: &EnginePlan, types: &[TypeShape], limit: u64) -> Result<()> {
-    let max = |s: &str| {
-        plan.inputs
-            .iter()
-            .flat_map(|i| &i.dims)
-            .find_map(|d| match d {
-                Dim::Dynamic { name, max, .. } if name == s => Some(*max),
-                _ => None,
-            })
-    };
     for layer in &plan.layers {
         for t in &layer.outputs {
             let ty = &types[t.index()];
             let Some(dims) = ty
                 .shape
                 .iter()
-                .map(|d: &DimExpr| d.eval(&max).ok().map(|v| v.max(0) as u64))
+                .map(|d: &DimExpr| d.as_const().map(|v| v.max(0) as u64))
                 .collect::<Option<Vec<u64>>>()
             else {
                 continue;
