@@ -3,7 +3,11 @@
 //! single-threaded run of the same input gave, and every run writes its whole output (the
 //! bound buffer is reset to a NaN sentinel before each run).
 
+mod common;
+
 use std::sync::Arc;
+
+use common::random_f32;
 
 use torchtrt::layers::{Activation, ActivationKind, Convolution, MatMul, Reshape, Softmax};
 use torchtrt::plugin_api::DType;
@@ -11,18 +15,6 @@ use torchtrt::{BuildConfig, Dim, Engine, IoBuffer, NetworkDefinition, Tensor};
 
 const THREADS: usize = 8;
 const RUNS: usize = 1000;
-
-fn random_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-        })
-        .collect()
-}
 
 /// x[n∈1..4, 3, 8, 8] → conv 3×3 (4 channels) → relu → reshape [n, 256] → matmul [256, 5]
 /// → softmax.
