@@ -106,6 +106,9 @@ struct Span {
 
 /// A pooling reduction, monomorphised so the inner loops carry no dispatch.
 trait Reduction<C: Real>: Copy {
+    /// Whether reducing a value twice leaves the result unchanged (max), so a window may
+    /// be covered by two overlapping windows of a power-of-two width.
+    const IDEMPOTENT: bool = false;
     fn start(self) -> C;
     fn step(self, acc: C, v: C) -> C;
     /// The result of a window of `count` taps (inside the input or, with
@@ -121,6 +124,7 @@ struct MeanOf;
 struct LpOf(i64);
 
 impl<C: Real> Reduction<C> for MaxOf {
+    const IDEMPOTENT: bool = true;
     #[inline(always)]
     fn start(self) -> C {
         C::NEG_INFINITY
@@ -390,13 +394,16 @@ impl Pool {
     }
 
     /// A whole 1-D or 2-D plane for reductions that combine with `step` (max, sum): the
-    /// input is copied into a padded plane (padding holds the reduction's start and is
-    /// written once per task: every plane of a layer has the same geometry), its rows
-    /// are reduced into the window rows of every output row, then the window columns into
-    /// the outputs. With stride 1 each step is one pass over the whole plane, so small planes
-    /// (7×7, 14×14) cost little more than their elements; with a column stride of 2 (no
-    /// dilation) the padded rows hold their even columns then their odd ones, so every tap
-    /// reads consecutive elements.
+    /// input rows are reduced into the window rows of every output row, then the window
+    /// columns into the outputs. When every window lies inside the input and its columns
+    /// can be read in place (stride 1, or an idempotent reduction), the rows are read from
+    /// the input itself; otherwise the input is first copied into a padded plane (padding
+    /// holds the reduction's start and is written once per task: every plane of a layer
+    /// has the same geometry). With stride 1 each step is one pass over the whole plane, so
+    /// small planes (7×7, 14×14) cost little more than their elements; with a column stride
+    /// of 2 (no dilation) the padded rows hold their even columns then their odd ones, so
+    /// every tap reads consecutive elements; wider strides of an idempotent reduction
+    /// reduce power-of-two column runs in place ([`doubled_columns`]).
     #[inline(always)]
     fn plane_body<C: Real, R: Reduction<C>, const SW: usize>(
         &self,
@@ -414,37 +421,49 @@ impl Pool {
         let [_, dh, dw] = w.dilation;
         let [_, oh, ow] = w.output;
         let (pt, pl) = (w.pad_begin[1], w.pad_begin[2]);
-        let width = (ow * sw + (kw - 1) * dw).max(pl + iw);
-        let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
         let start = op.start();
         let split = sw == 2 && dw == 1;
-        let half = width.div_ceil(2);
-        let width = if split { 2 * half } else { width };
-        if padded.len() != height * width {
-            padded.clear();
-            padded.resize(height * width, start);
-        }
-        for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
-            let row = &src[(y - pt) * iw..(y - pt + 1) * iw];
-            if split {
-                deinterleave_row(line, half, pl, row);
+        let doubled = R::IDEMPOTENT && sw > 1 && !split;
+        let reach_h = (oh - 1) * sh + (kh - 1) * dh + 1;
+        let reach_w = (ow - 1) * sw + (kw - 1) * dw + 1;
+        let direct = pt == 0 && pl == 0 && reach_h <= ih && reach_w <= iw && (sw == 1 || doubled);
+        let (plane, width): (&[C], usize) = if direct {
+            (src, iw)
+        } else {
+            let width = if doubled {
+                reach_w
             } else {
-                line[pl..pl + iw].copy_from_slice(row);
+                ow * sw + (kw - 1) * dw
+            };
+            let width = width.max(pl + iw);
+            let height = reach_h.max(pt + ih);
+            let half = width.div_ceil(2);
+            let width = if split { 2 * half } else { width };
+            if padded.len() != height * width {
+                padded.clear();
+                padded.resize(height * width, start);
             }
-        }
+            for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
+                let row = &src[(y - pt) * iw..(y - pt + 1) * iw];
+                if split {
+                    deinterleave_row(line, half, pl, row);
+                } else {
+                    line[pl..pl + iw].copy_from_slice(row);
+                }
+            }
+            (padded, width)
+        };
         rows.truncate(oh * width);
         rows.resize(oh * width, start);
         if sh == 1 {
             let n = oh * width;
-            let padded = &padded[..];
             reduce_sources(op, rows, kh, |k| {
-                padded[k * dh * width..][..n].iter().copied()
+                plane[k * dh * width..][..n].iter().copied()
             });
         } else {
             for (r, acc) in rows.chunks_exact_mut(width).enumerate() {
-                let padded = &padded[..];
                 reduce_sources(op, acc, kh, |k| {
-                    padded[(r * sh + k * dh) * width..][..width].iter().copied()
+                    plane[(r * sh + k * dh) * width..][..width].iter().copied()
                 });
             }
         }
@@ -458,11 +477,14 @@ impl Pool {
                 out.copy_from_slice(&taps[r * width..r * width + ow]);
             }
         } else if split {
+            let half = width / 2;
             for (acc, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(ow)) {
                 reduce_sources(op, out, kw, |k| {
                     acc[(k % 2) * half + k / 2..][..ow].iter().copied()
                 });
             }
+        } else if doubled {
+            doubled_columns(op, rows, width, (kw, sw, dw), taps, dst);
         } else {
             for (acc, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(ow)) {
                 reduce_sources(op, out, kw, |k| {
@@ -472,6 +494,46 @@ impl Pool {
         }
         for (o, &c) in dst.iter_mut().zip(geo.counts) {
             *o = op.finish(*o, c);
+        }
+    }
+}
+
+/// The column step of an idempotent reduction over `rows` (rows of `width` reduced window
+/// rows) into `dst` (rows of its own width). Doubling over all rows at once, alternating
+/// between `rows` and `taps`, leaves at each position the reduction of the `P` taps starting
+/// there (`P` the largest power of two ≤ the kernel width); each output is then the
+/// reduction of the runs of `P` taps starting at its first and at its last `P` taps. Runs
+/// reaching past a row's end only feed positions no output reads.
+#[inline(always)]
+fn doubled_columns<C: Real, R: Reduction<C>>(
+    op: R,
+    rows: &mut Vec<C>,
+    width: usize,
+    (kw, sw, dw): (usize, usize, usize),
+    taps: &mut Vec<C>,
+    dst: &mut [C],
+) {
+    let ow = dst.len() / (rows.len() / width);
+    let (mut from, mut to) = (rows, taps);
+    let mut run = 1;
+    while 2 * run <= kw {
+        let shift = run * dw;
+        let n = from.len() - shift;
+        to.clear();
+        to.extend(
+            from[..n]
+                .iter()
+                .zip(&from[shift..])
+                .map(|(&a, &b)| op.step(a, b)),
+        );
+        std::mem::swap(&mut from, &mut to);
+        run *= 2;
+    }
+    let last = (kw - run) * dw;
+    for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
+        let acc = &from[r * width..];
+        for (o, v) in out.iter_mut().enumerate() {
+            *v = op.step(acc[o * sw], acc[o * sw + last]);
         }
     }
 }

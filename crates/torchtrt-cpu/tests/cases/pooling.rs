@@ -169,3 +169,42 @@ proptest! {
         check(&got, &pool(&nd(&x), &p), Tol::of(DType::F32))?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Wide 2-D windows (up to 9 taps, strides up to 7, dilation 1 or 2, padding or none) as
+    /// adaptive pooling's ONNX stand-ins use (k(6,8) s(4,6) on 30×45): windows that lie inside
+    /// the input are read in place, the others from a padded copy; max pools reduce columns
+    /// by doubling power-of-two runs, average pools tap by tap.
+    #[test]
+    fn wide_windows(
+        kernel in (1usize..=9, 1usize..=9),
+        strides in (1usize..=7, 1usize..=7),
+        dilations in (1usize..=2, 1usize..=2),
+        padded: bool,
+        max: bool,
+        extra in (0usize..=12, 0usize..=12),
+        dtype in float_dtype(),
+        seed: u64,
+    ) {
+        let (kh, kw) = kernel;
+        let pad = |k: usize| if padded { (k - 1) / 2 } else { 0 };
+        let h = dilations.0 * (kh - 1) + 1 + extra.0;
+        let w = dilations.1 * (kw - 1) + 1 + extra.1;
+        let p = PoolParams {
+            kernel: vec![kh, kw],
+            strides: vec![strides.0, strides.1],
+            dilations: vec![dilations.0, dilations.1],
+            pads_begin: vec![pad(kh), pad(kw)],
+            pads_end: vec![pad(kh), 0],
+            ceil_mode: false,
+            count_include_pad: false,
+            max,
+            lp: None,
+        };
+        let x = random(dtype, &[1, 5, h, w], &mut Rng::new(seed), -3.0, 2.0);
+        let got = run(layer(&p), &[&x])?;
+        check(&got, &pool(&nd(&x), &p), Tol::of(dtype).scaled(2.0))?;
+    }
+}
