@@ -16,7 +16,7 @@
  * loads libraries of versions 1 to 3 (TTRT_ABI_VERSION_MIN..TTRT_ABI_VERSION) and reads
  * only the members their version has. Version 2 appended TtrtLaunch.cuda; version 3 shape
  * inputs (TtrtPlugin.shape_inputs and output_shapes_of, TtrtLaunch.shape_values,
- * TtrtExprBuilder.unknown).
+ * TtrtExprBuilder.unknown) and outputs sized by a count (TtrtPlugin.sized_outputs).
  *
  * Errors. Every fallible function returns a TtrtStatus (TTRT_OK = 0) and, on failure,
  * writes a UTF-8 message into the caller's TtrtErrorBuf: at most `capacity - 1` bytes,
@@ -253,8 +253,19 @@ typedef struct TtrtLaunch {
   const TtrtShapeValues* shape_values;
 } TtrtLaunch;
 
+/* Version 3: output `output` is as long along `axis` as the value the kernel writes into
+ * output `count`, a scalar int64 (shape [] or [1]). `output_shapes` gives that axis its upper
+ * bound, which the host allocates; the kernel writes the output as a contiguous tensor of
+ * its actual shape and the count, which the host reads after the launch. */
+typedef struct TtrtSizedOutput {
+  int32_t output;
+  int32_t axis;
+  int32_t count;
+} TtrtSizedOutput;
+
 /* A plugin: its state (`self`) and its functions. All functions are required except
- * `configure`, `workspace_size`, `shape_inputs` and `output_shapes_of`, which may be NULL. */
+ * `configure`, `workspace_size`, `shape_inputs`, `output_shapes_of` and `sized_outputs`,
+ * which may be NULL. */
 typedef struct TtrtPlugin {
   void* self;
   TtrtStatus (*num_outputs)(void* self, int32_t* nb_outputs, TtrtErrorBuf* err);
@@ -293,7 +304,16 @@ typedef struct TtrtPlugin {
                                  const TtrtShapeValues* values, int32_t nb_inputs,
                                  TtrtShapeExpr* outputs, int32_t nb_outputs,
                                  const TtrtExprBuilder* exprs, TtrtErrorBuf* err);
+  /* Version 3. The outputs sized by a count (at most `capacity`) and their number; NULL for
+   * none. */
+  TtrtStatus (*sized_outputs)(void* self, TtrtSizedOutput* sized, int32_t capacity,
+                              int32_t* nb, TtrtErrorBuf* err);
 } TtrtPlugin;
+
+/* Version 3: what a creator's plugins may do, in TtrtCreator.capabilities. */
+#define TTRT_CAPABILITY_SHAPE_INPUTS 1
+#define TTRT_CAPABILITY_SIZED_OUTPUTS 2
+#define TTRT_CAPABILITY_TACTICS 4
 
 /* A plugin creator, identified by (plugin_namespace, name, version). */
 typedef struct TtrtCreator {
@@ -303,7 +323,7 @@ typedef struct TtrtCreator {
   const char* version;
   const TtrtFieldSpec* fields; /* the schema `create` accepts */
   int32_t nb_fields;
-  int32_t reserved; /* 0 */
+  int32_t capabilities; /* version 3: TTRT_CAPABILITY_* bits; 0 before */
   /* Creates a plugin for layer `layer_name` from `fields` (already checked against the
    * schema by torchtrt hosts, defaults filled in); on success `*out` is owned by the
    * caller, on failure `*out` is left alone. */

@@ -219,6 +219,35 @@ def plugin_gelu():
     return m, cases, ({0: batch},), ["CustomGeluPluginDynamic"]
 
 
+class Nms(nn.Module):
+    """torchvision's `nms`, and the kept boxes gathered by its data-dependent result."""
+
+    def forward(self, boxes, scores):
+        import torchvision
+
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        return keep, boxes[keep]
+
+
+def crowded_boxes(seed, n, ties=False):
+    """`n` boxes (x1, y1, x2, y2) crowded into a small square, so that many overlap, and
+    their scores: distinct, or in steps of 0.1 so that many tie."""
+    g = torch.Generator().manual_seed(seed)
+    centre = torch.rand(n, 2, generator=g) * 4.0
+    size = 0.5 + torch.rand(n, 2, generator=g) * 2.0
+    boxes = torch.cat([centre - size / 2, centre + size / 2], dim=1)
+    scores = torch.randperm(n, generator=g).float() / n
+    if ties:
+        scores = torch.floor(scores * 10.0) / 10.0
+    return boxes, scores
+
+
+def plugin_nms():
+    n = Dim("n", min=2, max=1024)
+    cases = [crowded_boxes(120, 64), crowded_boxes(121, 300), crowded_boxes(122, 200, ties=True)]
+    return Nms().eval(), cases, ({0: n}, {0: n}), ["torch_tensorrt::NonMaxSuppression"]
+
+
 PROGRAMS = {
     "resnet18": resnet18,
     "mobilenet_v3_small": mobilenet_v3_small,
@@ -230,6 +259,7 @@ PROGRAMS = {
     "plugin_normalize": plugin_normalize,
     "plugin_instance_norm": plugin_instance_norm,
     "plugin_gelu": plugin_gelu,
+    "plugin_nms": plugin_nms,
 }
 
 

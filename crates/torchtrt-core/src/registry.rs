@@ -44,6 +44,8 @@ pub struct CreatorInfo {
     pub library: Option<PathBuf>,
     /// The creator's field schema.
     pub fields: Vec<FieldSpec>,
+    /// What its plugins may do beyond plugin API v1.
+    pub capabilities: torchtrt_plugin_api::Capabilities,
 }
 
 struct LoadedLibrary {
@@ -186,6 +188,7 @@ impl PluginRegistry {
             .into_iter()
             .map(|(key, r)| CreatorInfo {
                 fields: guard_plugin(|| Ok(r.creator.field_schema())).unwrap_or_default(),
+                capabilities: guard_plugin(|| Ok(r.creator.capabilities())).unwrap_or_default(),
                 key,
                 provider: r.provider,
                 library: r.library,

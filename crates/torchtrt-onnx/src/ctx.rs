@@ -195,7 +195,7 @@ impl Ctx<'_> {
         let mut types = op
             .infer(&ins)
             .map_err(|m| node.err(format!("layer `{name}` ({}): {m}", op.kind())))?;
-        torchtrt_core::layers::name_unknown_dims(name, &mut types);
+        torchtrt_core::layers::name_unknown_dims(op, name, &mut types);
         let values = op
             .eval_from_shapes(&ins)
             .or_else(|| self.evaluate(kind, &ins, &types));

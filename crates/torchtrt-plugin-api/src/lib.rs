@@ -13,6 +13,7 @@
 )]
 
 pub mod abi;
+mod capabilities;
 mod converter;
 pub mod cuda_c;
 mod cuda_runtime;
@@ -23,7 +24,11 @@ mod error;
 mod field;
 mod plugin;
 mod shape_values;
+mod sized_output;
 
+pub use capabilities::{
+    CAPABILITY_SHAPE_INPUTS, CAPABILITY_SIZED_OUTPUTS, CAPABILITY_TACTICS, Capabilities,
+};
 pub use converter::{
     BinaryOp, Converter, ConverterNode, ConverterOp, NetworkBuilder, TensorHandle, UnaryOp,
 };
@@ -42,5 +47,6 @@ pub use plugin::{
     PluginKey, Registrar, create_plugin,
 };
 pub use shape_values::{MAX_SHAPE_VALUES, ShapeValues};
+pub use sized_output::SizedOutput;
 
 pub use half::{bf16, f16};

@@ -4,6 +4,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::capabilities::Capabilities;
 use crate::cuda_runtime::CudaRuntime;
 #[cfg(doc)]
 use crate::dims::DimExpr;
@@ -12,6 +13,7 @@ use crate::dtype::{DType, DeviceKind, Element, PortDesc, TensorDesc};
 use crate::error::{PluginError, PluginResult};
 use crate::field::{FieldCollection, FieldSpec, validate_fields};
 use crate::shape_values::ShapeValues;
+use crate::sized_output::SizedOutput;
 
 /// A plugin's identity in the registry: `(namespace, name, version)`. The namespace `""`
 /// holds the engine's standard plugins, `"torch_tensorrt"` the compiler's own.
@@ -57,6 +59,12 @@ pub trait PluginCreator: Send + Sync {
     /// [`PluginCreator::field_schema`] and defaults filled in when called through
     /// [`create_plugin`]; values still need their semantic checks here.
     fn create(&self, layer_name: &str, fields: &FieldCollection) -> PluginResult<Box<dyn Plugin>>;
+
+    /// What its plugins may do beyond plugin API v1 (listed by `torchtrt plugins`). None by
+    /// default.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
 }
 
 /// Validates `fields` against the creator's schema, fills in defaults, and creates the plugin.
@@ -102,6 +110,12 @@ pub trait Plugin: Send + Sync {
         _values: &[ShapeValues],
     ) -> PluginResult<Vec<ShapeExpr>> {
         self.output_shapes(inputs)
+    }
+
+    /// The outputs whose length along one axis the kernel decides, each with the scalar
+    /// `i64` output that holds it ([`SizedOutput`]). None by default.
+    fn sized_outputs(&self) -> Vec<SizedOutput> {
+        Vec::new()
     }
 
     /// Whether the port `pos` (inputs first, then outputs) may have the dtype and layout in

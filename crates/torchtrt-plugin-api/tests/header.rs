@@ -41,8 +41,10 @@ fn rust_view() -> BTreeMap<String, String> {
         TtrtCudaRuntime { self_, launch, resident_blocks, constant }
         TtrtPlugin { self_, num_outputs, output_dtypes, output_shapes, supports, configure,
             workspace_size, enqueue, serialize_fields, clone, destroy, shape_inputs,
-            output_shapes_of }
-        TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, reserved, create }
+            output_shapes_of, sized_outputs }
+        TtrtSizedOutput { output, axis, count }
+        TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, capabilities,
+            create }
         TtrtNode { name, op_type, domain, opset, attributes, nb_attributes, nb_inputs, inputs,
             nb_outputs, reserved }
         TtrtNetworkBuilder { abi_version, size, ctx, tensor_desc, tensor_value, add_constant,

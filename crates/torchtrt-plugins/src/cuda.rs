@@ -33,6 +33,7 @@ pub fn programs() -> Vec<torchtrt_plugin_api::CudaProgram<'static>> {
         &crate::interpolate::cuda::PROGRAM,
         &crate::interpolate::cuda_linear::PROGRAM,
         &crate::interpolate::cuda_pool::PROGRAM,
+        &crate::nms::cuda::PROGRAM,
         &crate::normalize::cuda::PROGRAM,
     ]
     .into_iter()

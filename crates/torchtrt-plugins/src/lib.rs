@@ -24,6 +24,7 @@ pub mod gelu;
 pub mod instance_norm;
 pub mod interpolate;
 mod kernels;
+pub mod nms;
 pub mod normalize;
 pub mod register;
 mod support;

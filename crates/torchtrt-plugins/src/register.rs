@@ -11,5 +11,6 @@ pub fn creators() -> Vec<Arc<dyn PluginCreator>> {
         Arc::new(crate::normalize::NormalizeCreator),
         Arc::new(crate::instance_norm::InstanceNormCreator),
         Arc::new(crate::gelu::GeluCreator),
+        Arc::new(crate::nms::NmsCreator),
     ]
 }

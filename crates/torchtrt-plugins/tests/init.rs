@@ -83,6 +83,7 @@ fn the_built_in_set_is_the_design_table() {
             "::CustomGeluPluginDynamic@1",
             "::InstanceNormalization_TRT@1",
             "torch_tensorrt::Interpolate@1",
+            "torch_tensorrt::NonMaxSuppression@1",
             "torch_tensorrt::NormalizePlugin@1",
         ]
     );

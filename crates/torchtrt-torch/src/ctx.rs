@@ -467,7 +467,7 @@ impl<'a> Ctx<'a> {
         let mut types = op
             .infer(&ins)
             .map_err(|m| node.err(format!("layer `{name}` ({}): {m}", op.kind())))?;
-        torchtrt_core::layers::name_unknown_dims(name, &mut types);
+        torchtrt_core::layers::name_unknown_dims(op, name, &mut types);
         let values = op
             .eval_from_shapes(&ins)
             .or_else(|| self.evaluate(kind, &ins, &types));

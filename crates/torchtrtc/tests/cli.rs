@@ -237,9 +237,26 @@ fn bench_json_last_line_has_the_numbers() {
 fn plugins_lists_the_builtins_as_a_table() {
     let stdout = succeeds(&torchtrtc(["plugins"]));
     let head = stdout.lines().next().unwrap();
-    for col in ["NAMESPACE", "NAME", "VERSION", "SOURCE", "FIELDS"] {
+    for col in [
+        "NAMESPACE",
+        "NAME",
+        "VERSION",
+        "SOURCE",
+        "CAPABILITIES",
+        "FIELDS",
+    ] {
         assert!(head.contains(col), "{head}");
     }
+    let nms = stdout
+        .lines()
+        .find(|l| l.contains(" NonMaxSuppression "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(nms.contains("shape inputs, sized outputs"), "{nms}");
+    let gelu = stdout
+        .lines()
+        .find(|l| l.contains(" CustomGeluPluginDynamic "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(gelu.contains("  -  "), "{gelu}");
     let interp = stdout
         .lines()
         .find(|l| l.starts_with("torch_tensorrt") && l.contains(" Interpolate "))
@@ -247,6 +264,10 @@ fn plugins_lists_the_builtins_as_a_table() {
     assert!(interp.contains("built in (torchtrt_plugins"), "{interp}");
     assert!(interp.contains("mode: string"), "{interp}");
     assert!(interp.contains("out_size?: i64[]"), "{interp}");
+    assert!(
+        interp.contains("shape inputs") && !interp.contains("sized outputs"),
+        "{interp}"
+    );
 }
 
 #[test]

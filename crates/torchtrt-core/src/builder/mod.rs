@@ -134,7 +134,7 @@ impl Work {
             kind: op.kind(),
             message,
         })?;
-        crate::layers::name_unknown_dims(name, &mut outs);
+        crate::layers::name_unknown_dims(op, name, &mut outs);
         Ok(outs)
     }
 

@@ -188,7 +188,7 @@ pub(crate) fn infer_plan(plan: &EnginePlan) -> Result<Vec<TypeShape>> {
             kind: op.kind(),
             message,
         })?;
-        crate::layers::name_unknown_dims(&layer.name, &mut outs);
+        crate::layers::name_unknown_dims(op, &layer.name, &mut outs);
         if outs.len() != layer.outputs.len() {
             return Err(bad(format!(
                 "layer `{}` has the wrong number of outputs",

@@ -102,7 +102,7 @@ pub use value_input::{input_vector, int_vector, known_len};
 pub use value_test::{ValueTest, ValueTestKind};
 
 use serde::{Deserialize, Serialize};
-use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr, TensorDesc};
+use torchtrt_plugin_api::{DType, DimExpr, ShapeExpr, SizedOutput, TensorDesc};
 
 use crate::tensor::Tensor;
 
@@ -158,9 +158,19 @@ pub fn unknown_dim() -> DimExpr {
     DimExpr::unknown()
 }
 
-/// Renames every [`UNKNOWN_DIM`] in `outputs` to a symbol unique to this layer, output and
-/// dimension (`layer#0.2`).
-pub fn name_unknown_dims(layer: &str, outputs: &mut [TypeShape]) {
+/// The output types of a layer as the layers reading them see them at build time: each
+/// axis that `op` sizes at run time ([`LayerOp::sized_outputs`], whose `infer` gave its
+/// upper bound) becomes unknown, and every [`UNKNOWN_DIM`] is renamed to a symbol unique to
+/// this layer, output and dimension (`layer#0.2`).
+pub fn name_unknown_dims(op: &dyn LayerOp, layer: &str, outputs: &mut [TypeShape]) {
+    for s in op.sized_outputs() {
+        if let Some(dim) = outputs
+            .get_mut(s.output)
+            .and_then(|ty| ty.shape.get_mut(s.axis))
+        {
+            *dim = unknown_dim();
+        }
+    }
     for (o, ty) in outputs.iter_mut().enumerate() {
         for (d, dim) in ty.shape.iter_mut().enumerate() {
             if dim.symbols().iter().any(|s| &**s == UNKNOWN_DIM) {
@@ -192,6 +202,14 @@ pub trait LayerOp {
     /// shape tensor. When such a value is unknown at build time, `infer` returns
     /// [`unknown_dim`]s for what depends on it.
     fn value_inputs(&self) -> &[usize] {
+        &[]
+    }
+
+    /// Outputs whose length along one axis the kernel decides and writes into another
+    /// output ([`SizedOutput`]): `infer` gives that axis its upper bound, which is what a
+    /// runtime allocates; layers reading the output see the axis as unknown at build time
+    /// ([`name_unknown_dims`]) and its actual length at run time.
+    fn sized_outputs(&self) -> &[SizedOutput] {
         &[]
     }
 

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
-use torchtrt_plugin_api::{DType, FieldCollection, Plugin, PluginKey, ShapeExpr, ShapeValues};
+use torchtrt_plugin_api::{
+    DType, FieldCollection, Plugin, PluginKey, ShapeExpr, ShapeValues, SizedOutput,
+};
 
 use super::{InferInput, LayerOp, TypeShape};
 use crate::registry::guard_plugin;
@@ -28,6 +30,10 @@ pub struct PluginLayer {
     /// The plugin's shape inputs ([`Plugin::shape_inputs`]), read when it is set.
     #[serde(skip)]
     shape_inputs: Vec<usize>,
+    /// The plugin's outputs sized by a count ([`Plugin::sized_outputs`]), read when it is
+    /// set.
+    #[serde(skip)]
+    sized_outputs: Vec<SizedOutput>,
 }
 
 impl PluginLayer {
@@ -45,6 +51,7 @@ impl PluginLayer {
             library,
             plugin: None,
             shape_inputs: Vec::new(),
+            sized_outputs: Vec::new(),
         };
         layer.set_plugin(Arc::from(plugin));
         layer
@@ -65,13 +72,15 @@ impl PluginLayer {
             library,
             plugin: None,
             shape_inputs: Vec::new(),
+            sized_outputs: Vec::new(),
         }
     }
 
     /// Installs the live plugin (created, re-created or configured) and reads its shape
-    /// inputs.
+    /// inputs and sized outputs.
     pub fn set_plugin(&mut self, plugin: Arc<dyn Plugin>) {
         self.shape_inputs = guard_plugin(|| Ok(plugin.shape_inputs())).unwrap_or_default();
+        self.sized_outputs = guard_plugin(|| Ok(plugin.sized_outputs())).unwrap_or_default();
         self.plugin = Some(plugin);
     }
 
@@ -132,6 +141,9 @@ impl LayerOp for PluginLayer {
     fn value_inputs(&self) -> &[usize] {
         &self.shape_inputs
     }
+    fn sized_outputs(&self) -> &[SizedOutput] {
+        &self.sized_outputs
+    }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let p = self.plugin()?;
         let dtypes: Vec<DType> = inputs.iter().map(|i| i.dtype).collect();
@@ -155,6 +167,9 @@ impl LayerOp for PluginLayer {
                 out_shapes.len()
             ));
         }
+        let ranks: Vec<usize> = out_shapes.iter().map(Vec::len).collect();
+        SizedOutput::check(&self.sized_outputs, &ranks, &out_dtypes)
+            .map_err(|e| format!("plugin {}: {e}", self.key))?;
         Ok(out_dtypes
             .into_iter()
             .zip(out_shapes)

@@ -68,7 +68,11 @@ impl ExecutionContext {
             .iter()
             .map(|_| OutputTarget::Return(None))
             .collect();
-        let graphs = Graphs::new(std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"));
+        let sized = plan
+            .layers
+            .iter()
+            .any(|l| !l.kind.op().sized_outputs().is_empty());
+        let graphs = Graphs::new(!sized && std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"));
         Ok(ExecutionContext {
             walk: Walk::new(engine, device),
             graphs,

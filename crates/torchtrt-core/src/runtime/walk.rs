@@ -382,6 +382,7 @@ impl Walk {
         }
         let started = self.start_timer()?;
         self.compute(li, layer, inputs, targets)?;
+        self.settle_sized(layer, inputs, targets)?;
         let keyed = self.derived[li]
             || (layer.kind.op().foldable() && layer.inputs.iter().all(|t| self.keyed[t.index()]));
         for t in &layer.outputs {
@@ -565,6 +566,7 @@ impl Walk {
             }
         };
         let keyed = !fetched
+            && layer.kind.op().sized_outputs().is_empty()
             && !layer.inputs.iter().any(|t| self.value_shaped[t.index()])
             && layer
                 .kind
@@ -705,6 +707,14 @@ impl Walk {
     /// output is bound, unless the layer's outputs are kept across runs.
     fn bound_output(&self, li: usize, t: TensorId) -> Option<usize> {
         if self.derived[li] || self.capturing {
+            return None;
+        }
+        let layer = &self.engine.plan().layers[li];
+        let sized = layer.kind.op().sized_outputs();
+        if sized
+            .iter()
+            .any(|s| layer.outputs.get(s.output) == Some(&t))
+        {
             return None;
         }
         self.engine.plan().outputs.iter().position(|(_, o)| *o == t)
@@ -882,6 +892,50 @@ impl Walk {
             }
         }
         ran
+    }
+
+    /// Shrinks each output of `layer` that a count sizes ([`LayerOp::sized_outputs`]) from
+    /// the upper bound it was allocated at to the count the kernel wrote: reads the count
+    /// (downloading it waits for the device, so such layers are never recorded into a
+    /// graph) and refuses one outside `0..=` the bound.
+    ///
+    /// [`LayerOp::sized_outputs`]: crate::layers::LayerOp::sized_outputs
+    fn settle_sized(
+        &mut self,
+        layer: &Layer,
+        inputs: &(impl RunInputs + ?Sized),
+        targets: &[OutputTarget],
+    ) -> Result<()> {
+        for s in layer.kind.op().sized_outputs() {
+            let err = |message: String| Error::Execution {
+                layer: layer.name.clone(),
+                message,
+            };
+            let (Some(out), Some(count)) =
+                (layer.outputs.get(s.output), layer.outputs.get(s.count))
+            else {
+                return Err(err(format!("sized output {s:?} names a missing output")));
+            };
+            self.fetch(count.index(), inputs, targets)?;
+            let count = Self::host(&self.slots, inputs, targets, count.index())
+                .and_then(|t| (t.dtype() == DType::I64 && t.numel() == 1).then(|| t.to_i64_vec()))
+                .flatten()
+                .and_then(|v| v.first().copied())
+                .ok_or_else(|| err(format!("output {} is not a scalar i64 count", s.count)))?;
+            let v = &mut self.slots[out.index()];
+            let upper = v.shape.get(s.axis).copied().unwrap_or(0);
+            if count < 0 || count as usize > upper {
+                return Err(err(format!(
+                    "the kernel's count {count} for axis {} of output {} is outside 0..={upper}",
+                    s.axis, s.output
+                )));
+            }
+            v.shape[s.axis] = count as usize;
+            if let Host::Owned(t) = &mut v.host {
+                t.reset(v.dtype, &v.shape);
+            }
+        }
+        Ok(())
     }
 
     /// Makes the host copy of slot `i` exist: downloads it, waiting for the device.

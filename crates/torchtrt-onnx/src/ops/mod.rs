@@ -20,6 +20,7 @@ mod layer_norm;
 mod lp_norm;
 mod lrn;
 mod matmul;
+mod nms;
 mod non_zero;
 mod pad;
 mod params;
@@ -67,6 +68,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     lp_norm::register(r);
     lrn::register(r);
     matmul::register(r);
+    nms::register(r);
     non_zero::register(r);
     pad::register(r);
     pool::register(r);

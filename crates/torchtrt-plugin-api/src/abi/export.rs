@@ -331,7 +331,7 @@ impl ExportedCreator {
                 version: strings[2].as_ptr(),
                 fields: schema.as_slice().as_ptr(),
                 nb_fields: ptr::to_count(schema.as_slice().len(), "schema fields")?,
-                reserved: 0,
+                capabilities: creator.capabilities().bits() as i32,
                 create: Some(creator_create),
             },
             creator,

@@ -10,6 +10,7 @@ use super::ptr;
 use super::schema::read_schema;
 use super::status::{ErrorBuf, context, error_of};
 use super::types::{TTRT_OK, TtrtCreateFn, TtrtCreator};
+use crate::capabilities::Capabilities;
 use crate::error::{PluginError, PluginResult};
 use crate::field::{FieldCollection, FieldSpec};
 use crate::plugin::{Plugin, PluginCreator, PluginKey};
@@ -21,6 +22,7 @@ pub struct ForeignCreator {
     create: TtrtCreateFn,
     key: PluginKey,
     schema: Vec<FieldSpec>,
+    capabilities: Capabilities,
 }
 
 // SAFETY: `torchtrt_plugin.h` requires a creator's `create` to be callable from any thread,
@@ -63,12 +65,18 @@ impl ForeignCreator {
         // SAFETY: `nb_fields` schema entries by the ABI's rules.
         let schema = unsafe { read_schema(c.fields, c.nb_fields) }
             .map_err(|e| format!("plugin {key}: {e}"))?;
+        let capabilities = if lib.version() >= 3 {
+            Capabilities::from_bits(c.capabilities as u32)
+        } else {
+            Capabilities::default()
+        };
         Ok(ForeignCreator {
             lib,
             this: c.self_,
             create,
             key,
             schema,
+            capabilities,
         })
     }
 }
@@ -80,6 +88,10 @@ impl PluginCreator for ForeignCreator {
 
     fn field_schema(&self) -> Vec<FieldSpec> {
         self.schema.clone()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
     }
 
     fn create(&self, layer_name: &str, fields: &FieldCollection) -> PluginResult<Box<dyn Plugin>> {

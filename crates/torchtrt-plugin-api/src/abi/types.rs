@@ -377,6 +377,28 @@ pub type TtrtOutputShapesOfFn = unsafe extern "C" fn(
     err: *mut TtrtErrorBuf,
 ) -> TtrtStatus;
 
+/// One output sized by a count (version 3); see [`crate::SizedOutput`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TtrtSizedOutput {
+    /// The output whose axis the count sizes.
+    pub output: i32,
+    /// The axis of that output.
+    pub axis: i32,
+    /// The scalar `i64` output holding the length.
+    pub count: i32,
+}
+
+/// `sized_outputs(self, sized, capacity, &nb, err)`: writes the outputs sized by a count (at
+/// most `capacity`) and their number.
+pub type TtrtSizedOutputsFn = unsafe extern "C" fn(
+    this: *mut c_void,
+    sized: *mut TtrtSizedOutput,
+    capacity: i32,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
+
 /// A plugin: its state and its functions. Owned by the library; valid until `destroy`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -407,6 +429,8 @@ pub struct TtrtPlugin {
     pub shape_inputs: Option<TtrtShapeInputsFn>,
     /// Optional (NULL: `output_shapes`); since version 3.
     pub output_shapes_of: Option<TtrtOutputShapesOfFn>,
+    /// Optional (NULL: none); since version 3.
+    pub sized_outputs: Option<TtrtSizedOutputsFn>,
 }
 
 /// `create(self, layer_name, fields, nb_fields, &plugin, err)`.
@@ -435,8 +459,9 @@ pub struct TtrtCreator {
     pub fields: *const TtrtFieldSpec,
     /// Number of schema entries.
     pub nb_fields: i32,
-    /// Zero.
-    pub reserved: i32,
+    /// Version 3: the `TTRT_CAPABILITY_*` bits of what its plugins may do (0 in versions 1
+    /// and 2, where it was reserved).
+    pub capabilities: i32,
     /// Required.
     pub create: Option<TtrtCreateFn>,
 }

@@ -110,6 +110,12 @@ int main(void) {
   OFF(TtrtPlugin, destroy);
   OFF(TtrtPlugin, shape_inputs);
   OFF(TtrtPlugin, output_shapes_of);
+  OFF(TtrtPlugin, sized_outputs);
+
+  SIZE(TtrtSizedOutput);
+  OFF(TtrtSizedOutput, output);
+  OFF(TtrtSizedOutput, axis);
+  OFF(TtrtSizedOutput, count);
 
   SIZE(TtrtCreator);
   OFF(TtrtCreator, self);
@@ -118,7 +124,7 @@ int main(void) {
   OFF(TtrtCreator, version);
   OFF(TtrtCreator, fields);
   OFF(TtrtCreator, nb_fields);
-  OFF(TtrtCreator, reserved);
+  OFF(TtrtCreator, capabilities);
   OFF(TtrtCreator, create);
 
   SIZE(TtrtNode);

@@ -1,8 +1,8 @@
 //! `InterpolateCreator`: the key, field schema and creation of `Interpolate` plugins.
 
 use torchtrt_plugin_api::{
-    FieldCollection, FieldSpec, FieldType, Plugin, PluginCreator, PluginKey, PluginResult,
-    validate_fields,
+    Capabilities, FieldCollection, FieldSpec, FieldType, Plugin, PluginCreator, PluginKey,
+    PluginResult, validate_fields,
 };
 
 use super::config;
@@ -109,6 +109,13 @@ impl PluginCreator for InterpolateCreator {
             )
             .scalar(),
         ]
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            shape_inputs: true,
+            ..Capabilities::default()
+        }
     }
 
     fn create(&self, layer_name: &str, fields: &FieldCollection) -> PluginResult<Box<dyn Plugin>> {

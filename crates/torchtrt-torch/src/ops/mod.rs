@@ -5,6 +5,7 @@ mod attention;
 mod clamp;
 mod conv;
 mod creation;
+mod detection;
 mod elementwise;
 mod embedding;
 mod index;
@@ -29,6 +30,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     clamp::register(r);
     conv::register(r);
     creation::register(r);
+    detection::register(r);
     elementwise::register(r);
     embedding::register(r);
     index::register(r);

@@ -114,6 +114,7 @@ fn every_manifest_program_has_a_test() {
         "plugin_normalize",
         "plugin_instance_norm",
         "plugin_gelu",
+        "plugin_nms",
     ];
     for p in manifest() {
         assert!(
@@ -172,4 +173,9 @@ fn instance_norm_plugin() {
 #[test]
 fn gelu_plugin() {
     check("plugin_gelu");
+}
+
+#[test]
+fn nms_plugin_with_data_dependent_output() {
+    check("plugin_nms");
 }

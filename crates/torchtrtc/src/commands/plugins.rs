@@ -21,14 +21,15 @@ pub struct PluginsArgs {
     docs: bool,
 }
 
-/// Prints the registry as a table: namespace, name, version, fields, source.
+/// Prints the registry as a table: namespace, name, version, source, capabilities (plugin
+/// API v2: shape inputs, sized outputs, tactics), fields.
 pub fn run(a: PluginsArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
         torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
-    let rows: Vec<[String; 5]> = torchtrt::registry()
+    let rows: Vec<[String; 6]> = torchtrt::registry()
         .creators()
         .iter()
         .map(|c| {
@@ -42,16 +43,31 @@ pub fn run(a: PluginsArgs) -> Result<()> {
                 None => format!("built in ({})", c.provider),
             };
             let fields: Vec<String> = c.fields.iter().map(field).collect();
+            let capabilities = c.capabilities.names();
+            let capabilities = if capabilities.is_empty() {
+                "-".to_string()
+            } else {
+                capabilities.join(", ")
+            };
             [
                 namespace,
                 c.key.name.clone(),
                 c.key.version.clone(),
                 source,
+                capabilities,
                 fields.join(", "),
             ]
         })
         .collect();
-    let head = ["NAMESPACE", "NAME", "VERSION", "SOURCE", "FIELDS"].map(String::from);
+    let head = [
+        "NAMESPACE",
+        "NAME",
+        "VERSION",
+        "SOURCE",
+        "CAPABILITIES",
+        "FIELDS",
+    ]
+    .map(String::from);
     let width = |col: usize| {
         rows.iter()
             .chain([&head])
@@ -59,20 +75,14 @@ pub fn run(a: PluginsArgs) -> Result<()> {
             .max()
             .unwrap_or(0)
     };
-    let w: Vec<usize> = (0..4).map(width).collect();
+    let w: Vec<usize> = (0..5).map(width).collect();
     for r in [&head].into_iter().chain(&rows) {
-        println!(
-            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3]
-        );
+        let cells: Vec<String> = r[..5]
+            .iter()
+            .zip(&w)
+            .map(|(cell, &w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}  {}", cells.join("  "), r[5]);
     }
     if a.docs {
         for c in torchtrt::registry().creators() {

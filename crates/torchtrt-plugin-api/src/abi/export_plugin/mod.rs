@@ -15,7 +15,7 @@ use crate::abi::shape_values;
 use crate::abi::status::guard;
 use crate::abi::types::{
     TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin, TtrtPortDesc, TtrtShapeExpr,
-    TtrtShapeValues, TtrtStatus, TtrtTensorDesc,
+    TtrtShapeValues, TtrtSizedOutput, TtrtStatus, TtrtTensorDesc,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -46,6 +46,7 @@ pub(crate) fn export_plugin(plugin: Box<dyn Plugin>) -> *mut TtrtPlugin {
             destroy: Some(destroy),
             shape_inputs: Some(shape_inputs),
             output_shapes_of: Some(output_shapes_of),
+            sized_outputs: Some(sized_outputs),
         },
         plugin: RwLock::new(plugin),
         serialized: Mutex::new(None),
@@ -142,6 +143,33 @@ unsafe extern "C" fn output_shapes(
     unsafe { guard(err, body) }
 }
 
+/// Writes `items` into the host's array of `capacity` entries at `out` and their number
+/// into `nb`; `what` names them in errors.
+///
+/// # Safety
+/// `out` has room for `capacity` entries and `nb` is NULL or writable, as the host promises.
+unsafe fn write_list<T: Copy>(
+    items: &[T],
+    out: *mut T,
+    capacity: i32,
+    nb: *mut i32,
+    what: &str,
+) -> PluginResult<()> {
+    let cap = ptr::count(capacity, what).map_err(invalid)?;
+    if items.len() > cap {
+        return Err(invalid(format!("{} {what}, room for {cap}", items.len())));
+    }
+    // SAFETY: the host passes room for `capacity` entries.
+    let dst = unsafe { ptr::slice_mut(out, items.len(), what) }.map_err(invalid)?;
+    dst.copy_from_slice(items);
+    if nb.is_null() {
+        return Err(invalid(format!("{what}: count pointer is NULL")));
+    }
+    // SAFETY: non-NULL; the host passes a writable count.
+    unsafe { nb.write(ptr::to_count(items.len(), what).map_err(invalid)?) };
+    Ok(())
+}
+
 unsafe extern "C" fn shape_inputs(
     this_: *mut c_void,
     indices: *mut i32,
@@ -158,23 +186,37 @@ unsafe extern "C" fn shape_inputs(
             .map(|&i| ptr::to_count(i, "shape input index"))
             .collect::<Result<Vec<i32>, _>>()
             .map_err(invalid)?;
-        let cap = ptr::count(capacity, "shape input capacity").map_err(invalid)?;
-        if raw.len() > cap {
-            return Err(invalid(format!(
-                "{} shape inputs, room for {cap}",
-                raw.len()
-            )));
-        }
-        // SAFETY: the host passes room for `capacity` indices.
-        let out = unsafe { ptr::slice_mut(indices, raw.len(), "shape input indices") }
-            .map_err(invalid)?;
-        out.copy_from_slice(&raw);
-        if nb.is_null() {
-            return Err(invalid("shape_inputs: count pointer is NULL".into()));
-        }
-        // SAFETY: non-NULL; the host passes a writable count.
-        unsafe { nb.write(ptr::to_count(raw.len(), "shape inputs").map_err(invalid)?) };
-        Ok(())
+        // SAFETY: the host's array and count, as the ABI promises.
+        unsafe { write_list(&raw, indices, capacity, nb, "shape inputs") }
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn sized_outputs(
+    this_: *mut c_void,
+    sized: *mut TtrtSizedOutput,
+    capacity: i32,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes the table's own `self_`.
+        let plugin = unsafe { this(this_) }?;
+        let found = plugin.read()?.sized_outputs();
+        let index = |i: usize| ptr::to_count(i, "sized output index").map_err(invalid);
+        let raw = found
+            .iter()
+            .map(|s| {
+                Ok(TtrtSizedOutput {
+                    output: index(s.output)?,
+                    axis: index(s.axis)?,
+                    count: index(s.count)?,
+                })
+            })
+            .collect::<PluginResult<Vec<_>>>()?;
+        // SAFETY: the host's array and count, as the ABI promises.
+        unsafe { write_list(&raw, sized, capacity, nb, "sized outputs") }
     };
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }

@@ -18,7 +18,8 @@ use crate::abi::types::{
     TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtCloneFn, TtrtConfigureFn, TtrtDestroyFn,
     TtrtEnqueueFn, TtrtErrorBuf, TtrtNumOutputsFn, TtrtOutputDtypesFn, TtrtOutputShapesFn,
     TtrtOutputShapesOfFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtShapeExpr,
-    TtrtShapeInputsFn, TtrtStatus, TtrtSupportsFn, TtrtWorkspaceSizeFn,
+    TtrtShapeInputsFn, TtrtSizedOutput, TtrtSizedOutputsFn, TtrtStatus, TtrtSupportsFn,
+    TtrtWorkspaceSizeFn,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -26,9 +27,10 @@ use crate::error::{PluginError, PluginResult};
 use crate::field::FieldCollection;
 use crate::plugin::{Launch, Plugin, PluginKey};
 use crate::shape_values::ShapeValues;
+use crate::sized_output::SizedOutput;
 
 /// A library's plugin table, reading only the members its ABI `version` has (version 3
-/// appended `shape_inputs` and `output_shapes_of`); later members stay NULL.
+/// appended `shape_inputs`, `output_shapes_of` and `sized_outputs`); later members stay NULL.
 ///
 /// # Safety
 /// `raw` is non-NULL, aligned, and points to a table of at least `version`'s size.
@@ -61,6 +63,7 @@ struct PluginFns {
     clone: TtrtCloneFn,
     shape_inputs: Option<TtrtShapeInputsFn>,
     output_shapes_of: Option<TtrtOutputShapesOfFn>,
+    sized_outputs: Option<TtrtSizedOutputsFn>,
 }
 
 impl PluginFns {
@@ -80,6 +83,7 @@ impl PluginFns {
             clone: t.clone.ok_or_else(|| missing("clone"))?,
             shape_inputs: t.shape_inputs,
             output_shapes_of: t.output_shapes_of,
+            sized_outputs: t.sized_outputs,
         })
     }
 }
@@ -98,6 +102,7 @@ pub struct ForeignPlugin {
     num_outputs: usize,
     fields: FieldCollection,
     shape_inputs: Vec<usize>,
+    sized_outputs: Vec<SizedOutput>,
 }
 
 // SAFETY: `torchtrt_plugin.h` requires a plugin's functions other than `configure` and
@@ -150,11 +155,41 @@ impl ForeignPlugin {
             num_outputs: 0,
             fields: FieldCollection::new(),
             shape_inputs: Vec::new(),
+            sized_outputs: Vec::new(),
         };
         plugin.num_outputs = plugin.query_num_outputs()?;
         plugin.fields = plugin.query_fields()?;
         plugin.shape_inputs = plugin.query_shape_inputs()?;
+        plugin.sized_outputs = plugin.query_sized_outputs()?;
         Ok(plugin)
+    }
+
+    fn query_sized_outputs(&self) -> PluginResult<Vec<SizedOutput>> {
+        let Some(f) = self.fns.sized_outputs else {
+            return Ok(Vec::new());
+        };
+        let mut sized = [TtrtSizedOutput::default(); 16];
+        let mut nb = -1i32;
+        // SAFETY: the table's function on its own `self`; `sized` holds its capacity.
+        self.call(|err| unsafe { f(self.this, sized.as_mut_ptr(), 16, &mut nb, err) })?;
+        let n = usize::try_from(nb)
+            .ok()
+            .filter(|&n| n <= sized.len())
+            .ok_or_else(|| self.broken(&format!("sized_outputs returned {nb} (at most 16)")))?;
+        let index = |i: i32| {
+            usize::try_from(i)
+                .map_err(|_| self.broken(&format!("sized output index {i} is negative")))
+        };
+        sized[..n]
+            .iter()
+            .map(|s| {
+                Ok(SizedOutput {
+                    output: index(s.output)?,
+                    axis: index(s.axis)?,
+                    count: index(s.count)?,
+                })
+            })
+            .collect()
     }
 
     fn query_shape_inputs(&self) -> PluginResult<Vec<usize>> {
@@ -299,6 +334,10 @@ impl Plugin for ForeignPlugin {
 
     fn shape_inputs(&self) -> Vec<usize> {
         self.shape_inputs.clone()
+    }
+
+    fn sized_outputs(&self) -> Vec<SizedOutput> {
+        self.sized_outputs.clone()
     }
 
     fn output_shapes_of(
