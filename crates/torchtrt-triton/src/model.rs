@@ -205,13 +205,12 @@ impl ModelState {
     /// `<model>.<device>.<key>.engine` next to the model, `key` a digest of the model's
     /// bytes and everything the build depends on.
     fn cache_path(&self, path: &Path, device: &str) -> Result<PathBuf> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        let mut key = hash_file(path).map_err(|e| {
             BackendError::new(
                 crate::ffi::code::NOT_FOUND,
                 format!("reading {}: {e}", path.display()),
             )
         })?;
-        let mut key = fnv1a(0xcbf2_9ce4_8422_2325, &bytes);
         let settings = format!(
             "{device}|{}|{:?}|{}|{}",
             self.params.precision,
@@ -243,10 +242,55 @@ fn save_atomically(engine: &Engine, path: &Path) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// The FNV-1a digest of a regular file's bytes, read in blocks up to the length it had when
+/// opened (a device or a pipe, which could be endless, is refused).
+fn hash_file(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut reader = file.take(meta.len());
+    let mut block = vec![0u8; 1 << 20];
+    let mut hash = 0xcbf2_9ce4_8422_2325;
+    loop {
+        let n = reader.read(&mut block)?;
+        if n == 0 {
+            return Ok(hash);
+        }
+        hash = fnv1a(hash, &block[..n]);
+    }
+}
+
 fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_hashes_as_its_bytes_and_a_device_is_refused() {
+        let dir = std::env::temp_dir().join(format!("ttrt-hash-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("model.onnx");
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).expect("written");
+        assert_eq!(
+            hash_file(&path).expect("hashed"),
+            fnv1a(0xcbf2_9ce4_8422_2325, &bytes)
+        );
+        let e = hash_file(Path::new("/dev/zero")).expect_err("a device");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
