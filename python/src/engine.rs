@@ -193,7 +193,7 @@ impl PyEngine {
             .map(|((n, _), b)| (n.as_str(), buffer(b)))
             .collect();
         let native = stream.map(|(_, p)| p);
-        let result = py.detach(|| -> torchtrt::Result<()> {
+        let result = py.detach(|| -> torchtrt::Result<Vec<Vec<usize>>> {
             if slot.stream.is_some() && slot.stream != native {
                 slot.ctx.synchronize()?;
             }
@@ -215,17 +215,40 @@ impl PyEngine {
                     if host_buffers {
                         slot.ctx.synchronize()?;
                     }
-                    Ok(())
                 }
-                None => slot.ctx.execute_bound(),
+                None => slot.ctx.execute_bound()?,
             }
+            Ok(slot.ctx.last_output_shapes().to_vec())
         });
         self.give_back(slot);
-        result.map_err(|e| raise("", &e))?;
+        let actual = result.map_err(|e| raise("", &e))?;
         drop(borrowed);
         drop(out_borrowed);
-        Ok(outputs)
+        outputs
+            .into_iter()
+            .zip(shapes.iter().zip(&actual))
+            .map(|(o, (allocated, actual))| {
+                if allocated == actual {
+                    Ok(o)
+                } else {
+                    actual_view(py, o, actual)
+                }
+            })
+            .collect()
     }
+}
+
+/// The first elements of an output array allocated at an upper bound, as a view of the
+/// shape a run gave it (`a.reshape(-1)[:n].reshape(shape)`, for NumPy and PyTorch alike).
+fn actual_view<'py>(
+    py: Python<'py>,
+    array: Bound<'py, PyAny>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let n: usize = shape.iter().product();
+    let flat = array.call_method1("reshape", (-1i64,))?;
+    let head = flat.get_item(pyo3::types::PySlice::new(py, 0, n as isize, 1))?;
+    head.call_method1("reshape", (pyo3::types::PyTuple::new(py, shape)?,))
 }
 
 impl Drop for PyEngine {

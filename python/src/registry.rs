@@ -11,7 +11,8 @@ use crate::error::raise;
 
 /// One dict per registered plugin creator: `namespace`, `name`, `version`, `fields` (dicts
 /// of `name`, `type`, `list`, `required`, `default`, `doc`), `provider`, `library` (a path,
-/// or `None` when built in) and `source` (as `torchtrtc plugins` prints it).
+/// or `None` when built in), `source` (as `torchtrtc plugins` prints it) and
+/// `capabilities` (plugin API v2: `shape inputs`, `sized outputs`, `tactics`).
 #[pyfunction]
 pub fn plugins(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     torchtrt::init_plugins().map_err(|e| raise("", &e))?;
@@ -36,6 +37,7 @@ pub fn plugins(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             None => format!("built in ({})", c.provider),
         };
         d.set_item("source", source)?;
+        d.set_item("capabilities", c.capabilities.names())?;
         list.append(d)?;
     }
     Ok(list)

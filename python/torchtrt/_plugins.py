@@ -22,8 +22,10 @@ class PluginField:
 
 @dataclass(frozen=True)
 class Plugin:
-    """A registered plugin creator: its key, field schema and where it came from (``source``
-    as ``torchtrtc plugins`` prints it; ``library`` is ``None`` when built in)."""
+    """A registered plugin creator: its key, field schema, where it came from (``source``
+    as ``torchtrtc plugins`` prints it; ``library`` is ``None`` when built in) and what its
+    plugins may do beyond plugin API v1 (``capabilities``: ``"shape inputs"``,
+    ``"sized outputs"``, ``"tactics"``)."""
 
     namespace: str
     name: str
@@ -32,6 +34,7 @@ class Plugin:
     provider: str
     library: str | None
     source: str
+    capabilities: tuple[str, ...] = ()
 
 
 def plugins() -> list[Plugin]:
@@ -41,6 +44,7 @@ def plugins() -> list[Plugin]:
             namespace=d["namespace"], name=d["name"], version=d["version"],
             fields=tuple(PluginField(**f) for f in d["fields"]),
             provider=d["provider"], library=d["library"], source=d["source"],
+            capabilities=tuple(d["capabilities"]),
         )
         for d in _torchtrt.plugins()
     ]

@@ -446,3 +446,76 @@ fn a_count_beyond_the_bound_is_an_error_naming_the_layer() {
     let again = ctx.execute(&[&x]).expect_err("still refused").to_string();
     assert_eq!(err, again);
 }
+
+/// Bound I/O: outputs bound at the shapes `output_shapes` gives (the selection's length at
+/// its bound) receive the actual selection at their start, and `last_output_shapes` says
+/// how long it is; a buffer too small for the run's selection is refused by name.
+#[test]
+fn bound_outputs_of_a_data_dependent_length_get_their_actual_shape() {
+    let p = Params {
+        max_out: -1,
+        iou: 0.3,
+        score: None,
+    };
+    let engine = onnx_engine(DType::F32, p, "cpu", false);
+    let mut ctx = engine.create_context().expect("context");
+    for (seed, (b, n)) in [(11u64, (2usize, 40usize)), (12, (1, 9))] {
+        let boxes = crowded_boxes(b, n, seed);
+        let scores = uniform(b * 3 * n, seed + 1);
+        let want = reference(&boxes, &scores, (b, 3, n), p);
+        let flat: Vec<i64> = want.iter().flatten().copied().collect();
+        let bt = Tensor::from_vec(&[b, n, 4], boxes).expect("boxes");
+        let st = Tensor::from_vec(&[b, 3, n], scores).expect("scores");
+        let shapes = ctx
+            .output_shapes(&[(DType::F32, &[b, n, 4]), (DType::F32, &[b, 3, n])])
+            .expect("shapes");
+        assert_eq!(shapes[0], [b * 3 * n, 3], "the bound");
+        let mut selected = vec![-1i64; shapes[0].iter().product()];
+        let mut shape = vec![-1i64; shapes[1].iter().product()];
+        let mut plus = vec![f32::NAN; shapes[2].iter().product()];
+        ctx.bind_owned(&[("boxes", &bt), ("scores", &st)])
+            .expect("inputs");
+        // SAFETY: the vectors outlive the run and nothing else touches them.
+        unsafe {
+            let host = |p: *mut u8, d, s: &[usize]| torchtrt::IoBuffer::host(p, d, s);
+            ctx.bind_output(
+                "selected",
+                &host(selected.as_mut_ptr().cast(), DType::I64, &shapes[0]),
+            )
+            .expect("selected");
+            ctx.bind_output(
+                "shape",
+                &host(shape.as_mut_ptr().cast(), DType::I64, &shapes[1]),
+            )
+            .expect("shape");
+            ctx.bind_output(
+                "plus",
+                &host(plus.as_mut_ptr().cast(), DType::F32, &shapes[2]),
+            )
+            .expect("plus");
+        }
+        ctx.execute_bound().expect("runs");
+        let last = ctx.last_output_shapes().to_vec();
+        assert_eq!(last[0], [want.len(), 3]);
+        assert_eq!(selected[..flat.len()], flat[..]);
+        assert_eq!(shape, [want.len() as i64, 3]);
+        let plus_want: Vec<f32> = flat.iter().map(|&v| v as f32 + 1.0).collect();
+        assert_eq!(plus[..flat.len()], plus_want[..]);
+    }
+    let mut tiny = vec![0i64; 3];
+    let (b, n) = (2usize, 40usize);
+    let bt = Tensor::from_vec(&[b, n, 4], crowded_boxes(b, n, 3)).expect("boxes");
+    let st = Tensor::from_vec(&[b, 3, n], uniform(b * 3 * n, 4)).expect("scores");
+    ctx.bind_owned(&[("boxes", &bt), ("scores", &st)])
+        .expect("inputs");
+    // SAFETY: `tiny` outlives the run.
+    unsafe {
+        ctx.bind_output(
+            "selected",
+            &torchtrt::IoBuffer::host(tiny.as_mut_ptr().cast(), DType::I64, &[1, 3]),
+        )
+    }
+    .expect("binds");
+    let e = ctx.execute_bound().expect_err("too small").to_string();
+    assert!(e.contains("selected"), "{e}");
+}

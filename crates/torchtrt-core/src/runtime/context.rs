@@ -229,10 +229,20 @@ impl ExecutionContext {
 
     /// The outputs' shapes (engine output order) for inputs of these dtypes and shapes
     /// (engine input order), without running: what a caller allocates before a bound run.
-    /// `Err` when an output shape depends on the values of an input.
+    /// `Err` when an output shape depends on the values of an input. A length a kernel
+    /// decides is given its upper bound (see [`Self::last_output_shapes`]).
     pub fn output_shapes(&mut self, inputs: &[(DType, &[usize])]) -> Result<Vec<Vec<usize>>> {
         check_input_shapes(self.walk.engine.plan(), inputs)?;
         self.walk.output_shapes(inputs)
+    }
+
+    /// Each engine output's shape in the last run that completed. An output whose length a
+    /// kernel decides (an output sized by a count, such as non-maximum suppression's
+    /// selection, or anything computed from one) may be bound to a buffer of its
+    /// [`Self::output_shapes`], which gives such lengths their upper bound; the run writes
+    /// its elements from the buffer's start, and this says how many there are.
+    pub fn last_output_shapes(&self) -> &[Vec<usize>] {
+        &self.walk.last_shapes
     }
 
     /// The outputs' shapes for the inputs bound now (see [`Self::output_shapes`]).
@@ -290,7 +300,9 @@ impl ExecutionContext {
 
     /// Binds output `name` to a caller's buffer (host memory, or device memory of a device
     /// engine), written in place by every later bound run. Its dtype must be the output's;
-    /// its shape must be the output's shape at the inputs of each run.
+    /// its shape must be the output's shape at the inputs of each run, or, for an output
+    /// whose length a kernel decides, one with room for it (the shape
+    /// [`Self::output_shapes`] gives has; see [`Self::last_output_shapes`]).
     ///
     /// # Safety
     /// `buffer.ptr` must hold the tensor's bytes, writable from any thread, until the output

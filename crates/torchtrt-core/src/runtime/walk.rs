@@ -65,6 +65,28 @@ pub(crate) struct Walk {
     pub kept_outputs: Vec<(u64, DType, Vec<usize>, Option<DeviceMemory>)>,
     outs: Vec<Tensor>,
     dims: Vec<Meta>,
+    /// Per tensor: its shape depends on a length a kernel decides (an output sized by a
+    /// count, the count itself, or anything computed from them).
+    data_dependent: Vec<bool>,
+    /// Each engine output's shape in the last run that reached the end.
+    pub last_shapes: Vec<Vec<usize>>,
+}
+
+/// Per tensor of `plan`: whether its shape depends on a length a kernel decides.
+fn data_dependent(plan: &crate::engine::EnginePlan) -> Vec<bool> {
+    let mut flag = vec![false; plan.tensor_names.len()];
+    for layer in &plan.layers {
+        let op = layer.kind.op();
+        let from_inputs = layer.inputs.iter().any(|t| flag[t.index()]);
+        for (o, t) in layer.outputs.iter().enumerate() {
+            let sized = op
+                .sized_outputs()
+                .iter()
+                .any(|s| s.output == o || s.count == o);
+            flag[t.index()] |= from_inputs || sized;
+        }
+    }
+    flag
 }
 
 /// Whether outputs are small enough to compute on the host next to host inputs.
@@ -118,7 +140,11 @@ impl Walk {
                 }
             }
         }
+        let data_dependent = data_dependent(plan);
+        let last_shapes = vec![Vec::new(); plan.outputs.len()];
         Walk {
+            data_dependent,
+            last_shapes,
             slots: (0..n).map(|_| Value::empty()).collect(),
             derived_done: vec![false; plan.layers.len()],
             derived,
@@ -199,6 +225,7 @@ impl Walk {
                 });
             }
             let err = exec_error(name);
+            self.last_shapes[k].clone_from(&self.slots[i].shape);
             match &targets[k] {
                 OutputTarget::Keep => {
                     let v = &self.slots[i];
@@ -225,7 +252,7 @@ impl Walk {
                     }
                     let v = &self.slots[i];
                     if let Some((d, s)) = targets[k].meta()
-                        && (d != v.dtype || s != v.shape.as_slice())
+                        && !self.fits(i, d, s)
                     {
                         return Err(output_mismatch(plan, k, v.dtype, &v.shape, d, s));
                     }
@@ -235,9 +262,10 @@ impl Walk {
                     let Some(mut dst) = tensor.take() else {
                         continue;
                     };
+                    let n = self.slots[i].bytes();
                     let copied = match Self::host(&self.slots, inputs, targets, i) {
                         Some(h) => {
-                            dst.bytes_mut().copy_from_slice(h.bytes());
+                            dst.bytes_mut()[..n].copy_from_slice(h.bytes());
                             Ok(())
                         }
                         None => {
@@ -245,8 +273,8 @@ impl Walk {
                                 .dev_ptr(i)
                                 .unwrap_or_else(|| unreachable!("a live value has a copy"));
                             let device = self.device.as_deref_mut().ok_or_else(no_device)?;
-                            // SAFETY: the device copy holds the output's bytes.
-                            unsafe { device.download(p, dst.bytes_mut()) }.map_err(&err)
+                            // SAFETY: the device copy holds the output's `n` bytes.
+                            unsafe { device.download(p, &mut dst.bytes_mut()[..n]) }.map_err(&err)
                         }
                     };
                     if let OutputTarget::Host { tensor, .. } = &mut targets[k] {
@@ -257,7 +285,7 @@ impl Walk {
                 OutputTarget::Device { ptr, dtype, shape } => {
                     let (ptr, dtype, shape) = (*ptr, *dtype, shape.clone());
                     let v = &self.slots[i];
-                    if dtype != v.dtype || shape != v.shape {
+                    if !self.fits(i, dtype, &shape) {
                         return Err(output_mismatch(plan, k, v.dtype, &v.shape, dtype, &shape));
                     }
                     let bytes = v.bytes();
@@ -280,6 +308,23 @@ impl Walk {
             }
         }
         Ok(())
+    }
+
+    /// Whether a caller's buffer of `dtype` and `shape` takes output slot `i`: exactly its
+    /// dtype and shape, or, for a data-dependent output, its dtype and room for its bytes
+    /// (written at the buffer's start; [`Walk::last_shapes`] says the shape).
+    fn fits(&self, i: usize, dtype: DType, shape: &[usize]) -> bool {
+        let v = &self.slots[i];
+        if dtype != v.dtype {
+            return false;
+        }
+        if !self.data_dependent[i] {
+            return shape == v.shape.as_slice();
+        }
+        shape
+            .iter()
+            .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
+            .is_some_and(|room| room >= v.bytes())
     }
 
     /// Output slot `i` as a tensor of the caller's: the computed tensor itself when nothing
@@ -709,12 +754,7 @@ impl Walk {
         if self.derived[li] || self.capturing {
             return None;
         }
-        let layer = &self.engine.plan().layers[li];
-        let sized = layer.kind.op().sized_outputs();
-        if sized
-            .iter()
-            .any(|s| layer.outputs.get(s.output) == Some(&t))
-        {
+        if self.data_dependent[t.index()] {
             return None;
         }
         self.engine.plan().outputs.iter().position(|(_, o)| *o == t)
