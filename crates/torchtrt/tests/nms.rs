@@ -458,6 +458,7 @@ fn bound_outputs_of_a_data_dependent_length_get_their_actual_shape() {
         score: None,
     };
     let engine = onnx_engine(DType::F32, p, "cpu", false);
+    assert_eq!(engine.data_dependent_outputs(), [true, true, true]);
     let mut ctx = engine.create_context().expect("context");
     for (seed, (b, n)) in [(11u64, (2usize, 40usize)), (12, (1, 9))] {
         let boxes = crowded_boxes(b, n, seed);

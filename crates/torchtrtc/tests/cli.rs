@@ -271,17 +271,6 @@ fn plugins_lists_the_builtins_as_a_table() {
 }
 
 #[test]
-fn a_bad_library_of_plugins_or_inspect_is_named_whatever_the_flag() {
-    for flag in ["--plugins", "--custom-torch-ops", "--custom-converters"] {
-        fails(
-            &torchtrtc(["plugins", flag, "no/such/lib.so"]),
-            1,
-            &["extension library no/such/lib.so"],
-        );
-    }
-}
-
-#[test]
 fn missing_model_file() {
     for cmd in ["run", "compile", "bench"] {
         let mut args = vec![cmd.to_string(), "no/such/model.onnx".to_string()];

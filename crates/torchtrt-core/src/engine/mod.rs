@@ -387,6 +387,20 @@ impl Engine {
             .collect()
     }
 
+    /// Per output (engine output order): whether a kernel decides its length at run time
+    /// (an output sized by a count, such as non-maximum suppression's selection, or one
+    /// computed from it). `output_shapes` gives such an output its upper bound and
+    /// `last_output_shapes` its length in a run.
+    pub fn data_dependent_outputs(&self) -> Vec<bool> {
+        let flags = crate::runtime::data_dependent(&self.inner.plan);
+        self.inner
+            .plan
+            .outputs
+            .iter()
+            .map(|(_, t)| flags[t.index()])
+            .collect()
+    }
+
     /// Checks inputs given by dtype and shape, in the engine's input order, against the
     /// engine's inputs (count, dtypes, ranks, fixed dims, dynamic ranges, named dims that
     /// must agree): what every execution context checks before a run.

@@ -14,6 +14,7 @@ pub use context::{ExecutionContext, GRAPHS_ENV, LayerTiming};
 pub use dims::concrete_dims;
 pub(crate) use dims::{concrete, infer_concrete};
 pub use io::{IoBuffer, MemoryKind};
+pub(crate) use walk::data_dependent;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -73,7 +73,7 @@ pub(crate) struct Walk {
 }
 
 /// Per tensor of `plan`: whether its shape depends on a length a kernel decides.
-fn data_dependent(plan: &crate::engine::EnginePlan) -> Vec<bool> {
+pub(crate) fn data_dependent(plan: &crate::engine::EnginePlan) -> Vec<bool> {
     let mut flag = vec![false; plan.tensor_names.len()];
     for layer in &plan.layers {
         let op = layer.kind.op();

@@ -30,7 +30,7 @@ pub fn run(a: InspectArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
         torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
-            .with_context(|| format!("extension library {}", lib.display()))?;
+            .with_context(|| format!("--plugins {}", lib.display()))?;
     }
     let bytes = torchtrt::files::read_engine(&a.engine)
         .with_context(|| format!("reading {}", a.engine.display()))?;

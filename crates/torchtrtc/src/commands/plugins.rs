@@ -27,7 +27,7 @@ pub fn run(a: PluginsArgs) -> Result<()> {
     torchtrt::init_plugins()?;
     for lib in &a.plugins {
         torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
-            .with_context(|| format!("extension library {}", lib.display()))?;
+            .with_context(|| format!("--plugins {}", lib.display()))?;
     }
     let rows: Vec<[String; 6]> = torchtrt::registry()
         .creators()
