@@ -68,13 +68,12 @@ impl ExecutionContext {
             .iter()
             .map(|_| OutputTarget::Return(None))
             .collect();
-        let sized = plan
-            .layers
-            .iter()
-            .any(|l| !l.kind.op().sized_outputs().is_empty());
-        let graphs = Graphs::new(!sized && std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"));
+        let walk = Walk::new(engine, device);
+        let graphs = Graphs::new(
+            !walk.has_data_dependent() && std::env::var(GRAPHS_ENV).map_or(true, |v| v != "0"),
+        );
         Ok(ExecutionContext {
-            walk: Walk::new(engine, device),
+            walk,
             graphs,
             inputs,
             outputs,

@@ -169,6 +169,12 @@ impl Walk {
 
     /// Walks the plan over `inputs`, leaving each output as `targets` asks; on error nothing
     /// stays live. The caller has checked the inputs against the engine.
+    /// Whether some tensor's shape depends on a length a kernel decides (such runs read a
+    /// count back from the device, so they are never recorded into a graph).
+    pub(crate) fn has_data_dependent(&self) -> bool {
+        self.data_dependent.iter().any(|&d| d)
+    }
+
     pub(crate) fn run(
         &mut self,
         inputs: &(impl RunInputs + ?Sized),
@@ -958,9 +964,10 @@ impl Walk {
             };
             self.fetch(count.index(), inputs, targets)?;
             let count = Self::host(&self.slots, inputs, targets, count.index())
-                .and_then(|t| (t.dtype() == DType::I64 && t.numel() == 1).then(|| t.to_i64_vec()))
-                .flatten()
-                .and_then(|v| v.first().copied())
+                .and_then(|t| match t.as_slice::<i64>() {
+                    Ok(&[c]) => Some(c),
+                    _ => None,
+                })
                 .ok_or_else(|| err(format!("output {} is not a scalar i64 count", s.count)))?;
             let v = &mut self.slots[out.index()];
             let upper = v.shape.get(s.axis).copied().unwrap_or(0);

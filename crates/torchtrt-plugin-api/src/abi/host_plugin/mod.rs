@@ -168,25 +168,18 @@ impl ForeignPlugin {
         let Some(f) = self.fns.sized_outputs else {
             return Ok(Vec::new());
         };
-        let mut sized = [TtrtSizedOutput::default(); 16];
-        let mut nb = -1i32;
-        // SAFETY: the table's function on its own `self`; `sized` holds its capacity.
-        self.call(|err| unsafe { f(self.this, sized.as_mut_ptr(), 16, &mut nb, err) })?;
-        let n = usize::try_from(nb)
-            .ok()
-            .filter(|&n| n <= sized.len())
-            .ok_or_else(|| self.broken(&format!("sized_outputs returned {nb} (at most 16)")))?;
-        let index = |i: i32| {
-            usize::try_from(i)
-                .map_err(|_| self.broken(&format!("sized output index {i} is negative")))
-        };
-        sized[..n]
+        let sized =
+            self.read_list::<TtrtSizedOutput, 16>("sized_outputs", |list, cap, nb, err| {
+                // SAFETY: the table's function on its own `self`; `list` holds `cap` entries.
+                unsafe { f(self.this, list, cap, nb, err) }
+            })?;
+        sized
             .iter()
             .map(|s| {
                 Ok(SizedOutput {
-                    output: index(s.output)?,
-                    axis: index(s.axis)?,
-                    count: index(s.count)?,
+                    output: self.index(s.output, "sized output")?,
+                    axis: self.index(s.axis, "sized output")?,
+                    count: self.index(s.count, "sized output")?,
                 })
             })
             .collect()
@@ -196,21 +189,36 @@ impl ForeignPlugin {
         let Some(f) = self.fns.shape_inputs else {
             return Ok(Vec::new());
         };
-        let mut indices = [0i32; 64];
+        let indices = self.read_list::<i32, 64>("shape_inputs", |list, cap, nb, err| {
+            // SAFETY: the table's function on its own `self`; `list` holds `cap` entries.
+            unsafe { f(self.this, list, cap, nb, err) }
+        })?;
+        indices
+            .iter()
+            .map(|&i| self.index(i, "shape input"))
+            .collect()
+    }
+
+    /// Calls the table function `name`, which writes at most `N` entries into the array it
+    /// is given and their number; the entries written.
+    fn read_list<T: Copy + Default, const N: usize>(
+        &self,
+        name: &str,
+        f: impl FnOnce(*mut T, i32, &mut i32, *mut TtrtErrorBuf) -> TtrtStatus,
+    ) -> PluginResult<Vec<T>> {
+        let mut list = [T::default(); N];
         let mut nb = -1i32;
-        // SAFETY: the table's function on its own `self`; `indices` holds its capacity.
-        self.call(|err| unsafe { f(self.this, indices.as_mut_ptr(), 64, &mut nb, err) })?;
+        self.call(|err| f(list.as_mut_ptr(), N as i32, &mut nb, err))?;
         let n = usize::try_from(nb)
             .ok()
-            .filter(|&n| n <= indices.len())
-            .ok_or_else(|| self.broken(&format!("shape_inputs returned {nb} (at most 64)")))?;
-        indices[..n]
-            .iter()
-            .map(|&i| {
-                usize::try_from(i)
-                    .map_err(|_| self.broken(&format!("shape input index {i} is negative")))
-            })
-            .collect()
+            .filter(|&n| n <= N)
+            .ok_or_else(|| self.broken(&format!("{name} returned {nb} (at most {N})")))?;
+        Ok(list[..n].to_vec())
+    }
+
+    /// A `what` index from the library, refused when negative.
+    fn index(&self, i: i32, what: &str) -> PluginResult<usize> {
+        usize::try_from(i).map_err(|_| self.broken(&format!("{what} index {i} is negative")))
     }
 
     /// Runs one table call with a fresh error buffer, mapping a failure to an error.
