@@ -118,6 +118,9 @@ LAYER_CASES = {
     "layer_norm_axis1": layer_norm(1),
     "attention_bert_s128": attention(128),
     "attention_bert_s512": attention(512),
+    "max_pool_64_k2_s2": single("MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+    "max_pool_30x45_k6x8_s4x6": single(
+        "MaxPool", shape=[8, 64, 30, 45], kernel_shape=[6, 8], strides=[4, 6]),
 }
 
 

@@ -1,4 +1,4 @@
-//! Times single core layers (reductions and normalisations) on the CPU backend with
+//! Times single core layers (reductions, normalisations, attention, pooling) on the CPU backend with
 //! preallocated outputs, for the one-node comparison with onnxruntime in
 //! `bench/cpu_plugins_vs_onnxruntime.py`.
 //!
@@ -14,7 +14,9 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use torchtrt_core::layers::{Attention, Normalization, Reduce, ReduceOp, Softmax};
+use torchtrt_core::layers::{
+    Attention, Normalization, PoolKind, Pooling, Reduce, ReduceOp, Softmax,
+};
 use torchtrt_core::plugin_api::{const_shape, shape_values};
 use torchtrt_core::tensor::shape_i64;
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
@@ -78,6 +80,24 @@ fn attention(name: &'static str, batch: usize, seq: usize) -> Case {
     }
 }
 
+/// Max pooling of `[8, 64, h, w]` with a 2-D window and stride, no padding.
+fn max_pool(
+    name: &'static str,
+    (h, w): (usize, usize),
+    kernel: [i64; 2],
+    strides: [i64; 2],
+) -> Case {
+    let layer = Pooling {
+        strides: strides.to_vec(),
+        ..Pooling::new(PoolKind::Max, kernel.to_vec())
+    };
+    Case {
+        name,
+        layer: layer.into(),
+        shapes: vec![vec![8, 64, h, w]],
+    }
+}
+
 fn cases() -> Vec<Case> {
     vec![
         reduce("core_global_max_pool", ReduceOp::Max, &[2, 3]),
@@ -94,6 +114,8 @@ fn cases() -> Vec<Case> {
         layer_norm("layer_norm_axis1", 1),
         attention("attention_bert_s128", 1, 128),
         attention("attention_bert_s512", 1, 512),
+        max_pool("max_pool_64_k2_s2", (64, 64), [2, 2], [2, 2]),
+        max_pool("max_pool_30x45_k6x8_s4x6", (30, 45), [6, 8], [4, 6]),
     ]
 }
 
@@ -149,11 +171,18 @@ fn time_ms(o: &Options, mut f: impl FnMut() -> Result<(), String>) -> Result<(f6
     Ok((times[times.len() / 2], times[0]))
 }
 
-/// Values in [-3, 3), deterministic.
+/// Values in [-3, 3) in no order a branch predictor learns (a hash of the index), the
+/// same every run.
 fn filled(shape: &[usize], seed: usize) -> Result<Tensor, String> {
     let n: usize = shape.iter().product();
     let values = (0..n)
-        .map(|i| ((i * 7919 + seed * 104_729) % 6000) as f32 / 1000.0 - 3.0)
+        .map(|i| {
+            let mut h = (i as u64 ^ (seed as u64) << 40).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            h ^= h >> 29;
+            h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            h ^= h >> 32;
+            (h % 6000) as f32 / 1000.0 - 3.0
+        })
         .collect();
     Tensor::from_vec(shape, values).map_err(|e| e.to_string())
 }

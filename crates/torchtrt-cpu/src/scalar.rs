@@ -42,6 +42,9 @@ pub(crate) trait Real:
     fn erfc(self) -> Self;
     /// True for NaN.
     fn is_nan(self) -> bool;
+    /// NaN when `nan` holds, else `self`, with no branch (bit operations): the last merges
+    /// of a max or min over random data would otherwise mispredict half the time.
+    fn nan_if(self, nan: bool) -> Self;
     /// Round half to even.
     fn round_even(self) -> Self;
 
@@ -94,7 +97,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real {
-    ($t:ident, $exp:path, $exp_with:expr) => {
+    ($t:ident, $bits:ident, $exp:path, $exp_with:expr) => {
         impl Real for $t {
             const ZERO: $t = 0.0;
             const ONE: $t = 1.0;
@@ -116,6 +119,11 @@ macro_rules! real {
             #[inline(always)]
             fn is_nan(self) -> bool {
                 $t::is_nan(self)
+            }
+            #[inline(always)]
+            fn nan_if(self, nan: bool) -> $t {
+                let mask = $t::NAN.to_bits() & (nan as $bits).wrapping_neg();
+                $t::from_bits(self.to_bits() | mask)
             }
             #[inline(always)]
             fn round_even(self) -> $t {
@@ -150,8 +158,8 @@ macro_rules! real {
         )*
     };
 }
-real!(f32, math::exp_f32, math::exp_f32_with::<M>);
-real!(f64, f64::exp, f64::exp);
+real!(f32, u32, math::exp_f32, math::exp_f32_with::<M>);
+real!(f64, u64, f64::exp, f64::exp);
 
 /// `Σ x` with eight independent partial sums, so the loop vectorises.
 pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {

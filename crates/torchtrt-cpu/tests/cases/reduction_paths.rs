@@ -154,6 +154,39 @@ proptest! {
     }
 }
 
+/// A NaN in any lane of a row's vector accumulators survives every merge of the lanes
+/// (the merges are branch-free bit operations): rows of lengths around the lane counts,
+/// row `i` holding its NaN at position `i`, the last row none.
+#[test]
+fn nan_in_every_lane_survives_the_merges() {
+    let mut rng = Rng::new(5);
+    for n in [1usize, 7, 8, 9, 31, 32, 33, 64, 67, 130] {
+        let x = random_signed(DType::F32, &[n + 1, n], &mut rng, 0.25, 2.0);
+        let mut v = x.to_f64_vec();
+        for i in 0..n {
+            v[i * n + i] = f64::NAN;
+        }
+        let x = from_f64(DType::F32, &[n + 1, n], &v);
+        for op in [R::Max, R::Min] {
+            let layer = Reduce {
+                op,
+                axes: vec![1],
+                keep_dims: false,
+            };
+            let got = run(layer, &[&x]).expect("runs").to_f64_vec();
+            for (i, g) in got[..n].iter().enumerate() {
+                assert!(g.is_nan(), "{op:?} n={n}: row {i} is {g}, want NaN");
+            }
+            let last = &v[n * n..];
+            let want = last.iter().copied().reduce(|a, b| match op {
+                R::Max => a.max(b),
+                _ => a.min(b),
+            });
+            assert_eq!(Some(got[n]), want, "{op:?} n={n}: the row without NaN");
+        }
+    }
+}
+
 /// NaN anywhere in a group makes its maximum and minimum NaN, on every path.
 #[test]
 fn nan_propagates_through_max_and_min() {

@@ -235,7 +235,8 @@ impl<C: Real> Fold<C> for MaxOf {
     }
     #[inline(always)]
     fn merge(self, a: C, b: C) -> C {
-        self.step(a, b)
+        let m = if b > a { b } else { a };
+        m.nan_if(b.is_nan())
     }
     #[inline(always)]
     fn finish(self, acc: C, _: usize) -> C {
@@ -254,7 +255,8 @@ impl<C: Real> Fold<C> for MinOf {
     }
     #[inline(always)]
     fn merge(self, a: C, b: C) -> C {
-        self.step(a, b)
+        let m = if b < a { b } else { a };
+        m.nan_if(b.is_nan())
     }
     #[inline(always)]
     fn finish(self, acc: C, _: usize) -> C {
