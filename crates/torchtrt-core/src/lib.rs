@@ -19,7 +19,7 @@ pub use backend::EngineBlob;
 pub use backend::{
     Backend, CapturedRun, DeviceContext, DeviceMemory, Kernel, Placement, PrepareOptions,
 };
-pub use builder::{BuildConfig, build, passes};
+pub use builder::{BuildConfig, TimingCache, build, passes};
 pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, MemoryPlan, Target};
 pub use error::{Error, Result};
 pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};

@@ -25,6 +25,7 @@ mod field;
 mod plugin;
 mod shape_values;
 mod sized_output;
+mod tactic;
 
 pub use capabilities::{
     CAPABILITY_SHAPE_INPUTS, CAPABILITY_SIZED_OUTPUTS, CAPABILITY_TACTICS, Capabilities,
@@ -48,5 +49,6 @@ pub use plugin::{
 };
 pub use shape_values::{MAX_SHAPE_VALUES, ShapeValues};
 pub use sized_output::SizedOutput;
+pub use tactic::Tactic;
 
 pub use half::{bf16, f16};

@@ -14,6 +14,7 @@ use crate::error::{PluginError, PluginResult};
 use crate::field::{FieldCollection, FieldSpec, validate_fields};
 use crate::shape_values::ShapeValues;
 use crate::sized_output::SizedOutput;
+use crate::tactic::Tactic;
 
 /// A plugin's identity in the registry: `(namespace, name, version)`. The namespace `""`
 /// holds the engine's standard plugins, `"torch_tensorrt"` the compiler's own.
@@ -126,6 +127,32 @@ pub trait Plugin: Send + Sync {
     /// dimensions); the place to reject combinations the kernels cannot do.
     fn configure(&mut self, _inputs: &[TensorDesc], _outputs: &[TensorDesc]) -> PluginResult<()> {
         Ok(())
+    }
+
+    /// The implementations this plugin offers on `device` for these concrete descriptions
+    /// (the profile's optimum shapes), for the builder to time ([`Tactic`]). Fewer than two:
+    /// nothing to choose, the default runs. Called on a configured plugin.
+    fn tactics(
+        &self,
+        _inputs: &[TensorDesc],
+        _outputs: &[TensorDesc],
+        _device: DeviceKind,
+    ) -> Vec<Tactic> {
+        Vec::new()
+    }
+
+    /// Selects the implementation `enqueue` runs: an id from [`Plugin::tactics`], or `0`
+    /// for the default. Called on a configured copy, by the builder while it times and when
+    /// an engine that chose a tactic is loaded. A tactic is a preference: at shapes it
+    /// cannot serve, the plugin runs its default. An id it does not know is an error.
+    fn set_tactic(&mut self, tactic: u32) -> PluginResult<()> {
+        if tactic == 0 {
+            Ok(())
+        } else {
+            Err(PluginError::InvalidInput(format!(
+                "tactic {tactic}: this plugin offers no tactics"
+            )))
+        }
     }
 
     /// Scratch bytes `enqueue` needs for these concrete shapes.

@@ -827,19 +827,64 @@ fn naive_adaptive_max2d(x: &[f64], shape: &[usize], out: [usize; 2]) -> Vec<f64>
     want
 }
 
-/// Runs adaptive max pooling of `shape` to `out` on `data` and compares with
-/// [`naive_adaptive_max2d`] exactly.
-fn check_adaptive_max2d(shape: &[usize], out: [usize; 2], data: &[f32]) {
+/// Runs adaptive max pooling of `shape` to `out` on `data`, by rule and with every tactic
+/// the plugin offers for these sizes, and compares each with [`naive_adaptive_max2d`]
+/// exactly; returns the tactic ids offered.
+fn check_adaptive_max2d(shape: &[usize], out: [usize; 2], data: &[f32]) -> Vec<u32> {
     let fields = sized("adaptive_max_pool2d", &[out[0] as i64, out[1] as i64]);
-    let (_, x, got) = run(&fields, DType::F32, shape, data, 2).expect("runs");
-    let want = naive_adaptive_max2d(&x, shape, out);
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            g == w || (g.is_nan() && w.is_nan()),
-            "{shape:?}->{out:?} element {i}: {g} vs {w}"
-        );
+    let mut plugin = create_plugin(&creator(), "interp", &fields).expect("created");
+    let dims = |s: &[usize]| s.iter().map(|&d| d as i64).collect::<Vec<_>>();
+    let out_shape = [shape[0], shape[1], out[0], out[1]];
+    let (x_desc, y_desc) = (
+        TensorDesc::new(DType::F32, dims(shape)),
+        TensorDesc::new(DType::F32, dims(&out_shape)),
+    );
+    plugin
+        .configure(std::slice::from_ref(&x_desc), std::slice::from_ref(&y_desc))
+        .expect("configures");
+    let (xs, ys) = (std::slice::from_ref(&x_desc), std::slice::from_ref(&y_desc));
+    let ids: Vec<u32> = plugin
+        .tactics(xs, ys, DeviceKind::Cpu)
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    assert!(
+        plugin
+            .tactics(&[x_desc], &[y_desc], DeviceKind::Cuda)
+            .is_empty()
+    );
+    for tactic in std::iter::once(0).chain(ids.iter().copied()) {
+        let mut p = plugin.clone_plugin();
+        p.set_tactic(tactic).expect("an offered tactic is accepted");
+        let (_, x, got) = run_plugin(p.as_mut(), DType::F32, shape, data, 2).expect("runs");
+        let want = naive_adaptive_max2d(&x, shape, out);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g == w || (g.is_nan() && w.is_nan()),
+                "{shape:?}->{out:?} tactic {tactic} element {i}: {g} vs {w}"
+            );
+        }
     }
+    ids
+}
+
+#[test]
+fn adaptive_max_pool2d_offers_tactics_where_they_differ_and_refuses_unknown_ones() {
+    let data = random_data(3, 2 * 30 * 45);
+    let ids = check_adaptive_max2d(&[1, 2, 30, 45], [7, 7], &data);
+    assert!(ids.contains(&1) && ids.contains(&2), "{ids:?}");
+    let data = random_data(4, 2 * 64 * 64);
+    assert_eq!(
+        check_adaptive_max2d(&[1, 2, 64, 64], [32, 32], &data),
+        Vec::<u32>::new()
+    );
+    let mut p =
+        create_plugin(&creator(), "interp", &sized("adaptive_max_pool2d", &[7, 7])).unwrap();
+    assert!(p.set_tactic(9).is_err());
+    let mut p = create_plugin(&creator(), "interp", &sized("bilinear", &[7, 7])).unwrap();
+    assert!(p.set_tactic(1).is_err());
+    assert!(p.set_tactic(0).is_ok());
 }
 
 #[test]

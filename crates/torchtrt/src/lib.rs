@@ -35,8 +35,8 @@ pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
     Backend, BuildConfig, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
     ExecutionContext, IoBuffer, IoTensor, Kernel, LayerTiming, LibraryInfo, MemoryKind,
-    NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, layers,
-    registry,
+    NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, TimingCache,
+    layers, registry,
 };
 pub use torchtrt_core::{files, limits};
 pub use torchtrt_cpu::CpuBackend;

@@ -91,6 +91,10 @@ struct BuildOptions {
     /// machine's physical memory.
     #[arg(long = "max-memory", value_name = "BYTES", value_parser = args::parse_bytes)]
     max_memory: Option<u64>,
+    /// Timing cache file for plugin tactics: choices found in it are reused instead of
+    /// timed, new timings are added to it (created when missing).
+    #[arg(long = "timing-cache", value_name = "PATH")]
+    timing_cache: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {

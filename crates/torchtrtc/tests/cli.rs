@@ -265,9 +265,48 @@ fn plugins_lists_the_builtins_as_a_table() {
     assert!(interp.contains("mode: string"), "{interp}");
     assert!(interp.contains("out_size?: i64[]"), "{interp}");
     assert!(
-        interp.contains("shape inputs") && !interp.contains("sized outputs"),
+        interp.contains("shape inputs, tactics") && !interp.contains("sized outputs"),
         "{interp}"
     );
+}
+
+/// `--timing-cache`: the first compile times the demo's adaptive max pool tactics and
+/// writes the cache, the second reads it and leaves it as it was, `inspect` shows the
+/// tactic, and a damaged cache is an error naming the file and line.
+#[test]
+fn timing_cache_is_written_reused_and_checked() {
+    let cache = scratch("timing.cache");
+    let compile = |engine: &str| {
+        torchtrtc([
+            "compile".as_ref(),
+            demo("demo.onnx").as_os_str(),
+            "-o".as_ref(),
+            scratch(engine).as_os_str(),
+            "--timing-cache".as_ref(),
+            cache.as_os_str(),
+        ])
+    };
+    succeeds(&compile("timed.engine"));
+    let first = std::fs::read_to_string(&cache).unwrap();
+    let entries: Vec<&str> = first.lines().skip(1).collect();
+    assert_eq!(entries.len(), 1, "{first}");
+    assert!(
+        entries[0].contains("torch_tensorrt::Interpolate@1") && entries[0].contains("on=cpu"),
+        "{first}"
+    );
+    succeeds(&compile("cached.engine"));
+    assert_eq!(std::fs::read_to_string(&cache).unwrap(), first);
+    let tactic: String = entries[0].split('\t').next().unwrap().to_string();
+    let shown = succeeds(&torchtrtc([
+        "inspect".as_ref(),
+        scratch("cached.engine").as_os_str(),
+    ]));
+    assert!(
+        shown.contains(&format!("(id {tactic})")) && shown.contains("      tactic: "),
+        "{shown}"
+    );
+    std::fs::write(&cache, "# torchtrt timing cache 1\n1\tsoon\tkey\n").unwrap();
+    fails(&compile("bad.engine"), 1, &["timing.cache", "line 2"]);
 }
 
 #[test]

@@ -22,6 +22,14 @@ impl PluginKernel {
             threads: threads.max(1),
         })
     }
+
+    /// The kernel of a live plugin, whose CPU launches may use `threads` threads.
+    pub fn of(plugin: Arc<dyn Plugin>, threads: usize) -> PluginKernel {
+        PluginKernel {
+            plugin,
+            threads: threads.max(1),
+        }
+    }
 }
 
 impl Kernel for PluginKernel {

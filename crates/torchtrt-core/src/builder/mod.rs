@@ -10,10 +10,13 @@ mod fuse_elementwise;
 mod memory;
 mod negotiate;
 mod passes;
+mod tactics;
+mod timing_cache;
 
 pub use passes::passes;
+pub use timing_cache::{CachedTactic, MAX_TIMING_CACHE_BYTES, TimingCache};
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use torchtrt_plugin_api::{DType, DeviceKind};
 
@@ -50,6 +53,9 @@ pub struct BuildConfig {
     /// Largest tensor (bytes) a layer may compute at the profile's largest shapes; a
     /// larger one is a build error naming the layer. `None`: the machine's physical memory.
     pub max_memory: Option<u64>,
+    /// Where plugin tactic timings are looked up and recorded ([`TimingCache`]); `None`:
+    /// every build times the tactics of the plugins that offer several.
+    pub timing_cache: Option<Arc<Mutex<TimingCache>>>,
 }
 
 impl BuildConfig {
@@ -71,6 +77,7 @@ impl Default for BuildConfig {
             fuse_elementwise: true,
             fuse_attention: true,
             max_memory: None,
+            timing_cache: None,
         }
     }
 }
@@ -214,6 +221,7 @@ pub fn build(
         layers: Vec::new(),
         devices: Vec::new(),
     };
+    let timing = tactics::Timing::new(backends, network.inputs(), config);
     let mut remap: Vec<TensorId> = (0..network.num_tensors() as u32).map(TensorId).collect();
     let reduced = config.precision != DType::F32;
     for input in network.inputs() {
@@ -240,6 +248,7 @@ pub fn build(
         let types = work.infer(&layer.name, &kind, &inputs)?;
         if let LayerKind::Plugin(p) = &mut kind {
             negotiate::configure(&work, &layer.name, p, &inputs, &types, device)?;
+            tactics::choose(&work, &layer.name, p, &inputs, &types, device, &timing)?;
         }
         let step = passes::Step {
             layer,

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use torchtrt_plugin_api::{DeviceKind, FieldCollection, PluginKey, format_shape};
+use torchtrt_plugin_api::{DeviceKind, FieldCollection, PluginKey, Tactic, format_shape};
 
 use super::{Engine, EngineBlob, EnginePlan, TypeShape};
 use crate::layers::LayerKind;
@@ -39,6 +39,8 @@ pub struct PluginSummary {
     pub provider: Option<String>,
     /// Library path at build time.
     pub library: Option<String>,
+    /// The tactic the builder chose, if the plugin offered several.
+    pub tactic: Option<Tactic>,
 }
 
 /// What an engine contains.
@@ -144,6 +146,7 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
                         fields: p.fields.clone(),
                         provider: p.provider.clone(),
                         library: p.library.clone(),
+                        tactic: p.tactic.clone(),
                     });
                     format!("Plugin {}", p.key)
                 }

@@ -238,9 +238,11 @@ pub(crate) fn configure_plugins(plan: &mut EnginePlan) -> Result<()> {
                 .map(|t| types[t.index()].build_desc())
                 .collect();
             let plugin = p.plugin().map_err(Error::Engine)?.clone();
+            let tactic = p.tactic.as_ref().map_or(0, |t| t.id);
             let configured = guard_plugin(|| {
                 let mut c = plugin.clone_plugin();
                 c.configure(&ins, &outs)?;
+                c.set_tactic(tactic)?;
                 Ok(c)
             })
             .map_err(|source| Error::Plugin {

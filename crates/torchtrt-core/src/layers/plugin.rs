@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::Arc;
 use torchtrt_plugin_api::{
-    DType, FieldCollection, Plugin, PluginKey, ShapeExpr, ShapeValues, SizedOutput,
+    DType, FieldCollection, Plugin, PluginKey, ShapeExpr, ShapeValues, SizedOutput, Tactic,
 };
 
 use super::{InferInput, LayerOp, TypeShape};
@@ -23,6 +23,9 @@ pub struct PluginLayer {
     pub provider: Option<String>,
     /// The shared library the creator was loaded from at build time, if any.
     pub library: Option<String>,
+    /// The implementation the builder timed fastest ([`Plugin::tactics`]), set on the
+    /// plugin whenever the engine is loaded; `None`: the plugin's default.
+    pub tactic: Option<Tactic>,
     /// The live plugin; absent only between decoding an engine and re-creating plugins.
     /// Set it with [`PluginLayer::set_plugin`].
     #[serde(skip)]
@@ -49,6 +52,7 @@ impl PluginLayer {
             key,
             provider,
             library,
+            tactic: None,
             plugin: None,
             shape_inputs: Vec::new(),
             sized_outputs: Vec::new(),
@@ -70,6 +74,7 @@ impl PluginLayer {
             fields,
             provider,
             library,
+            tactic: None,
             plugin: None,
             shape_inputs: Vec::new(),
             sized_outputs: Vec::new(),
@@ -121,6 +126,7 @@ impl fmt::Debug for PluginLayer {
             .field("fields", &self.fields)
             .field("provider", &self.provider)
             .field("library", &self.library)
+            .field("tactic", &self.tactic)
             .finish()
     }
 }

@@ -33,6 +33,9 @@ pub struct Config {
     pub roi_input: bool,
     /// The region of interest per spatial axis, once read from that input.
     pub roi: Option<Vec<(f64, f64)>>,
+    /// The implementation the builder chose (`Plugin::set_tactic`; `0` the default). Not a
+    /// field: the engine stores it beside them.
+    pub tactic: u32,
 }
 
 /// Reads `fields` (already checked against the schema, defaults filled in) for `key`.
@@ -140,6 +143,7 @@ pub fn parse(key: &PluginKey, fields: &FieldCollection) -> PluginResult<Config> 
         antialias,
         roi_input,
         roi: None,
+        tactic: 0,
     })
 }
 

@@ -114,6 +114,7 @@ impl PluginCreator for InterpolateCreator {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             shape_inputs: true,
+            tactics: true,
             ..Capabilities::default()
         }
     }

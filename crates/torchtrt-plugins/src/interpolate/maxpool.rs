@@ -6,6 +6,8 @@
 
 use std::ops::Range;
 
+use torchtrt_plugin_api::Tactic;
+
 use super::element::{f32_view, store};
 #[cfg(target_arch = "x86_64")]
 use super::maxpool_x86;
@@ -77,9 +79,51 @@ pub struct MaxPool2dPlan {
     narrow: Option<maxpool_x86::NarrowRows>,
 }
 
+/// Tactic: rows first, then each column window as the maximum of its first and last `s`
+/// inputs (when every window is at most twice the shortest) or of the tiles it covers.
+pub const TACTIC_SLIDING: u32 = 1;
+/// Tactic: rows first, then every column window reduced input by input.
+pub const TACTIC_WINDOWS: u32 = 2;
+/// Tactic: the AVX-512 kernel for narrow rows.
+pub const TACTIC_NARROW: u32 = 3;
+
 impl MaxPool2dPlan {
-    /// The plan for input `[h, w]` and output `[oh, ow]` (all ≥ 1).
-    pub fn new(input: [usize; 2], output: [usize; 2]) -> MaxPool2dPlan {
+    /// The plan for input `[h, w]` and output `[oh, ow]` (all ≥ 1), with the implementation
+    /// `tactic` picks when it applies to these sizes (`0`, or one that does not: the
+    /// fastest by rule).
+    pub fn new(input: [usize; 2], output: [usize; 2], tactic: u32) -> MaxPool2dPlan {
+        let mut plan = MaxPool2dPlan::by_rule(input, output);
+        #[cfg(target_arch = "x86_64")]
+        if matches!(tactic, TACTIC_SLIDING | TACTIC_WINDOWS) {
+            plan.narrow = None;
+        }
+        if tactic == TACTIC_WINDOWS {
+            plan.slide = 0;
+        }
+        plan
+    }
+
+    /// The implementations that differ for these sizes, for the builder to time: none
+    /// when only one applies.
+    pub fn tactics(input: [usize; 2], output: [usize; 2]) -> Vec<Tactic> {
+        let plan = MaxPool2dPlan::by_rule(input, output);
+        let mut tactics = Vec::new();
+        if plan.slide != 0 && plan.factor == 0 {
+            tactics.push(Tactic::new(TACTIC_SLIDING, "sliding-halves"));
+        }
+        #[cfg(target_arch = "x86_64")]
+        if plan.narrow.is_some() {
+            tactics.push(Tactic::new(TACTIC_NARROW, "avx512-narrow-rows"));
+        }
+        if !tactics.is_empty() {
+            tactics.push(Tactic::new(TACTIC_WINDOWS, "windows"));
+        }
+        tactics
+    }
+
+    /// The plan the rules choose: the narrow-row kernel where it runs, sliding halves where
+    /// windows allow.
+    fn by_rule(input: [usize; 2], output: [usize; 2]) -> MaxPool2dPlan {
         let factor = if input[1].is_multiple_of(output[1]) {
             input[1] / output[1]
         } else {

@@ -52,6 +52,7 @@ impl Plan {
             Mode::AdaptiveMax { .. } if input.len() == 2 => Plan::MaxPool2d(MaxPool2dPlan::new(
                 [input[0], input[1]],
                 [output[0], output[1]],
+                config.tactic,
             )),
             Mode::AdaptiveMax { .. } => {
                 separable(Reduce::Max, tables(&|g| pool::taps(g.input, g.output)))

@@ -2,12 +2,14 @@
 
 use torchtrt_plugin_api::{
     DType, DeviceKind, DimExpr, FieldCollection, Launch, Plugin, PluginError, PluginResult,
-    PortDesc, ShapeDisplay, ShapeExpr, ShapeValues, TensorDesc, TensorFormat,
+    PortDesc, ShapeDisplay, ShapeExpr, ShapeValues, Tactic, TensorDesc, TensorFormat,
 };
 
 use super::config::Config;
 use super::creator::key;
 use super::launch;
+use super::maxpool::{MaxPool2dPlan, TACTIC_NARROW, TACTIC_SLIDING, TACTIC_WINDOWS};
+use super::mode::Mode;
 use super::size::{InputKind, SizeInput, SizeRule};
 
 /// One `Interpolate` layer: its name and validated configuration.
@@ -354,6 +356,45 @@ impl Plugin for InterpolatePlugin {
                 })
             }
         }
+    }
+
+    fn tactics(
+        &self,
+        inputs: &[TensorDesc],
+        outputs: &[TensorDesc],
+        device: DeviceKind,
+    ) -> Vec<Tactic> {
+        let (Some(x), Some(y)) = (inputs.first(), outputs.first()) else {
+            return Vec::new();
+        };
+        let spatial = |d: &TensorDesc| -> Option<[usize; 2]> {
+            match d.shape[..] {
+                [_, _, h, w] => Some([usize::try_from(h).ok()?, usize::try_from(w).ok()?]),
+                _ => None,
+            }
+        };
+        match (device, &self.config.mode, spatial(x), spatial(y)) {
+            (DeviceKind::Cpu, Mode::AdaptiveMax { .. }, Some(i), Some(o))
+                if i.iter().chain(&o).all(|&d| d > 0) =>
+            {
+                MaxPool2dPlan::tactics(i, o)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn set_tactic(&mut self, tactic: u32) -> PluginResult<()> {
+        let known = [0, TACTIC_SLIDING, TACTIC_WINDOWS, TACTIC_NARROW];
+        if !known.contains(&tactic)
+            || tactic != 0 && !matches!(self.config.mode, Mode::AdaptiveMax { .. })
+        {
+            return Err(self.input_error(format!(
+                "tactic {tactic}: mode {} has no such implementation",
+                self.config.mode.name()
+            )));
+        }
+        self.config.tactic = tactic;
+        Ok(())
     }
 
     fn fields_to_serialize(&self) -> FieldCollection {

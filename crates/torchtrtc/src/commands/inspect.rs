@@ -127,6 +127,9 @@ fn render(s: &EngineSummary) -> String {
             esc(&p.key.to_string()),
             esc(&from)
         );
+        if let Some(t) = &p.tactic {
+            out += &format!("      tactic: {} (id {})\n", esc(&t.name), t.id);
+        }
         for f in p.fields.iter() {
             out += &format!(
                 "      {}: {} = {}\n",

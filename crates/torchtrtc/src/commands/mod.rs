@@ -8,6 +8,7 @@ pub mod pt2;
 pub mod run;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use torchtrt::onnx::proto::ModelProto;
@@ -58,6 +59,31 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
         max_memory: opts.max_memory,
         ..BuildConfig::default()
     }
+}
+
+/// Builds `net` for the options' device, through the options' timing cache when one is
+/// given (read before, written after).
+pub fn build_network(net: &torchtrt::NetworkDefinition, opts: &BuildOptions) -> Result<Engine> {
+    let mut config = build_config(opts);
+    let cache = match &opts.timing_cache {
+        Some(path) => {
+            let cache = torchtrt::TimingCache::load(path)?;
+            Some(Arc::new(Mutex::new(cache)))
+        }
+        None => None,
+    };
+    config.timing_cache = cache.clone();
+    let engine = torchtrt::compile_for(net, &config, &opts.device)?;
+    if let (Some(path), Some(cache)) = (&opts.timing_cache, cache) {
+        let cache = cache
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the timing cache lock is poisoned"))?;
+        tracing::info!(path = %path.display(), hits = cache.hits(), timed = cache.timed(), "timing cache");
+        if cache.timed() > 0 || !path.exists() {
+            cache.save(path)?;
+        }
+    }
+    Ok(engine)
 }
 
 /// An engine from an `.engine` file, or compiled from an ONNX model or `.pt2` program.
@@ -162,7 +188,7 @@ pub fn compile_onnx(
     )
     .with_context(|| format!("importing {}", path.display()))?;
     progress.stage("building");
-    torchtrt::compile_for(&net, &build_config(opts), &opts.device)
+    build_network(&net, opts)
         .with_context(|| format!("compiling {} for {}", path.display(), opts.device))
 }
 

@@ -70,7 +70,7 @@ pub fn compile_pt2(
     let net = torchtrt::import_program(&program, options)
         .with_context(|| format!("importing {}", path.display()))?;
     progress.stage("building");
-    torchtrt::compile_for(&net, &super::build_config(opts), &opts.device)
+    super::build_network(&net, opts)
         .with_context(|| format!("compiling {} for {}", path.display(), opts.device))
 }
 
