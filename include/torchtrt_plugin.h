@@ -263,9 +263,17 @@ typedef struct TtrtSizedOutput {
   int32_t count;
 } TtrtSizedOutput;
 
+/* Version 3: one implementation a plugin offers for the builder to time. `id` is nonzero
+ * (0 means the plugin's default); `name` is NUL-terminated UTF-8. */
+#define TTRT_TACTIC_NAME_LEN 64
+typedef struct TtrtTactic {
+  uint32_t id;
+  char name[TTRT_TACTIC_NAME_LEN];
+} TtrtTactic;
+
 /* A plugin: its state (`self`) and its functions. All functions are required except
- * `configure`, `workspace_size`, `shape_inputs`, `output_shapes_of` and `sized_outputs`,
- * which may be NULL. */
+ * `configure`, `workspace_size`, `shape_inputs`, `output_shapes_of`, `sized_outputs`,
+ * `tactics` and `set_tactic`, which may be NULL. */
 typedef struct TtrtPlugin {
   void* self;
   TtrtStatus (*num_outputs)(void* self, int32_t* nb_outputs, TtrtErrorBuf* err);
@@ -308,6 +316,15 @@ typedef struct TtrtPlugin {
    * none. */
   TtrtStatus (*sized_outputs)(void* self, TtrtSizedOutput* sized, int32_t capacity,
                               int32_t* nb, TtrtErrorBuf* err);
+  /* Version 3. The tactics offered on `device` (TtrtDevice) for these concrete
+   * descriptions (at most `capacity`) and their number; NULL for none. The builder times
+   * each at the profile's optimum shapes and keeps the fastest. */
+  TtrtStatus (*tactics)(void* self, const TtrtTensorDesc* inputs, int32_t nb_inputs,
+                        const TtrtTensorDesc* outputs, int32_t nb_outputs, int32_t device,
+                        TtrtTactic* tactics, int32_t capacity, int32_t* nb, TtrtErrorBuf* err);
+  /* Version 3. Selects the tactic `enqueue` runs (0: the default), on a configured plugin,
+   * at build time and when an engine is loaded; NULL accepts only 0. */
+  TtrtStatus (*set_tactic)(void* self, uint32_t tactic, TtrtErrorBuf* err);
 } TtrtPlugin;
 
 /* Version 3: what a creator's plugins may do, in TtrtCreator.capabilities. */

@@ -41,8 +41,9 @@ fn rust_view() -> BTreeMap<String, String> {
         TtrtCudaRuntime { self_, launch, resident_blocks, constant }
         TtrtPlugin { self_, num_outputs, output_dtypes, output_shapes, supports, configure,
             workspace_size, enqueue, serialize_fields, clone, destroy, shape_inputs,
-            output_shapes_of, sized_outputs }
+            output_shapes_of, sized_outputs, tactics, set_tactic }
         TtrtSizedOutput { output, axis, count }
+        TtrtTactic { id, name }
         TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, capabilities,
             create }
         TtrtNode { name, op_type, domain, opset, attributes, nb_attributes, nb_inputs, inputs,
@@ -68,6 +69,7 @@ fn rust_view() -> BTreeMap<String, String> {
     c("TTRT_SHAPE_VALUES_INTS", TTRT_SHAPE_VALUES_INTS.into());
     c("TTRT_SHAPE_VALUES_FLOATS", TTRT_SHAPE_VALUES_FLOATS.into());
     c("TTRT_MAX_DIMS", TTRT_MAX_DIMS as i64);
+    c("TTRT_TACTIC_NAME_LEN", TTRT_TACTIC_NAME_LEN as i64);
     c("TTRT_DIM_INVALID", TTRT_DIM_INVALID);
     c("TTRT_OK", TTRT_OK.into());
     c(

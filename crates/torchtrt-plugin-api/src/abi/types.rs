@@ -399,6 +399,48 @@ pub type TtrtSizedOutputsFn = unsafe extern "C" fn(
     err: *mut TtrtErrorBuf,
 ) -> TtrtStatus;
 
+/// Bytes of [`TtrtTactic::name`], its terminating NUL included.
+pub const TTRT_TACTIC_NAME_LEN: usize = 64;
+
+/// One implementation a plugin offers (version 3); see [`crate::Tactic`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TtrtTactic {
+    /// Nonzero identifier.
+    pub id: u32,
+    /// NUL-terminated UTF-8 name.
+    pub name: [c_char; TTRT_TACTIC_NAME_LEN],
+}
+
+impl Default for TtrtTactic {
+    fn default() -> TtrtTactic {
+        TtrtTactic {
+            id: 0,
+            name: [0; TTRT_TACTIC_NAME_LEN],
+        }
+    }
+}
+
+/// `tactics(self, inputs, nb_inputs, outputs, nb_outputs, device, tactics, capacity, &nb,
+/// err)`: writes the tactics offered on `device` for these concrete descriptions (at most
+/// `capacity`) and their number.
+pub type TtrtTacticsFn = unsafe extern "C" fn(
+    this: *mut c_void,
+    inputs: *const TtrtTensorDesc,
+    nb_inputs: i32,
+    outputs: *const TtrtTensorDesc,
+    nb_outputs: i32,
+    device: i32,
+    tactics: *mut TtrtTactic,
+    capacity: i32,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus;
+
+/// `set_tactic(self, tactic, err)`: selects the tactic `enqueue` runs (`0`: the default).
+pub type TtrtSetTacticFn =
+    unsafe extern "C" fn(this: *mut c_void, tactic: u32, err: *mut TtrtErrorBuf) -> TtrtStatus;
+
 /// A plugin: its state and its functions. Owned by the library; valid until `destroy`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -431,6 +473,10 @@ pub struct TtrtPlugin {
     pub output_shapes_of: Option<TtrtOutputShapesOfFn>,
     /// Optional (NULL: none); since version 3.
     pub sized_outputs: Option<TtrtSizedOutputsFn>,
+    /// Optional (NULL: no tactics); since version 3.
+    pub tactics: Option<TtrtTacticsFn>,
+    /// Optional (NULL: only tactic 0); since version 3.
+    pub set_tactic: Option<TtrtSetTacticFn>,
 }
 
 /// `create(self, layer_name, fields, nb_fields, &plugin, err)`.

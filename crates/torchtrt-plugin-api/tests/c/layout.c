@@ -111,11 +111,17 @@ int main(void) {
   OFF(TtrtPlugin, shape_inputs);
   OFF(TtrtPlugin, output_shapes_of);
   OFF(TtrtPlugin, sized_outputs);
+  OFF(TtrtPlugin, tactics);
+  OFF(TtrtPlugin, set_tactic);
 
   SIZE(TtrtSizedOutput);
   OFF(TtrtSizedOutput, output);
   OFF(TtrtSizedOutput, axis);
   OFF(TtrtSizedOutput, count);
+
+  SIZE(TtrtTactic);
+  OFF(TtrtTactic, id);
+  OFF(TtrtTactic, name);
 
   SIZE(TtrtCreator);
   OFF(TtrtCreator, self);
@@ -264,6 +270,7 @@ int main(void) {
   CONST(TTRT_UNARY_HARD_SWISH);
   CONST(TTRT_UNARY_SOFTPLUS);
   CONST(TTRT_UNARY_GELU);
+  CONST(TTRT_TACTIC_NAME_LEN);
   printf("TTRT_ENTRY_POINT %s\n", TTRT_ENTRY_POINT);
   return 0;
 }

@@ -14,8 +14,9 @@ use crate::abi::ptr;
 use crate::abi::shape_values;
 use crate::abi::status::guard;
 use crate::abi::types::{
-    TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin, TtrtPortDesc, TtrtShapeExpr,
-    TtrtShapeValues, TtrtSizedOutput, TtrtStatus, TtrtTensorDesc,
+    TTRT_TACTIC_NAME_LEN, TtrtErrorBuf, TtrtExprBuilder, TtrtField, TtrtLaunch, TtrtPlugin,
+    TtrtPortDesc, TtrtShapeExpr, TtrtShapeValues, TtrtSizedOutput, TtrtStatus, TtrtTactic,
+    TtrtTensorDesc,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -47,6 +48,8 @@ pub(crate) fn export_plugin(plugin: Box<dyn Plugin>) -> *mut TtrtPlugin {
             shape_inputs: Some(shape_inputs),
             output_shapes_of: Some(output_shapes_of),
             sized_outputs: Some(sized_outputs),
+            tactics: Some(tactics),
+            set_tactic: Some(set_tactic),
         },
         plugin: RwLock::new(plugin),
         serialized: Mutex::new(None),
@@ -343,6 +346,77 @@ pub(super) unsafe fn descs(
     // SAFETY: forwarded from the caller.
     let outs = unsafe { desc::from_raw_all(outputs, nb_outputs, "output") }.map_err(invalid)?;
     Ok((ins, outs))
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the C signature of TtrtTacticsFn"
+)]
+unsafe extern "C" fn tactics(
+    this_: *mut c_void,
+    inputs: *const TtrtTensorDesc,
+    nb_inputs: i32,
+    outputs: *const TtrtTensorDesc,
+    nb_outputs: i32,
+    device: i32,
+    list: *mut TtrtTactic,
+    capacity: i32,
+    nb: *mut i32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes its counts of descriptions.
+        let (ins, outs) = unsafe { descs(inputs, nb_inputs, outputs, nb_outputs) }?;
+        let device = DeviceKind::from_raw(device)
+            .ok_or_else(|| invalid(format!("tactics: unknown device {device}")))?;
+        // SAFETY: the host passes the table's own `self_`.
+        let plugin = unsafe { this(this_) }?;
+        let found = plugin.read()?.tactics(&ins, &outs, device);
+        let raw = found
+            .iter()
+            .map(|t| {
+                let bytes = t.name.as_bytes();
+                if bytes.len() >= TTRT_TACTIC_NAME_LEN || bytes.contains(&0) {
+                    return Err(invalid(format!(
+                        "tactic {} name `{}`: at most {} bytes, no NUL",
+                        t.id,
+                        t.name,
+                        TTRT_TACTIC_NAME_LEN - 1
+                    )));
+                }
+                let mut raw = TtrtTactic {
+                    id: t.id,
+                    ..TtrtTactic::default()
+                };
+                for (d, &b) in raw.name.iter_mut().zip(bytes) {
+                    *d = b as std::ffi::c_char;
+                }
+                Ok(raw)
+            })
+            .collect::<PluginResult<Vec<_>>>()?;
+        // SAFETY: the host's array and count, as the ABI promises.
+        unsafe { write_list(&raw, list, capacity, nb, "tactics") }
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn set_tactic(
+    this_: *mut c_void,
+    tactic: u32,
+    err: *mut TtrtErrorBuf,
+) -> TtrtStatus {
+    let body = || {
+        // SAFETY: the host passes the table's own `self_`.
+        let p = unsafe { this(this_) }?;
+        let mut plugin = p
+            .plugin
+            .write()
+            .map_err(|_| PluginError::Execution("plugin is unusable after a panic".into()))?;
+        plugin.set_tactic(tactic)
+    };
+    // SAFETY: the host passes a valid error buffer or NULL.
+    unsafe { guard(err, body) }
 }
 
 unsafe extern "C" fn configure(

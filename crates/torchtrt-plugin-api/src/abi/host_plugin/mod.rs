@@ -17,9 +17,9 @@ use crate::abi::status::{ErrorBuf, context, error_of};
 use crate::abi::types::{
     TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtCloneFn, TtrtConfigureFn, TtrtDestroyFn,
     TtrtEnqueueFn, TtrtErrorBuf, TtrtNumOutputsFn, TtrtOutputDtypesFn, TtrtOutputShapesFn,
-    TtrtOutputShapesOfFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtShapeExpr,
-    TtrtShapeInputsFn, TtrtSizedOutput, TtrtSizedOutputsFn, TtrtStatus, TtrtSupportsFn,
-    TtrtWorkspaceSizeFn,
+    TtrtOutputShapesOfFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtSetTacticFn,
+    TtrtShapeExpr, TtrtShapeInputsFn, TtrtSizedOutput, TtrtSizedOutputsFn, TtrtStatus,
+    TtrtSupportsFn, TtrtTactic, TtrtTacticsFn, TtrtWorkspaceSizeFn,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -28,9 +28,11 @@ use crate::field::FieldCollection;
 use crate::plugin::{Launch, Plugin, PluginKey};
 use crate::shape_values::ShapeValues;
 use crate::sized_output::SizedOutput;
+use crate::tactic::Tactic;
 
 /// A library's plugin table, reading only the members its ABI `version` has (version 3
-/// appended `shape_inputs`, `output_shapes_of` and `sized_outputs`); later members stay NULL.
+/// appended `shape_inputs`, `output_shapes_of`, `sized_outputs`, `tactics` and
+/// `set_tactic`); later members stay NULL.
 ///
 /// # Safety
 /// `raw` is non-NULL, aligned, and points to a table of at least `version`'s size.
@@ -64,6 +66,8 @@ struct PluginFns {
     shape_inputs: Option<TtrtShapeInputsFn>,
     output_shapes_of: Option<TtrtOutputShapesOfFn>,
     sized_outputs: Option<TtrtSizedOutputsFn>,
+    tactics: Option<TtrtTacticsFn>,
+    set_tactic: Option<TtrtSetTacticFn>,
 }
 
 impl PluginFns {
@@ -84,6 +88,8 @@ impl PluginFns {
             shape_inputs: t.shape_inputs,
             output_shapes_of: t.output_shapes_of,
             sized_outputs: t.sized_outputs,
+            tactics: t.tactics,
+            set_tactic: t.set_tactic,
         })
     }
 }
@@ -162,6 +168,50 @@ impl ForeignPlugin {
         plugin.shape_inputs = plugin.query_shape_inputs()?;
         plugin.sized_outputs = plugin.query_sized_outputs()?;
         Ok(plugin)
+    }
+
+    fn query_tactics(
+        &self,
+        inputs: &[TensorDesc],
+        outputs: &[TensorDesc],
+        device: DeviceKind,
+    ) -> PluginResult<Vec<Tactic>> {
+        let Some(f) = self.fns.tactics else {
+            return Ok(Vec::new());
+        };
+        let ins = desc::to_raw_all(inputs).map_err(|e| self.invalid(&e))?;
+        let outs = desc::to_raw_all(outputs).map_err(|e| self.invalid(&e))?;
+        let (ni, no) = (
+            self.count(ins.len(), "inputs")?,
+            self.count(outs.len(), "outputs")?,
+        );
+        let raw = self.read_list::<TtrtTactic, 16>("tactics", |list, cap, nb, err| {
+            // SAFETY: the table's function on its own `self`; arrays hold their counts.
+            unsafe {
+                f(
+                    self.this,
+                    ins.as_ptr(),
+                    ni,
+                    outs.as_ptr(),
+                    no,
+                    device as i32,
+                    list,
+                    cap,
+                    nb,
+                    err,
+                )
+            }
+        })?;
+        raw.iter()
+            .map(|t| {
+                let bytes: Vec<u8> = t.name.iter().map(|&c| c as u8).collect();
+                let name = std::ffi::CStr::from_bytes_until_nul(&bytes)
+                    .ok()
+                    .and_then(|c| c.to_str().ok())
+                    .ok_or_else(|| self.broken(&format!("tactic {} has a malformed name", t.id)))?;
+                Ok(Tactic::new(t.id, name))
+            })
+            .collect()
     }
 
     fn query_sized_outputs(&self) -> PluginResult<Vec<SizedOutput>> {
@@ -458,6 +508,29 @@ impl Plugin for ForeignPlugin {
         match launch {
             Launch::Cpu(c) => self.enqueue_cpu(c),
             Launch::Cuda(c) => self.enqueue_cuda(&c),
+        }
+    }
+
+    /// The library's list; none when it has no `tactics` function, fails, or returns a
+    /// name that is not NUL-terminated UTF-8 (the builder then runs the default).
+    fn tactics(
+        &self,
+        inputs: &[TensorDesc],
+        outputs: &[TensorDesc],
+        device: DeviceKind,
+    ) -> Vec<Tactic> {
+        self.query_tactics(inputs, outputs, device)
+            .unwrap_or_default()
+    }
+
+    fn set_tactic(&mut self, tactic: u32) -> PluginResult<()> {
+        match self.fns.set_tactic {
+            // SAFETY: the table's function on its own `self`.
+            Some(f) => self.call(|err| unsafe { f(self.this, tactic, err) }),
+            None if tactic == 0 => Ok(()),
+            None => Err(self.invalid(&format!(
+                "tactic {tactic}: the library's plugin has no `set_tactic`"
+            ))),
         }
     }
 
