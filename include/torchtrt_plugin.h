@@ -81,7 +81,10 @@ typedef enum TtrtDType {
   TTRT_DTYPE_I16 = 6,
   TTRT_DTYPE_I8 = 7,
   TTRT_DTYPE_U8 = 8,
-  TTRT_DTYPE_BOOL = 9
+  TTRT_DTYPE_BOOL = 9,
+  TTRT_DTYPE_U16 = 10,
+  TTRT_DTYPE_U32 = 11,
+  TTRT_DTYPE_U64 = 12
 } TtrtDType;
 
 /* Memory layouts: dense row-major only, for now. */

@@ -147,6 +147,9 @@ fn numpy_dtype_name(d: DType) -> Option<&'static str> {
         DType::I16 => "int16",
         DType::I8 => "int8",
         DType::U8 => "uint8",
+        DType::U16 => "uint16",
+        DType::U32 => "uint32",
+        DType::U64 => "uint64",
         DType::Bool => "bool",
         DType::BF16 => return None,
     })
@@ -163,6 +166,9 @@ fn torch_dtype_name(d: DType) -> &'static str {
         DType::I16 => "int16",
         DType::I8 => "int8",
         DType::U8 => "uint8",
+        DType::U16 => "uint16",
+        DType::U32 => "uint32",
+        DType::U64 => "uint64",
         DType::Bool => "bool",
     }
 }

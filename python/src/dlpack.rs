@@ -251,6 +251,9 @@ fn dtype_of(t: DLDataType) -> Option<DType> {
         (0, 16) => DType::I16,
         (0, 8) => DType::I8,
         (1, 8) => DType::U8,
+        (1, 16) => DType::U16,
+        (1, 32) => DType::U32,
+        (1, 64) => DType::U64,
         (6, 8) => DType::Bool,
         _ => return None,
     })

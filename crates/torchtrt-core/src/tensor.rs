@@ -404,10 +404,14 @@ impl Tensor {
             DType::I16 => conv!(i16, |&x| x as f64),
             DType::I8 => conv!(i8, |&x| x as f64),
             DType::U8 | DType::Bool => conv!(u8, |&x| x as f64),
+            DType::U16 => conv!(u16, |&x| x as f64),
+            DType::U32 => conv!(u32, |&x| x as f64),
+            DType::U64 => conv!(u64, |&x| x as f64),
         }
     }
 
-    /// The elements of an integer tensor as `i64`; `None` for floating-point dtypes.
+    /// The elements of an integer tensor as `i64` (u64 values past `i64::MAX` saturate);
+    /// `None` for floating-point dtypes.
     pub fn to_i64_vec(&self) -> Option<Vec<i64>> {
         let b = self.bytes();
         macro_rules! conv {
@@ -424,6 +428,12 @@ impl Tensor {
             DType::I16 => conv!(i16),
             DType::I8 => conv!(i8),
             DType::U8 | DType::Bool => conv!(u8),
+            DType::U16 => conv!(u16),
+            DType::U32 => conv!(u32),
+            DType::U64 => bytemuck::cast_slice::<u8, u64>(b)
+                .iter()
+                .map(|&x| x.min(i64::MAX as u64) as i64)
+                .collect(),
             _ => return None,
         })
     }

@@ -54,6 +54,18 @@ macro_rules! with_int {
                 type $t = u8;
                 $body
             }
+            DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            DType::U64 => {
+                type $t = u64;
+                $body
+            }
             other => Err(format!("{} has no CPU kernel for {other}", $what)),
         }
     }};

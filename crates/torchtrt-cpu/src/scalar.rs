@@ -264,6 +264,10 @@ pub(crate) trait Int: Element + Ord {
     fn wneg(self) -> Self;
     /// `|a|`, wrapping.
     fn wabs(self) -> Self;
+    /// `a << n` for `n` below the width.
+    fn shl(self, n: u32) -> Self;
+    /// `a >> n` for `n` below the width: arithmetic for signed types, logical for unsigned.
+    fn shr(self, n: u32) -> Self;
 }
 
 macro_rules! int {
@@ -306,6 +310,14 @@ macro_rules! int {
             fn wneg(self) -> $t {
                 self.wrapping_neg()
             }
+            #[inline(always)]
+            fn shl(self, n: u32) -> $t {
+                self.wrapping_shl(n)
+            }
+            #[inline(always)]
+            fn shr(self, n: u32) -> $t {
+                self.wrapping_shr(n)
+            }
             int!(@abs $signed, $t);
         }
     )*};
@@ -322,4 +334,4 @@ macro_rules! int {
         }
     };
 }
-int!(i64: true, i32: true, i16: true, i8: true, u8: false);
+int!(i64: true, i32: true, i16: true, i8: true, u8: false, u16: false, u32: false, u64: false);

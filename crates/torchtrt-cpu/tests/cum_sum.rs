@@ -63,7 +63,7 @@ proptest! {
         let rank = shape.len() as i64;
         let axis = i64::from(axis_pick) % (2 * rank) - rank;
         let layer = CumSum { exclusive: flags[0], reverse: flags[1] };
-        let lo = if dtype == DType::U8 { 0.0 } else { -5.0 };
+        let lo = if dtype.is_unsigned() { 0.0 } else { -5.0 };
         let x = random(dtype, &shape, &mut rng, lo, 5.0);
         let a = axis_tensor(axis, flags[2], flags[3]);
         let got = run(layer.clone(), &[&x, &a])?;

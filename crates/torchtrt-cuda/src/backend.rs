@@ -121,6 +121,9 @@ impl Backend for CudaBackend {
         inputs: &[InferInput<'_>],
         options: &PrepareOptions,
     ) -> Result<Box<dyn Kernel>, String> {
+        if touches_wide_unsigned(layer, inputs) {
+            return self.host.prepare(layer, inputs);
+        }
         let ctx = PrepareCtx {
             device: &self.device,
             programs: &self.programs,
@@ -200,4 +203,15 @@ impl Backend for CudaBackend {
         }
         Ok(())
     }
+}
+
+/// Whether the layer reads or writes u16, u32 or u64 tensors, which the device kernels do
+/// not instantiate: such layers run on the host.
+fn touches_wide_unsigned(layer: &LayerKind, inputs: &[InferInput<'_>]) -> bool {
+    let wide = |d: DType| matches!(d, DType::U16 | DType::U32 | DType::U64);
+    inputs.iter().any(|i| wide(i.dtype))
+        || layer
+            .op()
+            .infer(inputs)
+            .is_ok_and(|outs| outs.iter().any(|o| wide(o.dtype)))
 }

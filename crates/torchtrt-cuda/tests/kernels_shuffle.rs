@@ -44,6 +44,18 @@ fn random(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
             .collect(),
         DType::I8 => v.iter().map(|&x| (x * 10.0) as i8 as u8).collect(),
         DType::U8 => v.iter().map(|&x| ((x + 2.0) * 60.0) as u8).collect(),
+        DType::U16 => v
+            .iter()
+            .flat_map(|&x| (((x + 2.0) * 60.0) as u16).to_le_bytes())
+            .collect(),
+        DType::U32 => v
+            .iter()
+            .flat_map(|&x| (((x + 2.0) * 60.0) as u32).to_le_bytes())
+            .collect(),
+        DType::U64 => v
+            .iter()
+            .flat_map(|&x| (((x + 2.0) * 60.0) as u64).to_le_bytes())
+            .collect(),
         DType::Bool => v.iter().map(|&x| u8::from(x > 0.0)).collect(),
     };
     Tensor::from_bytes(dtype, shape, &bytes).expect("random tensor")

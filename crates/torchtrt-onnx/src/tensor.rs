@@ -21,6 +21,9 @@ pub fn dtype_from_onnx(code: i32) -> Result<DType, String> {
         DataType::Int16 => DType::I16,
         DataType::Int8 => DType::I8,
         DataType::Uint8 => DType::U8,
+        DataType::Uint16 => DType::U16,
+        DataType::Uint32 => DType::U32,
+        DataType::Uint64 => DType::U64,
         DataType::Bool => DType::Bool,
         other => {
             return Err(format!(
@@ -43,6 +46,9 @@ pub fn dtype_to_onnx(dtype: DType) -> i32 {
         DType::I16 => DataType::Int16,
         DType::I8 => DataType::Int8,
         DType::U8 => DataType::Uint8,
+        DType::U16 => DataType::Uint16,
+        DType::U32 => DataType::Uint32,
+        DType::U64 => DataType::Uint64,
         DType::Bool => DataType::Bool,
     }) as i32
 }
@@ -101,7 +107,11 @@ fn typed_bytes(t: &TensorProto, dtype: DType) -> Result<Vec<u8>, String> {
         DType::I16 => le(&i32s.iter().map(|&v| v as i16).collect::<Vec<_>>()),
         DType::I8 => i32s.iter().map(|&v| v as i8 as u8).collect(),
         DType::U8 | DType::Bool => i32s.iter().map(|&v| v as u8).collect(),
-        DType::F16 | DType::BF16 => le(&i32s.iter().map(|&v| v as u16).collect::<Vec<_>>()),
+        DType::F16 | DType::BF16 | DType::U16 => {
+            le(&i32s.iter().map(|&v| v as u16).collect::<Vec<_>>())
+        }
+        DType::U32 => le(&t.uint64_data.iter().map(|&v| v as u32).collect::<Vec<_>>()),
+        DType::U64 => le(&t.uint64_data),
     })
 }
 

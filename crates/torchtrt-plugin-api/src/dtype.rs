@@ -30,11 +30,17 @@ pub enum DType {
     U8 = 8,
     /// Boolean, one byte per element (0 or 1).
     Bool = 9,
+    /// Unsigned 16-bit integer.
+    U16 = 10,
+    /// Unsigned 32-bit integer.
+    U32 = 11,
+    /// Unsigned 64-bit integer.
+    U64 = 12,
 }
 
 impl DType {
     /// Every dtype, in discriminant order.
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -45,14 +51,17 @@ impl DType {
         DType::I8,
         DType::U8,
         DType::Bool,
+        DType::U16,
+        DType::U32,
+        DType::U64,
     ];
 
     /// Size of one element in bytes.
     pub const fn size(self) -> usize {
         match self {
-            DType::F64 | DType::I64 => 8,
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 | DType::I16 => 2,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
         }
     }
@@ -66,8 +75,20 @@ impl DType {
     pub const fn is_integer(self) -> bool {
         matches!(
             self,
-            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
+            DType::I64
+                | DType::I32
+                | DType::I16
+                | DType::I8
+                | DType::U8
+                | DType::U16
+                | DType::U32
+                | DType::U64
         )
+    }
+
+    /// True for the unsigned integer types (not `Bool`).
+    pub const fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 
     /// Lower-case name as used on the command line and in error messages (`f32`, `bf16`, …).
@@ -83,6 +104,9 @@ impl DType {
             DType::I8 => "i8",
             DType::U8 => "u8",
             DType::Bool => "bool",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 
@@ -263,4 +287,4 @@ macro_rules! element {
     ($($t:ty => $d:ident),*) => { $(impl Element for $t { const DTYPE: DType = DType::$d; })* };
 }
 element!(f32 => F32, half::f16 => F16, half::bf16 => BF16, f64 => F64, i64 => I64, i32 => I32,
-    i16 => I16, i8 => I8, u8 => U8);
+    i16 => I16, i8 => I8, u8 => U8, u16 => U16, u32 => U32, u64 => U64);

@@ -15,13 +15,15 @@ pub fn dtype_from_torch(code: i64) -> Result<DType, String> {
         8 => DType::F64,
         12 => DType::Bool,
         13 => DType::BF16,
+        28 => DType::U16,
         other => return Err(format!("torch dtype {} is not supported", name(other))),
     })
 }
 
-/// The torch `ScalarType` code of an engine dtype.
-pub fn dtype_to_torch(dtype: DType) -> i64 {
-    match dtype {
+/// The torch `ScalarType` code of an engine dtype; `None` for u32 and u64, which the
+/// export schema has no code for.
+pub fn dtype_to_torch(dtype: DType) -> Option<i64> {
+    Some(match dtype {
         DType::U8 => 1,
         DType::I8 => 2,
         DType::I16 => 3,
@@ -32,7 +34,9 @@ pub fn dtype_to_torch(dtype: DType) -> i64 {
         DType::F64 => 8,
         DType::Bool => 12,
         DType::BF16 => 13,
-    }
+        DType::U16 => 28,
+        DType::U32 | DType::U64 => return None,
+    })
 }
 
 fn name(code: i64) -> String {
@@ -40,7 +44,6 @@ fn name(code: i64) -> String {
         9 => "complex32",
         10 => "complex64",
         11 => "complex128",
-        28 => "uint16",
         29 => "float8_e4m3fn",
         30 => "float8_e5m2",
         31 => "float8_e4m3fnuz",

@@ -4,9 +4,12 @@
 use torchtrt::plugin_api::DType;
 
 /// `(dtype, TRITONSERVER_DataType, model-configuration name)`.
-const TABLE: [(DType, u32, &str); 10] = [
+const TABLE: [(DType, u32, &str); 13] = [
     (DType::Bool, 1, "TYPE_BOOL"),
     (DType::U8, 2, "TYPE_UINT8"),
+    (DType::U16, 3, "TYPE_UINT16"),
+    (DType::U32, 4, "TYPE_UINT32"),
+    (DType::U64, 5, "TYPE_UINT64"),
     (DType::I8, 6, "TYPE_INT8"),
     (DType::I16, 7, "TYPE_INT16"),
     (DType::I32, 8, "TYPE_INT32"),
@@ -22,8 +25,7 @@ pub fn to_triton(dtype: DType) -> u32 {
     TABLE.iter().find(|e| e.0 == dtype).map_or(0, |e| e.1)
 }
 
-/// The dtype of a `TRITONSERVER_DataType`; `None` for types torchtrt has not (`BYTES`,
-/// unsigned 16- to 64-bit).
+/// The dtype of a `TRITONSERVER_DataType`; `None` for types torchtrt has not (`BYTES`).
 pub fn from_triton(t: u32) -> Option<DType> {
     TABLE.iter().find(|e| e.1 == t).map(|e| e.0)
 }

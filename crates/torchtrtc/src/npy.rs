@@ -18,6 +18,9 @@ fn descr(dtype: DType) -> &'static str {
         DType::I16 => "<i2",
         DType::I8 => "|i1",
         DType::U8 => "|u1",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
         DType::Bool => "|b1",
         DType::BF16 => "<V2",
     }

@@ -74,11 +74,11 @@ where
 struct Bool8(u8);
 
 /// A value on its way between two element types: every float widens exactly to f64, every
-/// integer to i64.
+/// integer (u64 included) to i128.
 #[derive(Clone, Copy)]
 enum Wide {
     Float(f64),
-    Int(i64),
+    Int(i128),
 }
 
 /// An element type `Cast` reads and writes.
@@ -118,7 +118,7 @@ macro_rules! cast_int {
         impl CastElem for $t {
             #[inline(always)]
             fn to_wide(self) -> Wide {
-                Wide::Int(self as i64)
+                Wide::Int(self as i128)
             }
             #[inline(always)]
             fn from_wide(w: Wide) -> $t {
@@ -130,12 +130,12 @@ macro_rules! cast_int {
         }
     )*};
 }
-cast_int!(i64, i32, i16, i8, u8);
+cast_int!(i64, i32, i16, i8, u8, u16, u32, u64);
 
 impl CastElem for Bool8 {
     #[inline(always)]
     fn to_wide(self) -> Wide {
-        Wide::Int(i64::from(self.0 != 0))
+        Wide::Int(i128::from(self.0 != 0))
     }
     #[inline(always)]
     fn from_wide(w: Wide) -> Bool8 {
@@ -159,6 +159,9 @@ macro_rules! with_elem {
             DType::I16 => with_elem!(@ i16, $t, $body),
             DType::I8 => with_elem!(@ i8, $t, $body),
             DType::U8 => with_elem!(@ u8, $t, $body),
+            DType::U16 => with_elem!(@ u16, $t, $body),
+            DType::U32 => with_elem!(@ u32, $t, $body),
+            DType::U64 => with_elem!(@ u64, $t, $body),
             DType::Bool => with_elem!(@ Bool8, $t, $body),
         }
     };

@@ -252,24 +252,12 @@ fn int_pow(base: i64, exp: i64) -> i64 {
 /// Bit shifts: bits past the width are dropped; a shift by a negative count or at least
 /// the width gives 0, or −1 for a right shift of a negative value.
 pub(super) fn shift<T: Int>(op: Shift, a: Operand<'_, T>, b: Operand<'_, T>, out: &mut [T]) {
-    let bits = 8 * std::mem::size_of::<T>() as i64;
+    let bits = 8 * std::mem::size_of::<T>() as u32;
+    let count = |y: T| u32::try_from(y.to_i64()).ok().filter(|&n| n < bits);
     match op {
-        Shift::Left => zip(a, b, out, |x, y| {
-            let n = y.to_i64();
-            if (0..bits).contains(&n) {
-                T::from_i64(x.to_i64().wrapping_shl(n as u32))
-            } else {
-                T::ZERO
-            }
-        }),
+        Shift::Left => zip(a, b, out, |x, y| count(y).map_or(T::ZERO, |n| x.shl(n))),
         Shift::Right => zip(a, b, out, |x, y| {
-            let n = y.to_i64();
-            let v = x.to_i64();
-            T::from_i64(if (0..bits).contains(&n) {
-                v >> n
-            } else {
-                v >> 63
-            })
+            count(y).map_or_else(|| x.shr(bits - 1).shr(1), |n| x.shr(n))
         }),
     }
 }

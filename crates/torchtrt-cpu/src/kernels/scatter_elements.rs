@@ -78,7 +78,7 @@ macro_rules! combine_int {
         }
     )*};
 }
-combine_int!(i64, i32, i16, i8, u8);
+combine_int!(i64, i32, i16, i8, u8, u16, u32, u64);
 
 fn reduce<T: Combine>(
     index: &ElementIndex,
@@ -124,6 +124,9 @@ impl Kernel for ScatterElementsKernel {
             (_, DType::I16) => reduce::<i16>(&index, updates, out, op),
             (_, DType::I8) => reduce::<i8>(&index, updates, out, op),
             (_, DType::U8) => reduce::<u8>(&index, updates, out, op),
+            (_, DType::U16) => reduce::<u16>(&index, updates, out, op),
+            (_, DType::U32) => reduce::<u32>(&index, updates, out, op),
+            (_, DType::U64) => reduce::<u64>(&index, updates, out, op),
             (_, DType::Bool) => Err(format!("{WHAT} has no {op:?} reduction for bool")),
         }
     }

@@ -91,6 +91,9 @@ impl Kernel for ScatterNdKernel {
             (_, DType::I16) => reduce::<i16>(&tuples, updates, out, op),
             (_, DType::I8) => reduce::<i8>(&tuples, updates, out, op),
             (_, DType::U8) => reduce::<u8>(&tuples, updates, out, op),
+            (_, DType::U16) => reduce::<u16>(&tuples, updates, out, op),
+            (_, DType::U32) => reduce::<u32>(&tuples, updates, out, op),
+            (_, DType::U64) => reduce::<u64>(&tuples, updates, out, op),
             (_, DType::Bool) => Err(format!("{WHAT} has no {op:?} reduction for bool")),
         }
     }

@@ -3,7 +3,6 @@
 use proptest::prelude::*;
 use proptest::sample::select;
 use torchtrt_core::layers::{Activation, ActivationKind as A};
-use torchtrt_core::plugin_api::DType;
 
 use crate::reference::activation::apply;
 use crate::support::{Rng, Tol, check, float_dtype, int_dtype, nd, random, run, shape};
@@ -55,7 +54,7 @@ proptest! {
         shape in shape(4, 6),
         seed: u64,
     ) {
-        let (lo, hi) = if dtype == DType::U8 { (0.0, 255.0) } else { (-100.0, 100.0) };
+        let (lo, hi) = if dtype.is_unsigned() { (0.0, 255.0) } else { (-100.0, 100.0) };
         let x = random(dtype, &shape, &mut Rng::new(seed), lo, hi);
         let got = run(Activation { kind }, &[&x])?;
         let want = nd(&x).map(|v| match kind {

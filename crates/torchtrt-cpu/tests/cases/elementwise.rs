@@ -106,7 +106,7 @@ proptest! {
         seed: u64,
     ) {
         let mut rng = Rng::new(seed);
-        let (lo, hi) = if dtype == DType::U8 { (0.0, 4.0) } else { (-2.0, 2.0) };
+        let (lo, hi) = if dtype.is_unsigned() { (0.0, 4.0) } else { (-2.0, 2.0) };
         let small = |shape: &[usize], rng: &mut Rng| {
             let t = random(DType::I64, shape, rng, lo, hi);
             crate::support::from_f64(dtype, shape, &t.to_f64_vec())
@@ -224,4 +224,35 @@ fn out_of_range_shifts_saturate() {
     assert_eq!(wrapped.as_slice::<i8>().expect("i8"), &[-128, -128, -128]);
     let f = Tensor::from_vec(&[1], vec![1f32]).expect("tensor");
     assert!(run(layer(E::ShiftLeft, false), &[&f, &f]).is_err());
+}
+
+/// u64 values past `i64::MAX`: right shifts are logical, comparisons and min/max unsigned,
+/// sums wrap at 2^64, and casts to f32 and i64 follow the ONNX rules.
+#[test]
+fn wide_unsigned_values_keep_their_high_bit() {
+    use torchtrt_core::Tensor;
+    use torchtrt_core::layers::Cast;
+    let top = 1u64 << 63;
+    let a = Tensor::from_vec(&[3], vec![top, u64::MAX, top + 5]).expect("tensor");
+    let b = Tensor::from_vec(&[3], vec![1u64, 2, 7]).expect("tensor");
+    let right = run(layer(E::ShiftRight, false), &[&a, &b]).expect("runs");
+    assert_eq!(
+        right.as_slice::<u64>().expect("u64"),
+        &[top >> 1, u64::MAX >> 2, (top + 5) >> 7]
+    );
+    let sum = run(layer(E::Add, false), &[&a, &b]).expect("runs");
+    assert_eq!(sum.as_slice::<u64>().expect("u64"), &[top + 1, 1, top + 12]);
+    let greater = run(layer(E::Greater, false), &[&a, &b]).expect("runs");
+    assert_eq!(greater.bytes(), &[1, 1, 1]);
+    let min = run(layer(E::Min, false), &[&a, &b]).expect("runs");
+    assert_eq!(min.as_slice::<u64>().expect("u64"), &[1, 2, 7]);
+    let as_f32 = run(Cast { to: DType::F32 }, &[&a]).expect("runs");
+    assert_eq!(as_f32.as_slice::<f32>().expect("f32")[1], u64::MAX as f32);
+    let as_i64 = run(Cast { to: DType::I64 }, &[&a]).expect("runs");
+    assert_eq!(as_i64.as_slice::<i64>().expect("i64")[0], i64::MIN);
+    let back = run(Cast { to: DType::U64 }, &[&as_i64]).expect("runs");
+    assert_eq!(
+        back.as_slice::<u64>().expect("u64"),
+        a.as_slice::<u64>().expect("u64")
+    );
 }

@@ -70,7 +70,7 @@ proptest! {
     #[test]
     fn integer_functions(op in select(vec![U::Abs, U::Neg, U::Sign]), dtype in int_dtype(), shape in shape(4, 6), seed: u64) {
         let mut rng = Rng::new(seed);
-        let (lo, hi) = if dtype == DType::U8 { (0.0, 255.0) } else { (-100.0, 100.0) };
+        let (lo, hi) = if dtype.is_unsigned() { (0.0, 255.0) } else { (-100.0, 100.0) };
         let x = random(dtype, &shape, &mut rng, lo, hi);
         let got = run(Unary { op }, &[&x])?;
         check(&got, &nd(&x).map(|v| cast(apply(op, v), DType::I64, dtype)), Tol::of(dtype))?;

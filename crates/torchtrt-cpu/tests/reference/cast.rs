@@ -28,6 +28,9 @@ pub fn cast(v: f64, from: DType, to: DType) -> f64 {
         DType::I16 => int(i16::MIN as f64, i16::MAX as f64, 16),
         DType::I8 => int(i8::MIN as f64, i8::MAX as f64, 8),
         DType::U8 => int(0.0, 255.0, 8),
+        DType::U16 => int(0.0, 65535.0, 16),
+        DType::U32 => int(0.0, u32::MAX as f64, 32),
+        DType::U64 => int(0.0, u64::MAX as f64, 64),
         DType::Bool => f64::from(u8::from(v != 0.0)),
     }
 }

@@ -77,6 +77,9 @@ pub fn from_f64(dtype: DType, shape: &[usize], values: &[f64]) -> Tensor {
         DType::I16 => Tensor::from_vec(shape, values.iter().map(|&v| v as i16).collect()),
         DType::I8 => Tensor::from_vec(shape, values.iter().map(|&v| v as i8).collect()),
         DType::U8 => Tensor::from_vec(shape, values.iter().map(|&v| v as u8).collect()),
+        DType::U16 => Tensor::from_vec(shape, values.iter().map(|&v| v as u16).collect()),
+        DType::U32 => Tensor::from_vec(shape, values.iter().map(|&v| v as u32).collect()),
+        DType::U64 => Tensor::from_vec(shape, values.iter().map(|&v| v as u64).collect()),
         DType::Bool => Tensor::from_bytes(
             DType::Bool,
             shape,
@@ -184,7 +187,7 @@ pub fn check(got: &Tensor, want: &Nd, tol: Tol) -> Result<(), TestCaseError> {
 /// `lo..=hi` with random signs (signed integers): never zero when `lo > 0`.
 pub fn random_signed(dtype: DType, shape: &[usize], rng: &mut Rng, lo: f64, hi: f64) -> Tensor {
     let n: usize = shape.iter().product();
-    let signed = !matches!(dtype, DType::U8 | DType::Bool);
+    let signed = !(dtype.is_unsigned() || dtype == DType::Bool);
     let values: Vec<f64> = (0..n)
         .map(|_| {
             let m = if dtype.is_float() {
@@ -211,6 +214,9 @@ pub fn int_dtype() -> impl proptest::strategy::Strategy<Value = DType> {
         DType::I16,
         DType::I8,
         DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
     ])
 }
 

@@ -190,6 +190,9 @@ pub(crate) fn suffix(dtype: DType) -> &'static str {
         DType::I16 => "i16",
         DType::I8 => "i8",
         DType::U8 => "u8",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        DType::U64 => "u64",
         DType::Bool => "bool",
     }
 }
@@ -206,6 +209,9 @@ pub(crate) fn tag(dtype: DType) -> &'static str {
         DType::I16 => "I16",
         DType::I8 => "I8",
         DType::U8 => "U8",
+        DType::U16 => "U16",
+        DType::U32 => "U32",
+        DType::U64 => "U64",
         DType::Bool => "BOOL",
     }
 }

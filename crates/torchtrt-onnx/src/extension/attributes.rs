@@ -38,7 +38,7 @@ pub(crate) fn node_fields(node: &Node<'_>) -> Result<FieldCollection> {
                 let bytes = t.bytes();
                 let value = match t.dtype() {
                     DType::Bool | DType::U8 => Some(FieldValue::Bytes(bytes.to_vec())),
-                    d => FieldValue::from_bytes(field_type_of(d), bytes),
+                    d => field_type_of(d).and_then(|f| FieldValue::from_bytes(f, bytes)),
                 };
                 let shape = t.shape().iter().map(|&d| d as i64).collect();
                 out.set(&format!("{name}.shape"), FieldValue::Dims(shape));
@@ -56,9 +56,11 @@ pub(crate) fn node_fields(node: &Node<'_>) -> Result<FieldCollection> {
     Ok(out)
 }
 
-fn field_type_of(d: DType) -> torchtrt_core::plugin_api::FieldType {
+/// The field type holding a tensor attribute of dtype `d`; `None` for the unsigned types
+/// wider than a byte, which fields have no type for.
+fn field_type_of(d: DType) -> Option<torchtrt_core::plugin_api::FieldType> {
     use torchtrt_core::plugin_api::FieldType as F;
-    match d {
+    Some(match d {
         DType::F32 => F::F32,
         DType::F16 => F::F16,
         DType::BF16 => F::BF16,
@@ -68,7 +70,8 @@ fn field_type_of(d: DType) -> torchtrt_core::plugin_api::FieldType {
         DType::I16 => F::I16,
         DType::I8 => F::I8,
         DType::U8 | DType::Bool => F::Bytes,
-    }
+        DType::U16 | DType::U32 | DType::U64 => return None,
+    })
 }
 
 #[cfg(test)]

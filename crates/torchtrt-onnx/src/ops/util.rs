@@ -20,6 +20,9 @@ pub(crate) fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, dtype: DType, v: f64) -
         DType::I16 => Tensor::scalar(v as i16),
         DType::I8 => Tensor::scalar(v as i8),
         DType::U8 => Tensor::scalar(v as u8),
+        DType::U16 => Tensor::scalar(v as u16),
+        DType::U32 => Tensor::scalar(v as u32),
+        DType::U64 => Tensor::scalar(v as u64),
         DType::Bool => Tensor::from_bytes(DType::Bool, &[], &[(v != 0.0) as u8])?,
     };
     ctx.constant(node, t)

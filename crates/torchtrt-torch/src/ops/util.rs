@@ -22,6 +22,9 @@ pub(crate) fn scalar(ctx: &mut Ctx<'_>, node: &Node<'_>, dtype: DType, v: f64) -
         DType::I16 => Tensor::scalar(v as i16),
         DType::I8 => Tensor::scalar(v as i8),
         DType::U8 => Tensor::scalar(v as u8),
+        DType::U16 => Tensor::scalar(v as u16),
+        DType::U32 => Tensor::scalar(v as u32),
+        DType::U64 => Tensor::scalar(v as u64),
         DType::Bool => Tensor::from_bytes(DType::Bool, &[], &[u8::from(v != 0.0)])?,
     };
     ctx.constant(node, t)
@@ -65,9 +68,9 @@ pub(crate) fn promote(a: DType, b: DType) -> DType {
     let rank = |d: DType| match d {
         Bool => 0,
         U8 | I8 => 1,
-        I16 => 2,
-        I32 => 3,
-        I64 => 4,
+        I16 | U16 => 2,
+        I32 | U32 => 3,
+        I64 | U64 => 4,
         F16 | BF16 => 5,
         F32 => 6,
         F64 => 7,

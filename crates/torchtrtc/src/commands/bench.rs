@@ -219,6 +219,9 @@ fn filled(dtype: DType, dims: &[usize], v: &[f64]) -> Result<Tensor> {
         DType::I16 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i16).collect())?,
         DType::I8 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as i8).collect())?,
         DType::U8 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as u8).collect())?,
+        DType::U16 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as u16).collect())?,
+        DType::U32 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as u32).collect())?,
+        DType::U64 => Tensor::from_vec(dims, v.iter().map(|&x| (x * 10.0) as u64).collect())?,
         DType::Bool => Tensor::from_bytes(
             DType::Bool,
             dims,
