@@ -22,7 +22,8 @@ use super::{InferInput, LayerOp, TypeShape, require_float};
 /// below 0 are unbounded). With
 /// `softcap > 0` the scores become `softcap · tanh(scores / softcap)` before the mask. A
 /// query that may attend no key gets zeros. The output has the query's layout with the
-/// value's head size.
+/// value's head size. With `scores` set, a second output holds the score matrix
+/// `[batch, q_heads, q_seq, keys]` at that stage (ONNX `qk_matmul_output`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Attention {
     /// Query heads of rank-3 inputs; 0 for rank-4 inputs.
@@ -45,6 +46,33 @@ pub struct Attention {
     pub left_window: i64,
     /// Keys attended after a query's position; negative for all.
     pub right_window: i64,
+    /// Also output the score matrix at this stage.
+    pub scores: Option<ScoreStage>,
+}
+
+/// The stage of the score matrix an [`Attention`] layer also outputs (ONNX
+/// `qk_matmul_output_mode`: 0 and 1 are `Product`, 2 `Biased`, 3 `Weights`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScoreStage {
+    /// `Q·Kᵀ · scale`, soft-capped when `softcap > 0`.
+    Product,
+    /// The product plus the mask and the causal, window and valid-key rules (`−∞` where a
+    /// key may not be attended).
+    Biased,
+    /// The softmax of the biased scores; zeros for a query that may attend no key.
+    Weights,
+}
+
+impl ScoreStage {
+    /// The stage of an ONNX `qk_matmul_output_mode`.
+    pub fn from_onnx(mode: i64) -> Option<ScoreStage> {
+        match mode {
+            0 | 1 => Some(ScoreStage::Product),
+            2 => Some(ScoreStage::Biased),
+            3 => Some(ScoreStage::Weights),
+            _ => None,
+        }
+    }
 }
 
 impl Default for Attention {
@@ -60,6 +88,7 @@ impl Default for Attention {
             nonpad: false,
             left_window: -1,
             right_window: -1,
+            scores: None,
         }
     }
 }
@@ -128,6 +157,9 @@ impl LayerOp for Attention {
     }
     fn arity(&self) -> (usize, usize) {
         (3, 6)
+    }
+    fn num_outputs(&self) -> usize {
+        1 + usize::from(self.scores.is_some())
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let want = self.input_count();
@@ -229,10 +261,18 @@ impl LayerOp for Attention {
             return Err(format!("softcap {} must be finite and ≥ 0", self.softcap));
         }
         let shape = if self.q_heads == 0 {
-            vec![qb, qh, qs, vd]
+            vec![qb.clone(), qh.clone(), qs.clone(), vd]
         } else {
-            vec![qb, qs, vd * self.q_heads as i64]
+            vec![qb.clone(), qs.clone(), vd * self.q_heads as i64]
         };
-        Ok(vec![TypeShape::new(q.dtype, shape)])
+        let mut out = vec![TypeShape::new(q.dtype, shape)];
+        if self.scores.is_some() {
+            let keys = match self.past {
+                true => inputs[self.past_input()].shape[2].clone() + ks,
+                false => ks,
+            };
+            out.push(TypeShape::new(q.dtype, vec![qb, qh, qs, keys]));
+        }
+        Ok(out)
     }
 }

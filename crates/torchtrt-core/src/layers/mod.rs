@@ -54,7 +54,7 @@ mod value_test;
 
 pub use activation::{Activation, ActivationKind};
 pub use arg_reduce::ArgReduce;
-pub use attention::Attention;
+pub use attention::{Attention, ScoreStage};
 pub use cast::Cast;
 pub use concat::Concat;
 pub use constant::Constant;

@@ -5,12 +5,12 @@
 
 use proptest::prelude::*;
 use torchtrt_core::Tensor;
-use torchtrt_core::layers::{Attention, RotaryEmbedding};
+use torchtrt_core::layers::{Attention, RotaryEmbedding, ScoreStage};
 use torchtrt_core::plugin_api::DType;
 
 use crate::reference::Nd;
-use crate::reference::attention::{Rules, attention, rotary};
-use crate::support::{Rng, Tol, check, float_dtype, nd, random, run};
+use crate::reference::attention::{Keys, Rules, attention, rotary, scores};
+use crate::support::{Rng, Tol, check, float_dtype, global, nd, random, run, run_on};
 
 /// `[batch, heads, seq, head]` as `[batch, seq, heads · head]`.
 fn heads_last(t: &Nd) -> Nd {
@@ -62,6 +62,7 @@ proptest! {
             nonpad,
             left_window: if rng.coin() { rng.int(0, 30) } else { -1 },
             right_window: if rng.coin() { rng.int(0, 30) } else { -1 },
+            scores: [None, Some(ScoreStage::Product), Some(ScoreStage::Biased), Some(ScoreStage::Weights)][rng.int(0, 3) as usize],
         };
         let mlen = total - rng.int(0, total as i64 / 3) as usize;
         let mshape = if rng.coin() { vec![sq, mlen] } else { vec![b, 1, sq, mlen] };
@@ -89,7 +90,9 @@ proptest! {
         if nonpad {
             inputs.push(&counts);
         }
-        let got = run(layer.clone(), &inputs)?;
+        let mut outs = run_on(global(), layer.clone(), &inputs).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(outs.len(), 1 + usize::from(layer.scores.is_some()));
+        let got = outs.remove(0);
         let (keys, values) = if past {
             (concat_keys(&nd(&pk), &nd(&k4)), concat_keys(&nd(&pv), &nd(&v4)))
         } else {
@@ -115,9 +118,15 @@ proptest! {
         };
         let offset = |bi: usize| if nonpad { valid[bi] - sq as i64 } else { p as i64 };
         let limit = |bi: usize| if nonpad { valid[bi] } else { total as i64 };
-        let want = attention(&nd(&q4), &keys, &values, &rules, &bias, &offset, &limit);
+        let rows = Keys { bias: &bias, offset: &offset, valid: &limit };
+        let want = attention(&nd(&q4), &keys, &values, &rules, &rows);
         let want = if rank3 { heads_last(&want) } else { want };
         check(&got, &want, Tol::of(dtype).scaled(4.0))?;
+        if let Some(stage) = layer.scores {
+            let stage = match stage { ScoreStage::Product => 0, ScoreStage::Biased => 1, ScoreStage::Weights => 2 };
+            let want = scores(&nd(&q4), &keys, &rules, &rows, stage);
+            check(&outs[0], &want, Tol::of(dtype).scaled(8.0))?;
+        }
     }
 
     #[test]

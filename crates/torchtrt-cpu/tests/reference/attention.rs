@@ -14,59 +14,100 @@ pub struct Rules {
     pub window: (i64, i64),
 }
 
-/// `softmax(q·kᵀ·scale + bias)·v` per batch and head (grouped heads read head
-/// `h / (heads / kv_heads)`); `bias(b, h, i, j)` is the mask; `offset` and `valid` per batch
-/// place the causal frontier and the valid keys. Rows with no attendable key give zeros.
-pub fn attention(
+/// Where the keys of a query lie and what it may attend: the mask `bias(b, h, i, j)`,
+/// and per batch the causal `offset` and the `valid` keys.
+pub struct Keys<'a> {
+    pub bias: &'a dyn Fn(usize, usize, usize, usize) -> f64,
+    pub offset: &'a dyn Fn(usize) -> i64,
+    pub valid: &'a dyn Fn(usize) -> i64,
+}
+
+/// The scores of query `(b, h, i)` against every key: the scaled, soft-capped products,
+/// and the biases (the mask, or −∞ where the rules forbid the key).
+fn score_row(
     q: &Nd,
     k: &Nd,
-    v: &Nd,
     rules: &Rules,
-    bias: &dyn Fn(usize, usize, usize, usize) -> f64,
-    offset: &dyn Fn(usize) -> i64,
-    valid: &dyn Fn(usize) -> i64,
-) -> Nd {
-    let [_, hq, _, d] = [q.shape[0], q.shape[1], q.shape[2], q.shape[3]];
-    let (hk, keys, dv) = (k.shape[1], k.shape[2], v.shape[3]);
-    let group = hq / hk;
+    keys: &Keys<'_>,
+    [b, h, i]: [usize; 3],
+) -> (Vec<f64>, Vec<f64>) {
+    let (d, group) = (q.shape[3], q.shape[1] / k.shape[1]);
+    (0..k.shape[2])
+        .map(|j| {
+            let mut s: f64 = (0..d)
+                .map(|t| q.at(&[b, h, i, t]) * k.at(&[b, h / group, j, t]))
+                .sum::<f64>()
+                * rules.scale;
+            if rules.softcap > 0.0 {
+                s = rules.softcap * (s / rules.softcap).tanh();
+            }
+            let diff = i as i64 + (keys.offset)(b) - j as i64;
+            let allowed = (j as i64) < (keys.valid)(b)
+                && !(rules.causal && diff < 0)
+                && !(rules.window.0 >= 0 && diff > rules.window.0)
+                && !(rules.window.1 >= 0 && -diff > rules.window.1);
+            let bv = if allowed {
+                (keys.bias)(b, h, i, j)
+            } else {
+                f64::NEG_INFINITY
+            };
+            (s, bv)
+        })
+        .unzip()
+}
+
+/// The softmax weights of biased scores; `None` when no key may be attended.
+fn weights(products: &[f64], biases: &[f64]) -> Option<Vec<f64>> {
+    let scores: Vec<f64> = products.iter().zip(biases).map(|(s, b)| s + b).collect();
+    let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if biases.iter().all(|&b| b == f64::NEG_INFINITY) || m == f64::NEG_INFINITY {
+        return None;
+    }
+    let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+    let total: f64 = e.iter().sum();
+    Some(e.iter().map(|x| x / total).collect())
+}
+
+/// `softmax(q·kᵀ·scale + bias)·v` per batch and head (grouped heads read head
+/// `h / (heads / kv_heads)`). Rows with no attendable key give zeros.
+pub fn attention(q: &Nd, k: &Nd, v: &Nd, rules: &Rules, keys: &Keys<'_>) -> Nd {
+    let (hq, dv, group) = (q.shape[1], v.shape[3], q.shape[1] / k.shape[1]);
     let mut out = Nd::from_fn(vec![q.shape[0], hq, q.shape[2], dv], |_| 0.0);
     for b in 0..q.shape[0] {
         for h in 0..hq {
             for i in 0..q.shape[2] {
-                let mut scores = Vec::with_capacity(keys);
-                let mut any = false;
-                for j in 0..keys {
-                    let mut s: f64 = (0..d)
-                        .map(|t| q.at(&[b, h, i, t]) * k.at(&[b, h / group, j, t]))
-                        .sum::<f64>()
-                        * rules.scale;
-                    if rules.softcap > 0.0 {
-                        s = rules.softcap * (s / rules.softcap).tanh();
-                    }
-                    let diff = i as i64 + offset(b) - j as i64;
-                    let allowed = (j as i64) < valid(b)
-                        && !(rules.causal && diff < 0)
-                        && !(rules.window.0 >= 0 && diff > rules.window.0)
-                        && !(rules.window.1 >= 0 && -diff > rules.window.1);
-                    let bv = if allowed {
-                        bias(b, h, i, j)
-                    } else {
-                        f64::NEG_INFINITY
-                    };
-                    any |= bv != f64::NEG_INFINITY;
-                    scores.push(s + bv);
-                }
-                let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                if !any || m == f64::NEG_INFINITY {
+                let (products, biases) = score_row(q, k, rules, keys, [b, h, i]);
+                let Some(w) = weights(&products, &biases) else {
                     continue;
-                }
-                let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-                let total: f64 = e.iter().sum();
+                };
                 for t in 0..dv {
-                    let y: f64 = (0..keys).map(|j| e[j] * v.at(&[b, h / group, j, t])).sum();
-                    let at = super::ravel(&[b, h, i, t], &out.shape);
-                    out.data[at] = y / total;
+                    let y: f64 = (0..w.len())
+                        .map(|j| w[j] * v.at(&[b, h / group, j, t]))
+                        .sum();
+                    out.data[super::ravel(&[b, h, i, t], &out.shape)] = y;
                 }
+            }
+        }
+    }
+    out
+}
+
+/// The score matrix `[batch, q_heads, q_seq, keys]` at `stage`: 0 the products, 1 with the
+/// biases, 2 the softmax weights (zeros for rows with no attendable key).
+pub fn scores(q: &Nd, k: &Nd, rules: &Rules, keys: &Keys<'_>, stage: u8) -> Nd {
+    let n = k.shape[2];
+    let mut out = Nd::from_fn(vec![q.shape[0], q.shape[1], q.shape[2], n], |_| 0.0);
+    for b in 0..q.shape[0] {
+        for h in 0..q.shape[1] {
+            for i in 0..q.shape[2] {
+                let (products, biases) = score_row(q, k, rules, keys, [b, h, i]);
+                let row: Vec<f64> = match stage {
+                    0 => products,
+                    1 => products.iter().zip(&biases).map(|(s, b)| s + b).collect(),
+                    _ => weights(&products, &biases).unwrap_or_else(|| vec![0.0; n]),
+                };
+                let at = super::ravel(&[b, h, i, 0], &out.shape);
+                out.data[at..at + n].copy_from_slice(&row);
             }
         }
     }

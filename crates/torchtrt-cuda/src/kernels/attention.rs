@@ -144,6 +144,9 @@ pub(super) fn prepare(
     let LayerKind::Attention(l) = layer else {
         return None;
     };
+    if l.scores.is_some() {
+        return None;
+    }
     let q = inputs.first()?;
     let dt = dtype_suffix(q.dtype)?;
     let too_wide = |t: &InferInput<'_>, heads: usize| {

@@ -1,9 +1,9 @@
 //! `Attention` (opset 23): one fused attention layer; the present keys and values, when
 //! asked for, are the past ones concatenated with the new ones (in `[batch, heads, seq,
-//! head]`).
+//! head]`); the score matrix (`qk_matmul_output`) is the layer's second output.
 
 use torchtrt_core::TensorId;
-use torchtrt_core::layers::{Attention, Concat, Reshape, Transpose};
+use torchtrt_core::layers::{Attention, Concat, Reshape, ScoreStage, Transpose};
 
 use crate::ctx::Ctx;
 use crate::error::Result;
@@ -28,11 +28,15 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
     };
     let nonpad = ctx.opt_input(node, 6)?;
     let wanted = |i: usize| node.proto.output.get(i).is_some_and(|o| !o.is_empty());
-    if wanted(3) {
-        return Err(node.err(
-            "output qk_matmul_output is not supported (the fused layer keeps no score matrix)",
-        ));
-    }
+    let scores =
+        if wanted(3) {
+            let mode = node.int_or("qk_matmul_output_mode", 0)?;
+            Some(ScoreStage::from_onnx(mode).ok_or_else(|| {
+                node.err(format!("qk_matmul_output_mode {mode} is not 0, 1, 2 or 3"))
+            })?)
+        } else {
+            None
+        };
     let rank = ctx.rank(q);
     let heads = |name: &str| -> Result<usize> {
         let n = node.int_or(name, 0)?;
@@ -57,6 +61,7 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         nonpad: nonpad.is_some(),
         left_window: node.int_or("left_window_size", -1)?,
         right_window: node.int_or("right_window_size", -1)?,
+        scores,
     };
     let mut inputs = vec![q, k, v];
     inputs.extend(mask);
@@ -64,10 +69,10 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         inputs.extend([pk, pv]);
     }
     inputs.extend(nonpad);
-    let y = ctx.add(node, layer, &inputs)?;
-    let mut outputs = vec![y];
+    let ys = ctx.add_multi(node, layer, &inputs)?;
+    let mut outputs = vec![ys[0]];
     for (i, new) in [(1, k), (2, v)] {
-        if !wanted(i) && !wanted(2) {
+        if !wanted(i) && !wanted(2) && !wanted(3) {
             break;
         }
         let heads_first = if rank == 3 {
@@ -91,5 +96,6 @@ fn attention(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         };
         outputs.push(present);
     }
+    outputs.extend(ys.get(1));
     Ok(outputs)
 }

@@ -4,10 +4,12 @@
 //! weighted values added by a second product, so at most one block of the score matrix
 //! exists at a time.
 
+mod scores;
+
 use rayon::prelude::*;
 use torchtrt_core::layers::Attention;
 use torchtrt_core::plugin_api::DType;
-use torchtrt_core::{InferInput, Kernel, Tensor};
+use torchtrt_core::{InferInput, Kernel, LayerOp, Tensor};
 
 use crate::dispatch::with_float;
 use crate::linalg::{GemmElem, MatRef, gemm};
@@ -187,7 +189,7 @@ impl Kernel for AttentionKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
         let l = &self.layer;
         let n_in = l.input_count();
-        check_arity(WHAT, inputs, outputs, n_in..=n_in, 1)?;
+        check_arity(WHAT, inputs, outputs, n_in..=n_in, l.num_outputs())?;
         let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
         for t in [q, k, v] {
             check_dtype(WHAT, t, self.dtype)?;
@@ -242,8 +244,16 @@ impl Kernel for AttentionKernel {
         } else {
             vec![b, sq, hq * dv]
         };
-        let out = &mut outputs[0];
+        let (out, rest) = outputs.split_first_mut().ok_or("Attention: no output")?;
         check_output(WHAT, out, self.dtype, &shape)?;
+        let past_len = past.map_or(0, |((_, pk), _)| pk.dims[2]);
+        let score_out = match (l.scores, rest.first_mut()) {
+            (Some(stage), Some(t)) => {
+                check_output(WHAT, t, self.dtype, &[b, hq, sq, past_len + ko.dims[2]])?;
+                Some((stage, t))
+            }
+            _ => None,
+        };
         let scale = f64::from(l.scale.unwrap_or(1.0 / (d as f32).sqrt()));
         with_float!(self.dtype, WHAT, T => {
             let mut bufs: [Vec<<T as FloatElem>::C>; 5] = Default::default();
@@ -276,6 +286,9 @@ impl Kernel for AttentionKernel {
                 dv,
             };
             T::write(elems_mut(out)?, &mut Vec::new(), |oc| attend(&problem, l.q_heads > 0, oc));
+            if let Some((stage, t)) = score_out {
+                T::write(elems_mut(t)?, &mut Vec::new(), |sc| scores::scores(&problem, stage, sc));
+            }
             Ok(())
         })
     }
