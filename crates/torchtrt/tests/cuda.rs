@@ -212,3 +212,53 @@ fn shape_inputs_size_a_cuda_plugin_at_run_time() {
         }
     }
 }
+
+/// Layers the CUDA kernels do not instantiate (an Attention that also outputs its score
+/// matrix, arithmetic on u32) run on the host of a CUDA engine, and match the CPU engine.
+#[test]
+fn layers_without_device_kernels_run_on_the_host_of_a_cuda_engine() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2.into(), 3.into(), 5.into(), 8.into()])
+        .expect("x");
+    let u = net.add_input("u", DType::U32, &[6.into()]).expect("u");
+    let attention = layers::Attention {
+        causal: true,
+        scores: Some(layers::ScoreStage::Weights),
+        ..layers::Attention::default()
+    };
+    let outs = net
+        .add_layer("attention", attention, &[x, x, x])
+        .expect("attention");
+    let sum = layers::Elementwise::new(layers::ElementwiseOp::Add);
+    let u2 = net.add_layer("sum", sum, &[u, u]).expect("sum")[0];
+    net.mark_output(outs[0], "y").expect("y");
+    net.mark_output(outs[1], "scores").expect("scores");
+    net.mark_output(u2, "u2").expect("u2");
+    let x = Tensor::from_vec(&[2, 3, 5, 8], random_f32(240, 3)).expect("x");
+    let u = Tensor::from_vec(&[6], vec![1u32, 7, 1 << 31, u32::MAX, 40, 0]).expect("u");
+    let run = |device: &str| {
+        let engine =
+            torchtrt::compile_for(&net, &BuildConfig::default(), device).expect("compiles");
+        let mut ctx = engine.create_context().expect("context");
+        ctx.execute(&[&x, &u]).expect("runs")
+    };
+    let (want, got) = (run("cpu"), run("cuda"));
+    for k in 0..2 {
+        assert_eq!(got[k].shape(), want[k].shape());
+        assert_close(
+            got[k].as_slice::<f32>().expect("f32"),
+            want[k].as_slice::<f32>().expect("f32"),
+            1e-6,
+            1e-5,
+        );
+    }
+    assert_eq!(
+        got[2].as_slice::<u32>().expect("u32"),
+        &[2, 14, 0, u32::MAX - 1, 80, 0]
+    );
+}
