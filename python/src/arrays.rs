@@ -29,7 +29,8 @@ struct Torch {
     tensor: Py<PyType>,
     empty: Py<PyAny>,
     current_stream: Py<PyAny>,
-    dtypes: Vec<Py<PyAny>>,
+    /// `None` for the dtypes this torch has no type for (u32 and u64 before torch 2.3).
+    dtypes: Vec<Option<Py<PyAny>>>,
 }
 
 static NUMPY: PyOnceLock<Numpy> = PyOnceLock::new();
@@ -60,8 +61,8 @@ fn torch(py: Python<'_>) -> PyResult<&Torch> {
         let torch = py.import("torch")?;
         let dtypes = DType::ALL
             .iter()
-            .map(|d| torch.getattr(torch_dtype_name(*d)).map(Bound::unbind))
-            .collect::<PyResult<_>>()?;
+            .map(|d| torch.getattr(torch_dtype_name(*d)).ok().map(Bound::unbind))
+            .collect();
         Ok(Torch {
             tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
             empty: torch.getattr("empty")?.unbind(),
@@ -129,8 +130,13 @@ pub fn empty<'py>(
         }
         Kind::Torch => {
             let t = torch(py)?;
+            let Some(torch_dtype) = &t.dtypes[dtype as usize] else {
+                return Err(msg(format!(
+                    "output `{name}` is {dtype}, which this torch has no type for: pass numpy arrays"
+                )));
+            };
             let kwargs = pyo3::types::PyDict::new(py);
-            kwargs.set_item("dtype", t.dtypes[dtype as usize].bind(py))?;
+            kwargs.set_item("dtype", torch_dtype.bind(py))?;
             kwargs.set_item("device", device.name())?;
             t.empty.bind(py).call((dims,), Some(&kwargs))
         }
