@@ -84,3 +84,28 @@ def test_example_arrays_fix_the_shape(onnx_path, weights, rng):
     engine = torchtrt.compile(onnx_path, [x])
     assert engine.inputs[0].shape == (3, 16)
     np.testing.assert_allclose(engine(x), mlp_reference(x, weights), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_unsigned_arrays_keep_their_dtype_and_wrap(dtype):
+    from onnx import TensorProto, helper
+
+    code = {np.uint16: TensorProto.UINT16, np.uint32: TensorProto.UINT32,
+            np.uint64: TensorProto.UINT64}[dtype]
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("BitShift", ["a", "s"], ["z"], direction="RIGHT")],
+        "unsigned",
+        [helper.make_tensor_value_info(n, code, [4]) for n in ("a", "b", "s")],
+        [helper.make_tensor_value_info(n, code, [4]) for n in ("y", "z")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    engine = torchtrt.compile(model, [torchtrt.Input(shape=(4,), dtype=dtype, name=n)
+                                      for n in ("a", "b", "s")])
+    top = np.iinfo(dtype).max
+    a = np.array([1, top, top - 3, 40], dtype=dtype)
+    b = np.array([2, 1, 7, 2], dtype=dtype)
+    s = np.array([0, 1, np.iinfo(dtype).bits - 1, 3], dtype=dtype)
+    y, z = engine(a, b, s)
+    assert y.dtype == dtype and z.dtype == dtype
+    np.testing.assert_array_equal(y, a + b)
+    np.testing.assert_array_equal(z, a >> s)

@@ -16,6 +16,9 @@ NUMPY = {
     "i16": "int16",
     "i8": "int8",
     "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
     "bool": "bool",
 }
 
