@@ -23,13 +23,16 @@ pub(crate) trait Fold<C: Real>: Copy + Send + Sync {
 /// chains to hide the latency of an add.
 const LANES: usize = 32;
 
-/// `acc` with every value of `x` folded in, through [`LANES`] independent lanes (eight for
-/// what is left), the lanes merged pairwise.
+/// `acc` with every value of `x` folded in, through [`LANES`] independent lanes for runs of
+/// at least four times that (eight lanes otherwise, and for what is left), the lanes merged
+/// pairwise. Short runs (a 64-wide last axis) skip the wide lanes: merging 32 lanes costs
+/// more than the longer chains of eight (reduce-mean over rows of 64, one thread here:
+/// 0.47–0.56 → 0.33–0.35 ms).
 #[inline(always)]
 pub(crate) fn fold_run<C: Real, F: Fold<C>>(f: F, acc: C, x: &[C]) -> C {
     let mut acc = acc;
     let mut x = x;
-    if x.len() >= LANES {
+    if x.len() >= 4 * LANES {
         let chunks = x.chunks_exact(LANES);
         x = chunks.remainder();
         let mut lanes = [f.init(); LANES];
