@@ -469,6 +469,15 @@ impl PartialEq for Tensor {
     }
 }
 
+/// 64 well-mixed bits of `x` (the splitmix64 finaliser): for filling benchmark and timing
+/// inputs with values in no order a branch predictor learns, the same every run.
+pub fn mix_bits(x: u64) -> u64 {
+    let mut h = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^ (h >> 32)
+}
+
 /// A `usize` shape as `i64`s.
 pub fn shape_i64(shape: &[usize]) -> Vec<i64> {
     shape.iter().map(|&d| d as i64).collect()

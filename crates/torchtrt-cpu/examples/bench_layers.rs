@@ -18,7 +18,7 @@ use torchtrt_core::layers::{
     Attention, Normalization, PoolKind, Pooling, Reduce, ReduceOp, Softmax,
 };
 use torchtrt_core::plugin_api::{const_shape, shape_values};
-use torchtrt_core::tensor::shape_i64;
+use torchtrt_core::tensor::{mix_bits, shape_i64};
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
 use torchtrt_cpu::CpuBackend;
 
@@ -176,13 +176,7 @@ fn time_ms(o: &Options, mut f: impl FnMut() -> Result<(), String>) -> Result<(f6
 fn filled(shape: &[usize], seed: usize) -> Result<Tensor, String> {
     let n: usize = shape.iter().product();
     let values = (0..n)
-        .map(|i| {
-            let mut h = (i as u64 ^ (seed as u64) << 40).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            h ^= h >> 29;
-            h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            h ^= h >> 32;
-            (h % 6000) as f32 / 1000.0 - 3.0
-        })
+        .map(|i| (mix_bits(i as u64 ^ (seed as u64) << 40) % 6000) as f32 / 1000.0 - 3.0)
         .collect();
     Tensor::from_vec(shape, values).map_err(|e| e.to_string())
 }

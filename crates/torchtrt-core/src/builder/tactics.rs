@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use torchtrt_plugin_api::{DType, DeviceKind, DeviceTensor, Plugin, Tactic, TensorDesc};
+use torchtrt_plugin_api::{
+    DType, DeviceKind, DeviceTensor, Plugin, PluginResult, Tactic, TensorDesc,
+};
 
 use super::timing_cache::CachedTactic;
 use super::{BuildConfig, Work, convert_f32};
@@ -15,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::layers::{PluginLayer, TypeShape};
 use crate::network::{NetworkInput, TensorId};
 use crate::registry::guard_plugin;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, mix_bits};
 
 /// Timed runs per tactic.
 const RUNS: usize = 5;
@@ -152,18 +154,22 @@ pub(super) fn choose(
             t.clone()
         }
     };
-    let configured = guard_plugin(|| {
-        let mut p = plugin.clone_plugin();
-        p.set_tactic(chosen.id)?;
-        Ok(p)
-    })
-    .map_err(|source| Error::Plugin {
+    let configured = with_tactic(&plugin, chosen.id).map_err(|source| Error::Plugin {
         context: context(),
         source,
     })?;
     layer.tactic = Some(chosen);
-    layer.set_plugin(Arc::from(configured));
+    layer.set_plugin(configured);
     Ok(())
+}
+
+/// A copy of `plugin` set to `tactic`.
+fn with_tactic(plugin: &Arc<dyn Plugin>, tactic: u32) -> PluginResult<Arc<dyn Plugin>> {
+    guard_plugin(|| {
+        let mut p = plugin.clone_plugin();
+        p.set_tactic(tactic)?;
+        Ok(Arc::from(p))
+    })
 }
 
 /// What identifies a timing: the plugin and a hash of its fields, the concrete dtypes and
@@ -218,10 +224,7 @@ fn timing_inputs(
             }
             let n: usize = shape.iter().product();
             let values: Vec<f32> = (0..n as u64)
-                .map(|i| {
-                    let h = (i ^ 0x5bd1_e995).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    ((h >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-                })
+                .map(|i| (mix_bits(i) >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
                 .collect();
             let t = Tensor::from_vec(shape, values)?;
             match dtype {
@@ -241,14 +244,7 @@ fn time_tactic(
     inputs: &[Tensor],
     outputs: &[(DType, Vec<usize>)],
 ) -> std::result::Result<f64, String> {
-    let configured: Arc<dyn Plugin> = Arc::from(
-        guard_plugin(|| {
-            let mut p = plugin.clone_plugin();
-            p.set_tactic(tactic)?;
-            Ok(p)
-        })
-        .map_err(|e| e.to_string())?,
-    );
+    let configured = with_tactic(plugin, tactic).map_err(|e| e.to_string())?;
     let mut times = Vec::with_capacity(RUNS);
     match backend.plugin_kernel(&configured) {
         Some(kernel) => {

@@ -170,11 +170,7 @@ fn bench_inputs(
 /// no order a branch predictor learns (an ordered fill would hide the cost of data-dependent
 /// branches that real inputs pay).
 fn noise(element: u64, input: u64) -> f64 {
-    let mut h = (element ^ input << 48).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h ^= h >> 29;
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^= h >> 32;
-    (h % 1000) as f64 / 1000.0
+    (torchtrt::tensor::mix_bits(element ^ input << 48) % 1000) as f64 / 1000.0
 }
 
 /// Time per layer kind and the slowest layers, in ms per run.
