@@ -173,18 +173,20 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
-    /// Wide 2-D windows (up to 9 taps, strides up to 7, dilation 1 or 2, padding or none) as
-    /// adaptive pooling's ONNX stand-ins use (k(6,8) s(4,6) on 30×45): windows that lie inside
-    /// the input are read in place, the others from a padded copy; max pools reduce columns
-    /// by doubling power-of-two runs, average pools tap by tap.
+    /// Wide 2-D windows (up to 9 taps, strides up to 7, dilation 1 or 2, padding or none,
+    /// ceil mode on and off) as adaptive pooling's ONNX stand-ins use (k(6,8) s(4,6) on
+    /// 30×45), on rows from 1 to 78 wide: windows that lie inside the input are read in
+    /// place, the others from a padded copy; max pools reduce columns by doubling
+    /// power-of-two runs, average pools tap by tap.
     #[test]
     fn wide_windows(
         kernel in (1usize..=9, 1usize..=9),
         strides in (1usize..=7, 1usize..=7),
         dilations in (1usize..=2, 1usize..=2),
         padded: bool,
+        ceil_mode: bool,
         max: bool,
-        extra in (0usize..=12, 0usize..=12),
+        extra in (0usize..=12, 0usize..=60),
         dtype in float_dtype(),
         seed: u64,
     ) {
@@ -198,7 +200,7 @@ proptest! {
             dilations: vec![dilations.0, dilations.1],
             pads_begin: vec![pad(kh), pad(kw)],
             pads_end: vec![pad(kh), 0],
-            ceil_mode: false,
+            ceil_mode,
             count_include_pad: false,
             max,
             lp: None,
