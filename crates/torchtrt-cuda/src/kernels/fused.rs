@@ -457,7 +457,7 @@ mod tests {
                 .expect("has CUDA code")
                 .expect("valid");
             assert_eq!(out, to);
-            for arch in crate::kernels::prelude::TEST_ARCHS {
+            for &arch in crate::kernels::prelude::archs_of(p.source) {
                 crate::compile(p.name, p.source, crate::Arch::new(arch), &[])
                     .unwrap_or_else(|e| panic!("sm_{}{}: {e}\n{}", arch.0, arch.1, p.source));
             }

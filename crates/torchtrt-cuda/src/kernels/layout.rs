@@ -321,7 +321,10 @@ mod tests {
         programs.extend([copy::program(), gather::program(), pad::program()].map(Result::unwrap));
         let programs: Vec<(ProgramSource, (u32, u32))> = programs
             .into_iter()
-            .flat_map(|p| crate::kernels::prelude::TEST_ARCHS.map(|a| (p, a)))
+            .flat_map(|p| {
+                let archs = crate::kernels::prelude::archs_of(p.source);
+                archs.iter().map(move |&a| (p, a))
+            })
             .collect();
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let chunk = programs.len().div_ceil(threads);

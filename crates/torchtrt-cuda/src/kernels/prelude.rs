@@ -83,10 +83,11 @@ impl Program {
     }
 }
 
-/// Compiles `program` with NVRTC for sm_75, sm_80 and sm_90 (the code paths that differ),
-/// panicking with the compiler's log on an error; skipped when NVRTC is not installed,
-/// unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets). Needs no GPU. With
-/// `TORCHTRT_CUBIN_DIR` set, the cubins are written there (`scripts/kernel_resources`).
+/// Compiles `program` with NVRTC for sm_75, sm_80 and, when its source has a path of its
+/// own for it, sm_90 ([`archs_of`]), panicking with the compiler's log on an error; skipped
+/// when NVRTC is not installed, unless `TORCHTRT_REQUIRE_NVRTC=1` (as `scripts/test` sets).
+/// Needs no GPU. With `TORCHTRT_CUBIN_DIR` set, cubins for all three are written there
+/// (`scripts/kernel_resources`).
 #[cfg(test)]
 pub(crate) fn assert_compiles(program: &'static Program) {
     let src = program.source();
@@ -96,6 +97,18 @@ pub(crate) fn assert_compiles(program: &'static Program) {
 /// The architectures whose code paths differ; every compile test covers each.
 #[cfg(test)]
 pub(crate) const TEST_ARCHS: [(u32, u32); 3] = [(7, 5), (8, 0), (9, 0)];
+
+/// The architectures whose code paths differ for `source`: sm_90 compiles the same code as
+/// sm_80 unless the source asks for it (`__CUDA_ARCH__ >= 900`), so a source that does not
+/// is compiled for [`TEST_ARCHS`] but the last.
+#[cfg(test)]
+pub(crate) fn archs_of(source: &str) -> &'static [(u32, u32)] {
+    if source.contains("__CUDA_ARCH__ >= 900") {
+        &TEST_ARCHS
+    } else {
+        &TEST_ARCHS[..2]
+    }
+}
 
 /// Whether NVRTC is installed; without it a compile test of `what` skips (printing why),
 /// unless `TORCHTRT_REQUIRE_NVRTC=1`, which makes a missing NVRTC a failure.
@@ -122,9 +135,15 @@ pub(crate) fn assert_source_compiles(name: &str, source: &str) {
     if !nvrtc_or_skip(name) {
         return;
     }
-    for arch in TEST_ARCHS {
+    let cubins = std::env::var("TORCHTRT_CUBIN_DIR").ok();
+    let archs = if cubins.is_some() {
+        &TEST_ARCHS[..]
+    } else {
+        archs_of(source)
+    };
+    for &arch in archs {
         let image = compile(name, source, Arch::new(arch), &[]).unwrap_or_else(|e| panic!("{e}"));
-        if let Ok(dir) = std::env::var("TORCHTRT_CUBIN_DIR") {
+        if let Some(dir) = &cubins {
             let path = format!("{dir}/{name}_sm{}{}.cubin", arch.0, arch.1);
             std::fs::write(&path, image.cubin).unwrap_or_else(|e| panic!("writing {path}: {e}"));
         }
