@@ -9,6 +9,9 @@ use crate::simd::Madd;
 /// A reduction of floats. Every method is `#[inline(always)]` so that the loops around
 /// them compile for the caller's instruction set.
 pub(crate) trait Fold<C: Real>: Copy + Send + Sync {
+    /// Whether a step costs far more than a merge (an exponential): runs then take the
+    /// wide lanes from one full set of them, whatever merging them costs.
+    const COSTLY: bool = false;
     /// The result of reducing nothing.
     fn init(self) -> C;
     /// Folds one value into an accumulator.
@@ -27,12 +30,12 @@ const LANES: usize = 32;
 /// at least four times that (eight lanes otherwise, and for what is left), the lanes merged
 /// pairwise. Short runs (a 64-wide last axis) skip the wide lanes: merging 32 lanes costs
 /// more than the longer chains of eight (reduce-mean over rows of 64, one thread here:
-/// 0.47–0.56 → 0.33–0.35 ms).
+/// 0.47–0.56 → 0.33–0.35 ms). [`Fold::COSTLY`] folds take them from [`LANES`] values on.
 #[inline(always)]
 pub(crate) fn fold_run<C: Real, F: Fold<C>>(f: F, acc: C, x: &[C]) -> C {
     let mut acc = acc;
     let mut x = x;
-    if x.len() >= 4 * LANES {
+    if x.len() >= if F::COSTLY { LANES } else { 4 * LANES } {
         let chunks = x.chunks_exact(LANES);
         x = chunks.remainder();
         let mut lanes = [f.init(); LANES];
@@ -325,6 +328,7 @@ impl<C: Real> Fold<C> for SquaresOf {
 }
 
 impl<C: Real, M: Madd> Fold<C> for ExpSumOf<C, M> {
+    const COSTLY: bool = true;
     #[inline(always)]
     fn init(self) -> C {
         C::ZERO
