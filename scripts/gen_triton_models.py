@@ -8,6 +8,9 @@
 - `swish.onnx`: x [N,C] → example::Swish (beta 1.5, the out-of-tree plugin of
   examples/plugin_rust, reached through the plugin fallback importer) → Mul 2 = y [N,C]:
   a model that needs a plugin library to load.
+- `nms.onnx`: boxes [1,B,4], scores [1,1,B] → NonMaxSuppression (at most `NMS_MAX` boxes,
+  IoU above `NMS_IOU` suppressed, scores at or below `NMS_SCORE` dropped) = y [K,3] int64,
+  B dynamic: an output whose length the run decides.
 """
 
 import argparse
@@ -19,6 +22,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 SEED = 20261202
 SWISH_BETA = 1.5
+NMS_MAX = 6
+NMS_IOU = 0.45
+NMS_SCORE = 0.2
 
 
 def cnn(rng):
@@ -71,13 +77,34 @@ def swish():
     )
 
 
+def nms():
+    consts = [
+        numpy_helper.from_array(np.array([NMS_MAX], dtype=np.int64), "max_out"),
+        numpy_helper.from_array(np.array([NMS_IOU], dtype=np.float32), "iou"),
+        numpy_helper.from_array(np.array([NMS_SCORE], dtype=np.float32), "score"),
+    ]
+    node = helper.make_node(
+        "NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "score"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "nms",
+        [
+            helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, "B", 4]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, "B"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["K", 3])],
+        consts,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(SEED)
-    for name, model in [("cnn", cnn(rng)), ("swish", swish())]:
+    for name, model in [("cnn", cnn(rng)), ("swish", swish()), ("nms", nms())]:
         model.ir_version = 8
         onnx.save(model, os.path.join(args.out, f"{name}.onnx"))
 

@@ -11,7 +11,8 @@ in a temporary folder, starts the `tritonserver` of `nvidia-pytriton` on 127.0.0
   `model.engine`), `cnn` (a dynamic-batch CNN, `model.onnx` compiled at load, two instances,
   dynamic batching, configuration completed by the backend), `cnn_plain` (the same without
   dynamic batching) and `swish` (a model needing the example plugin library, loaded through
-  the `plugins` parameter);
+  the `plugins` parameter) and `nms` (NonMaxSuppression: an output whose length the run
+  decides, answered with the length of each request's selection);
 - single, concurrent, batched (several requests run as one batch: the model statistics show
   fewer executions than inferences) and bad requests (wrong shape, dtype, name; a shape
   outside the engine's profile, answered by the backend), each bad one followed by a good
@@ -120,6 +121,7 @@ def make_repo(tmp, built, kind, models_dir):
     add("swish", config("swish", max_batch=8, batching=True, kind=kind,
                         params={"plugins": built["plugin"], "dynamic_range": "1;8;16"}),
         [(os.path.join(models_dir, "swish.onnx"), "model.onnx")])
+    add("nms", config("nms", kind=kind), [(os.path.join(models_dir, "nms.onnx"), "model.onnx")])
     return repo, backends
 
 
@@ -176,11 +178,14 @@ class Server:
 
 
 def torchtrtc_run(built, model, x, tmp, device, plugins=None):
-    """`torchtrtc run` on `model` with input `x`: the reference output `y`."""
+    """`torchtrtc run` on `model` with input `x` (an array, or a dict of named arrays): the
+    reference output `y`."""
     d = tempfile.mkdtemp(dir=tmp)
-    np.save(os.path.join(d, "x.npy"), x)
-    cmd = [built["torchtrtc"], "run", model, "--input", f"x={d}/x.npy", "--output-dir", d,
-           "--device", device]
+    inputs = x if isinstance(x, dict) else {"x": x}
+    cmd = [built["torchtrtc"], "run", model, "--output-dir", d, "--device", device]
+    for name, value in inputs.items():
+        np.save(os.path.join(d, f"{name}.npy"), value)
+        cmd += ["--input", f"{name}={d}/{name}.npy"]
     if plugins:
         cmd += ["--plugins", plugins]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -259,6 +264,10 @@ class Checks:
         assert demo["max_batch_size"] == 0, demo
         assert demo["input"][0]["dims"] == [1, 3, 16, 16], demo["input"]
         assert demo["output"][0]["dims"] == [1, 8, 7, 7], demo["output"]
+        nms = self.http.get_model_config("nms")
+        assert nms["max_batch_size"] == 0, nms
+        assert [(o["name"], o["data_type"], o["dims"]) for o in nms["output"]] == \
+            [("y", "TYPE_INT64", [-1, 3])], nms["output"]
 
     def test_demo_single_request_http_and_grpc(self):
         x = np.load(os.path.join(ROOT, "models/demo/x.npy"))
@@ -332,6 +341,34 @@ class Checks:
         beta = gen_triton_models.SWISH_BETA
         return (2.0 * x / (1.0 + np.exp(-beta * x.astype(np.float64)))).astype(np.float32)
 
+    def nms_boxes(self, n, score_hi):
+        corner = self.rng.uniform(0, 8, (n, 2))
+        size = self.rng.uniform(1, 4, (n, 2))
+        boxes = np.concatenate([corner, corner + size], axis=1)[None].astype(np.float32)
+        scores = self.rng.uniform(0, score_hi, (1, 1, n)).astype(np.float32)
+        return boxes, scores
+
+    def test_run_sized_output_matches_torchtrtc_and_numpy(self):
+        for n, score_hi, protocol in [(24, 1.0, "http"), (9, 1.0, "grpc"), (5, 0.1, "http")]:
+            boxes, scores = self.nms_boxes(n, score_hi)
+            mod = self.http_mod if protocol == "http" else self.grpc_mod
+            client = self.http if protocol == "http" else self.grpc
+            inputs = [mod.InferInput("boxes", list(boxes.shape), "FP32"),
+                      mod.InferInput("scores", list(scores.shape), "FP32")]
+            inputs[0].set_data_from_numpy(boxes)
+            inputs[1].set_data_from_numpy(scores)
+            got = client.infer("nms", inputs).as_numpy("y")
+            want = nms_numpy(boxes, scores)
+            if score_hi < gen_triton_models.NMS_SCORE and want.shape != (0, 3):
+                raise AssertionError(f"the empty case selects {want.shape[0]} boxes")
+            cli = torchtrtc_run(self.built, os.path.join(self.models_dir, "nms.onnx"),
+                                {"boxes": boxes, "scores": scores}, self.tmp, self.device)
+            for what, ref in [("torchtrtc", cli), ("numpy", want)]:
+                if got is None or got.shape != ref.shape or not np.array_equal(got, ref):
+                    raise AssertionError(
+                        f"nms over {protocol}, {n} boxes: {None if got is None else got.tolist()} "
+                        f"vs {what} {ref.tolist()}")
+
     def test_plugin_model_matches_torchtrtc_and_numpy(self):
         x = self.rng.standard_normal((3, 10)).astype(np.float32)
         got = self.infer("swish", x)
@@ -339,6 +376,29 @@ class Checks:
                              self.device, plugins=self.built["plugin"])
         self.close("swish vs torchtrtc", got, want)
         self.close("swish vs numpy", got, self.swish_numpy(x), atol=max(self.atol, 1e-5))
+
+
+def nms_numpy(boxes, scores):
+    """The ONNX NonMaxSuppression of one batch and class: boxes by descending score (ties
+    by index), each kept unless at or below the score threshold or overlapping a kept box
+    by more than the IoU threshold, at most NMS_MAX; rows [0, 0, box]."""
+    b, s = boxes[0].astype(np.float64), scores[0, 0].astype(np.float64)
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    keep = []
+    for i in sorted(range(len(s)), key=lambda i: (-s[i], i)):
+        if s[i] <= gen_triton_models.NMS_SCORE or len(keep) == gen_triton_models.NMS_MAX:
+            continue
+        ok = True
+        for j in keep:
+            h = max(0.0, min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0]))
+            w = max(0.0, min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1]))
+            inter = h * w
+            if inter / (area[i] + area[j] - inter) > gen_triton_models.NMS_IOU:
+                ok = False
+                break
+        if ok:
+            keep.append(i)
+    return np.array([[0, 0, i] for i in keep], dtype=np.int64).reshape(-1, 3)
 
 
 def main():
@@ -370,6 +430,7 @@ def main():
             checks.test_bad_requests_get_errors_and_the_next_good_one_succeeds,
             checks.test_bad_request_among_concurrent_good_ones,
             checks.test_plugin_model_matches_torchtrtc_and_numpy,
+            checks.test_run_sized_output_matches_torchtrtc_and_numpy,
         ]:
             checks.run(test)
         if server.proc.poll() is not None:

@@ -128,7 +128,8 @@ pub struct EngineIo {
     /// Outputs in engine order.
     pub outputs: Vec<TensorInfo>,
     /// The largest batch when every input's first dim is one dynamic dim (from 1) that is
-    /// also every output's first dim: what `max_batch_size` may be at most.
+    /// also every output's first dim, and no output's length is decided by the run (such
+    /// an output cannot be split back into requests): what `max_batch_size` may be at most.
     pub batch_max: Option<i64>,
 }
 
@@ -179,7 +180,8 @@ impl EngineIo {
                 .iter()
                 .all(|o| o.shape.first() == Some(&DimExpr::sym(s)))
         });
-        if plan.inputs.is_empty() || !batched_outputs {
+        let sized = engine.data_dependent_outputs().contains(&true);
+        if plan.inputs.is_empty() || !batched_outputs || sized {
             batch_max = None;
         }
         EngineIo {

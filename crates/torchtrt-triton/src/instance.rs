@@ -23,6 +23,10 @@ pub struct InstanceState {
     gpu: Option<i64>,
     engine: Engine,
     ctx: ExecutionContext,
+    /// Some output's length is decided by the run (non-maximum suppression's selection):
+    /// requests then run staged, outputs bound at their upper bound and answered with the
+    /// shapes the run reports.
+    sized: bool,
     stage_in: Vec<Tensor>,
     stage_out: Vec<Tensor>,
 }
@@ -35,11 +39,13 @@ impl InstanceState {
         let ctx = engine
             .create_context()
             .map_err(|e| BackendError::from(e).context(format!("instance {name} on {device}")))?;
+        let sized = engine.data_dependent_outputs().contains(&true);
         Ok(InstanceState {
             name,
             gpu,
             engine,
             ctx,
+            sized,
             stage_in: Vec::new(),
             stage_out: Vec::new(),
         })
@@ -89,7 +95,9 @@ impl InstanceState {
                 .filter_map(|&i| parsed[i].as_ref().map(|p| (requests[i], p)))
                 .collect();
             let run = catch_unwind(AssertUnwindSafe(|| match members.as_slice() {
-                [(r, p)] if p.contiguous() => self.run_direct(api, *r, p).map(|()| vec![true]),
+                [(r, p)] if p.contiguous() && !self.sized => {
+                    self.run_direct(api, *r, p).map(|()| vec![true])
+                }
                 _ => self.run_staged(api, &members, max_batch > 0),
             }));
             let result = run.unwrap_or_else(|_| {
@@ -283,9 +291,10 @@ impl InstanceState {
         let run = self.ctx.execute_bound();
         self.ctx.unbind();
         run?;
+        let actual = self.ctx.last_output_shapes().to_vec();
         let mut sent = Vec::with_capacity(members.len());
         for ((req, p), offset) in members.iter().zip(offsets) {
-            let result = self.respond_slice(api, *req, p, offset, batched);
+            let result = self.respond_slice(api, *req, p, offset, batched, &actual);
             if let Err(e) = &result {
                 send_error(api, *req, e.clone());
             }
@@ -294,7 +303,9 @@ impl InstanceState {
         Ok(sent)
     }
 
-    /// Sends one request its rows of the staged outputs.
+    /// Sends one request its rows of the staged outputs; alone in its run, the outputs of
+    /// the shapes the run reported (`actual`: a length the run decided is at most the
+    /// staged one, its elements first in the buffer).
     fn respond_slice(
         &self,
         api: &Api,
@@ -302,19 +313,30 @@ impl InstanceState {
         p: &Parsed,
         offset: usize,
         batched: bool,
+        actual: &[Vec<usize>],
     ) -> Result<()> {
         let response = new_response(api, req)?;
         let outputs = self.engine.outputs();
         let filled = (|| {
             for &k in &p.outputs {
                 let full = &self.stage_out[k];
-                let mut shape = full.shape().to_vec();
-                let (start, len) = if batched {
+                let (shape, start, len) = if batched {
+                    let mut shape = full.shape().to_vec();
                     let row = full.bytes().len() / shape[0].max(1);
                     shape[0] = p.batch;
-                    (offset * row, p.batch * row)
+                    (shape, offset * row, p.batch * row)
                 } else {
-                    (0, full.bytes().len())
+                    let shape = actual.get(k).unwrap_or(&Vec::new()).clone();
+                    let len = shape.iter().product::<usize>() * full.dtype().size();
+                    if actual.get(k).is_none() || len > full.bytes().len() {
+                        return Err(BackendError::internal(format!(
+                            "output `{}`: the run reported shape {shape:?}, beyond its buffer \
+                             of {:?}",
+                            outputs[k].name,
+                            full.shape()
+                        )));
+                    }
+                    (shape, 0, len)
                 };
                 let (ptr, memory) =
                     add_output(api, response, &outputs[k].name, full.dtype(), &shape, None)?;

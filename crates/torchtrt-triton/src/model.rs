@@ -112,20 +112,6 @@ impl ModelState {
             engines: Mutex::new(HashMap::new()),
         };
         let engine = state.engine(&device)?;
-        let sized: Vec<String> = engine
-            .outputs()
-            .into_iter()
-            .zip(engine.data_dependent_outputs())
-            .filter_map(|(o, dd)| dd.then_some(o.name))
-            .collect();
-        if !sized.is_empty() {
-            return Err(BackendError::unsupported(format!(
-                "model {}: outputs {sized:?} have a length the engine decides at run time \
-                 (an output sized by a count, e.g. NonMaxSuppression); this backend cannot \
-                 serve them yet",
-                state.label
-            )));
-        }
         state.io = EngineIo::of(&engine);
         let before = config.clone();
         state.max_batch = crate::config::complete(config, &state.io, auto)
