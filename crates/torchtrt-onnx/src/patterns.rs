@@ -183,8 +183,10 @@ fn gelu(g: &Graph<'_>, end: usize) -> Option<Rewrite> {
         let Some(m) = g.sole(inner_name, "Mul") else {
             continue;
         };
-        let mut factors: Vec<&str> = g.nodes[m].input.iter().map(String::as_str).collect();
-        factors.push(outer);
+        let [a, b] = g.nodes[m].input.as_slice() else {
+            continue;
+        };
+        let mut factors: Vec<&str> = vec![a, b, outer];
         let Some(half) = factors.iter().position(|f| g.is_const(f, 0.5)) else {
             continue;
         };
@@ -230,16 +232,15 @@ fn build_gelu(g: &Graph<'_>, end: usize, x: &str, approximate: &str, drop: Vec<u
 /// `Erf(Div(x, √2))` or `Erf(Mul(x, 1/√2))`.
 fn erf_core(g: &Graph<'_>, erf_out: &str, x: &str) -> Option<Vec<usize>> {
     let e = g.sole(erf_out, "Erf")?;
-    let arg = &g.nodes[e].input[0];
-    if let Some(d) = g.sole(arg, "Div") {
-        let dn = &g.nodes[d];
-        if dn.input[0] == x
-            && g.consts
-                .get(dn.input[1].as_str())
-                .is_some_and(|v| (v - std::f64::consts::SQRT_2).abs() < 1e-4)
-        {
-            return Some(vec![d, e]);
-        }
+    let arg = g.nodes[e].input.first()?;
+    if let Some(d) = g.sole(arg, "Div")
+        && let [num, den] = g.nodes[d].input.as_slice()
+        && num == x
+        && g.consts
+            .get(den.as_str())
+            .is_some_and(|v| (v - std::f64::consts::SQRT_2).abs() < 1e-4)
+    {
+        return Some(vec![d, e]);
     }
     let m = g.sole(arg, "Mul")?;
     (g.other_than(&g.nodes[m], std::f64::consts::FRAC_1_SQRT_2, 1e-4) == Some(x))
@@ -249,7 +250,7 @@ fn erf_core(g: &Graph<'_>, erf_out: &str, x: &str) -> Option<Vec<usize>> {
 /// `Tanh(Mul(√(2/π), Add(x, Mul(0.044715, Pow(x, 3)))))`.
 fn tanh_core(g: &Graph<'_>, tanh_out: &str, x: &str) -> Option<Vec<usize>> {
     let t = g.sole(tanh_out, "Tanh")?;
-    let m1 = g.sole(&g.nodes[t].input[0], "Mul")?;
+    let m1 = g.sole(g.nodes[t].input.first()?, "Mul")?;
     let sum = g.other_than(&g.nodes[m1], (2.0 / std::f64::consts::PI).sqrt(), 1e-4)?;
     let add = g.sole(sum, "Add")?;
     let an = &g.nodes[add];
@@ -260,8 +261,10 @@ fn tanh_core(g: &Graph<'_>, tanh_out: &str, x: &str) -> Option<Vec<usize>> {
     let m2 = g.sole(cube_term, "Mul")?;
     let cube = g.other_than(&g.nodes[m2], 0.044715, 1e-6)?;
     let p = g.sole(cube, "Pow")?;
-    let pn = &g.nodes[p];
-    (pn.input[0] == x && g.consts.get(pn.input[1].as_str()) == Some(&3.0))
+    let [base, exponent] = g.nodes[p].input.as_slice() else {
+        return None;
+    };
+    (base == x && g.consts.get(exponent.as_str()) == Some(&3.0))
         .then(|| vec![p, m2, add, m1, t])
 }
 
@@ -277,7 +280,7 @@ fn normalize(g: &Graph<'_>, end: usize) -> Option<Rewrite> {
     let mut denom = div.input[1].as_str();
     if let Some(e) = g.sole(denom, "Expand") {
         drop.push(e);
-        denom = &g.nodes[e].input[0];
+        denom = g.nodes[e].input.first()?;
     }
     let (clamp, eps) = if let Some(c) = g.sole(denom, "Clip") {
         let cn = &g.nodes[c];
@@ -315,7 +318,7 @@ fn normalize(g: &Graph<'_>, end: usize) -> Option<Rewrite> {
         .or_else(|| g.sole(norm_in, "ReduceL1").map(|r| (r, 1.0)))?;
     let (r, order): (usize, f32) = r;
     let rn = &g.nodes[r];
-    if &rn.input[0] != x {
+    if rn.input.first() != Some(x) {
         return None;
     }
     let keep = rn

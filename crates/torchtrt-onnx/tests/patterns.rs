@@ -95,9 +95,8 @@ fn exact_gelu_pattern_becomes_the_plugin() {
     }
 }
 
-#[test]
-fn tanh_gelu_pattern_becomes_the_plugin() {
-    let m = model(
+fn tanh_gelu_model() -> ModelProto {
+    model(
         vec![
             node("Pow", &["x", "three"], &["p"], vec![]),
             node("Mul", &["p", "c"], &["pc"], vec![]),
@@ -118,11 +117,41 @@ fn tanh_gelu_pattern_becomes_the_plugin() {
         vec![value("x", 1, &[3, 10])],
         vec![value("y", 1, &[3, 10])],
         17,
-    );
+    )
+}
+
+#[test]
+fn tanh_gelu_pattern_becomes_the_plugin() {
+    let m = tanh_gelu_model();
     let x = Tensor::from_vec(&[3, 10], random_f32(30, 2)).unwrap();
     let fused = compile(&m, true);
     assert_eq!(plugins(&fused), ["::CustomGeluPluginDynamic@1:tanh"]);
     assert_close(&run(&fused, &x), &run(&compile(&m, false), &x), 1e-5);
+}
+
+/// Found by the `onnx_build` fuzz target: a pattern node with fewer inputs than its op
+/// takes (an inner `Mul` of one input made the GELU matcher index past its factors). Every
+/// node of both GELU patterns, cut to each shorter input list, imports or is refused,
+/// without a panic.
+#[test]
+fn pattern_nodes_missing_inputs_are_refused_not_a_panic() {
+    torchtrt::init_plugins().unwrap();
+    let options = ImportOptions {
+        fuse_patterns: true,
+        ..ImportOptions::default()
+    };
+    for base in [gelu_erf_model(false), gelu_erf_model(true), tanh_gelu_model()] {
+        let nodes = base.graph.as_ref().unwrap().node.len();
+        for k in 0..nodes {
+            let arity = base.graph.as_ref().unwrap().node[k].input.len();
+            for keep in 0..arity {
+                let mut m = base.clone();
+                m.graph.as_mut().unwrap().node[k].input.truncate(keep);
+                let imported = import_model(&m, None, torchtrt::registry(), &options);
+                assert!(imported.is_err(), "node {k} with {keep} inputs imported");
+            }
+        }
+    }
 }
 
 #[test]
