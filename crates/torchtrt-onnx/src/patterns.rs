@@ -264,8 +264,7 @@ fn tanh_core(g: &Graph<'_>, tanh_out: &str, x: &str) -> Option<Vec<usize>> {
     let [base, exponent] = g.nodes[p].input.as_slice() else {
         return None;
     };
-    (base == x && g.consts.get(exponent.as_str()) == Some(&3.0))
-        .then(|| vec![p, m2, add, m1, t])
+    (base == x && g.consts.get(exponent.as_str()) == Some(&3.0)).then(|| vec![p, m2, add, m1, t])
 }
 
 /// `Div(x, [Expand](Clip|Max(ReduceL2|L1(x, keepdims=1), eps)))`.

@@ -140,7 +140,11 @@ fn pattern_nodes_missing_inputs_are_refused_not_a_panic() {
         fuse_patterns: true,
         ..ImportOptions::default()
     };
-    for base in [gelu_erf_model(false), gelu_erf_model(true), tanh_gelu_model()] {
+    for base in [
+        gelu_erf_model(false),
+        gelu_erf_model(true),
+        tanh_gelu_model(),
+    ] {
         let nodes = base.graph.as_ref().unwrap().node.len();
         for k in 0..nodes {
             let arity = base.graph.as_ref().unwrap().node[k].input.len();
