@@ -128,9 +128,11 @@ pub struct EngineIo {
     /// Outputs in engine order.
     pub outputs: Vec<TensorInfo>,
     /// The largest batch when every input's first dim is one dynamic dim (from 1) that is
-    /// also every output's first dim, and no output's length is decided by the run (such
-    /// an output cannot be split back into requests): what `max_batch_size` may be at most.
+    /// also every output's first dim, and no output is [`EngineIo::sized`] (such an output
+    /// cannot be split back into requests): what `max_batch_size` may be at most.
     pub batch_max: Option<i64>,
+    /// Some output's length is decided by the run (non-maximum suppression's selection).
+    pub sized: bool,
 }
 
 impl EngineIo {
@@ -188,6 +190,7 @@ impl EngineIo {
             inputs,
             outputs,
             batch_max,
+            sized,
         }
     }
 }
@@ -369,6 +372,7 @@ mod tests {
                 dims: vec![-1, 10],
             }],
             batch_max,
+            sized: false,
         }
     }
 

@@ -23,9 +23,8 @@ pub struct InstanceState {
     gpu: Option<i64>,
     engine: Engine,
     ctx: ExecutionContext,
-    /// Some output's length is decided by the run (non-maximum suppression's selection):
-    /// requests then run staged, outputs bound at their upper bound and answered with the
-    /// shapes the run reports.
+    /// The model's [`crate::config::EngineIo::sized`]: requests then run staged, outputs
+    /// bound at their upper bound and answered with the shapes the run reports.
     sized: bool,
     stage_in: Vec<Tensor>,
     stage_out: Vec<Tensor>,
@@ -39,13 +38,12 @@ impl InstanceState {
         let ctx = engine
             .create_context()
             .map_err(|e| BackendError::from(e).context(format!("instance {name} on {device}")))?;
-        let sized = engine.data_dependent_outputs().contains(&true);
         Ok(InstanceState {
             name,
             gpu,
             engine,
             ctx,
-            sized,
+            sized: model.io.sized,
             stage_in: Vec::new(),
             stage_out: Vec::new(),
         })
@@ -326,9 +324,14 @@ impl InstanceState {
                     shape[0] = p.batch;
                     (shape, offset * row, p.batch * row)
                 } else {
-                    let shape = actual.get(k).unwrap_or(&Vec::new()).clone();
+                    let Some(shape) = actual.get(k) else {
+                        return Err(BackendError::internal(format!(
+                            "output `{}`: the run reported no shape",
+                            outputs[k].name
+                        )));
+                    };
                     let len = shape.iter().product::<usize>() * full.dtype().size();
-                    if actual.get(k).is_none() || len > full.bytes().len() {
+                    if len > full.bytes().len() {
                         return Err(BackendError::internal(format!(
                             "output `{}`: the run reported shape {shape:?}, beyond its buffer \
                              of {:?}",
@@ -336,7 +339,7 @@ impl InstanceState {
                             full.shape()
                         )));
                     }
-                    (shape, 0, len)
+                    (shape.clone(), 0, len)
                 };
                 let (ptr, memory) =
                     add_output(api, response, &outputs[k].name, full.dtype(), &shape, None)?;

@@ -108,6 +108,7 @@ impl ModelState {
                 inputs: Vec::new(),
                 outputs: Vec::new(),
                 batch_max: None,
+                sized: false,
             },
             engines: Mutex::new(HashMap::new()),
         };
