@@ -1,7 +1,8 @@
 """End-to-end networks on the GPU: torchtrt engines against PyTorch eager and torch.compile.
 
-Used by `gpu_plugins_vs_pytorch.py --part networks`. For each network (torchvision
-`resnet50`, `mobilenet_v3_large`, and a small ViT, seeded random weights) and batch size:
+Used by `gpu_plugins_vs_pytorch.py --part networks` and `gpu_depthwise.py`. For each network
+(torchvision `resnet50`, `mobilenet_v3_large`, a small ViT, timm `convnext_tiny` and
+`efficientnet_b0`; seeded random weights) and batch size:
 export to ONNX on the device, compile with `torchtrtc compile --device cuda --precision f16`,
 time `torchtrtc bench --device cuda`, time PyTorch eager and `torch.compile` in f16 on the
 same weights and inputs with CUDA events, and compare our outputs and eager f16's with the
@@ -52,7 +53,14 @@ def _build(name):
             hidden_dim=384, mlp_dim=1536, num_classes=1000).eval()
         torch.nn.init.normal_(vit.heads.head.weight, std=0.02)  # torchvision zeroes the head
         return vit
+    if name in TIMM:
+        import timm
+
+        return timm.create_model(name, pretrained=False).eval()
     raise ValueError(name)
+
+
+TIMM = ["convnext_tiny", "efficientnet_b0"]
 
 
 NETWORKS = ["resnet50", "mobilenet_v3_large", "vit_small"]

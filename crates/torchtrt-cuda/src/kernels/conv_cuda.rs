@@ -1,13 +1,20 @@
 //! CUDA C of the convolution: the bias + residual + activation epilogue that follows the
-//! GEMM, and a direct kernel for depthwise convolutions (bias and activation fused); im2col
-//! is in `im2col`.
+//! GEMM, direct kernels for grouped convolutions, and a tiled depthwise kernel (3×3, 5×5 and
+//! 7×7 at stride 1 or 2; bias and activation fused in both); im2col is in `im2col`.
 
+use super::depthwise::{COLS, WINDOWS, rows};
 use super::epilogue::ACTIVATIONS;
 use super::prelude::{Program, with_prelude};
 
 /// The convolution program.
 pub(crate) static CONV: Program = Program::new("core_convolution", || {
-    with_prelude(&format!("{ACTIVATIONS}{BODY}"))
+    let cases: String = WINDOWS
+        .iter()
+        .map(|&(k, s)| format!("DW_CASE(D, {k}, {s}, {}) ", rows(k, s)))
+        .collect();
+    with_prelude(&format!(
+        "#define DW_RW {COLS}\n#define DW_CASES(D) {cases}\n{ACTIVATIONS}{BODY}"
+    ))
 });
 
 const BODY: &str = r#"
@@ -191,6 +198,114 @@ __device__ __forceinline__ void direct_impl(const void* x, const void* w, const 
     else direct_impl<D>(x, w, bias, y, C, H, W, M, Cg, Mg, KH, KW, SH, SW, PH, PW, DH, DW, \
         OH, OW, planes, code, p0, p1); }
 FOR_EACH_DTYPE(DIRECT)
+
+/* Depthwise K×K at stride S (no dilation), tiled. A block of (TC, RG, P) threads takes a
+   tile of RG·RH output rows × TC·DW_RW columns of P planes: it stages the tiles' input
+   windows (IHt × IWt, zero outside the input) in shared memory as floats, in rows of pitch
+   IP (even), followed by the planes' weights; each thread then computes RH × DW_RW
+   outputs from registers. Loads are issued eight at a time. Grid (tiles across, tiles down,
+   plane groups); plane groups beyond the grid are walked in a loop. A plane's input and
+   output positions, and the planes, count below 2^31 (the launch checks). */
+template <typename D, int K, int S, int RH>
+__device__ __forceinline__ void depthwise_tiled(const void* x, const void* w, const void* bias,
+    void* y, int C, int H, int W, int M, int Mg, int PH, int PW, int OH, int OW, int IHt,
+    int IWt, int IP, int dy, int dx, int planes, int code, float p0, float p1) {
+    extern __shared__ float dw_sm[];
+    const int TC = blockDim.x, RG = blockDim.y, P = blockDim.z;
+    const int A = IHt * IP, nt = TC * RG * P;
+    float* wsm = dw_sm + P * A;
+    const int t = threadIdx.x + TC * (threadIdx.y + RG * threadIdx.z);
+    const int ry0 = t / IWt, rx0 = t - ry0 * IWt, n_el = IHt * IWt;
+    const int oh0 = blockIdx.y * RG * RH, ow0 = blockIdx.x * TC * DW_RW;
+    const int ih0 = oh0 * S - PH, iw0 = ow0 * S - PW;
+    const i64 HW = (i64)H * W;
+    for (int plane0 = blockIdx.z * P; plane0 < planes; plane0 += gridDim.z * P) {
+        int n = plane0 / M, m = plane0 - n * M;
+        __syncthreads();
+        for (int p = 0; p < P && plane0 + p < planes; ++p) {
+            for (int i = t; i < K * K; i += nt) wsm[p * K * K + i] = LOAD(D, w, m * K * K + i);
+            const typename D::T* src = (const typename D::T*)x
+                + ((i64)n * C + (Mg == 1 ? m : m / Mg)) * HW;
+            float* dst = dw_sm + p * A;
+            int ry = ry0, rx = rx0;
+            for (int e = t; e < n_el; e += 8 * nt) {
+                float v[8];
+                int at[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const int ih = ih0 + ry, iw = iw0 + rx;
+                    const bool in = e + j * nt < n_el;
+                    v[j] = in && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W
+                        ? Elem<D>::load(src, ih * W + iw) : 0.0f;
+                    at[j] = in ? ry * IP + rx : -1;
+                    rx += dx;
+                    ry += dy;
+                    if (rx >= IWt) { rx -= IWt; ++ry; }
+                }
+#pragma unroll
+                for (int j = 0; j < 8; ++j) if (at[j] >= 0) dst[at[j]] = v[j];
+            }
+            if (++m == M) { m = 0; ++n; }
+        }
+        __syncthreads();
+        const int pp = threadIdx.z, plane = plane0 + pp;
+        if (plane >= planes) continue;
+        const int m_out = plane % M;
+        float wr[K * K];
+#pragma unroll
+        for (int i = 0; i < K * K; ++i) wr[i] = wsm[pp * K * K + i];
+        const float b = bias ? LOAD(D, bias, m_out) : 0.0f;
+        float acc[RH][DW_RW];
+#pragma unroll
+        for (int i = 0; i < RH; ++i)
+#pragma unroll
+            for (int j = 0; j < DW_RW; ++j) acc[i][j] = b;
+        const float* s = dw_sm + pp * A + threadIdx.y * RH * S * IP + threadIdx.x * DW_RW * S;
+        const int NV = (DW_RW - 1) * S + K;
+#pragma unroll
+        for (int rr = 0; rr < (RH - 1) * S + K; ++rr) {
+            /* DW_RW·S is even, so every pair starts 8-byte aligned; the pad column read
+               past an odd NV is never used. */
+            float v[NV + 1];
+            const float* row = s + rr * IP;
+#pragma unroll
+            for (int c = 0; c < NV; c += 2) {
+                const float2 q = *reinterpret_cast<const float2*>(row + c);
+                v[c] = q.x;
+                v[c + 1] = q.y;
+            }
+#pragma unroll
+            for (int i = 0; i < RH; ++i) {
+                const int kh = rr - i * S;
+                if (kh >= 0 && kh < K) {
+#pragma unroll
+                    for (int j = 0; j < DW_RW; ++j)
+#pragma unroll
+                        for (int kw = 0; kw < K; ++kw)
+                            acc[i][j] = fmaf(v[j * S + kw], wr[kh * K + kw], acc[i][j]);
+                }
+            }
+        }
+        const int oh = oh0 + threadIdx.y * RH, ow = ow0 + threadIdx.x * DW_RW;
+        const i64 yb = (i64)plane * OH * OW;
+#pragma unroll
+        for (int i = 0; i < RH; ++i)
+#pragma unroll
+            for (int j = 0; j < DW_RW; ++j)
+                if (oh + i < OH && ow + j < OW)
+                    STORE(D, y, yb + (oh + i) * OW + ow + j, act(acc[i][j], code, p0, p1));
+    }
+}
+
+#define DW_CASE(D, KK, SS, RR) if (K == KK && S == SS) { depthwise_tiled<D, KK, SS, RR>(x, \
+    w, bias, y, \
+    C, H, W, M, Mg, PH, PW, OH, OW, IHt, IWt, IP, dy, dx, planes, code, p0, p1); return; }
+#define DEPTHWISE(Sx, D) extern "C" __global__ void __launch_bounds__(256, 3) \
+    conv_depthwise_##Sx(const void* x, const void* w, const void* bias, void* y, int C, int H, \
+    int W, int M, int Mg, int PH, int PW, int OH, int OW, int IHt, int IWt, int IP, int dy, \
+    int dx, int planes, int code, float p0, float p1, int K, int S) { \
+    DW_CASES(D) }
+FOR_EACH_DTYPE(DEPTHWISE)
 "#;
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! 1-D and 2-D convolution (1-D runs as 2-D with one row). Depthwise convolutions (one
-//! input channel per group) run a direct kernel with bias and activation fused. The rest
+//! input channel per group) run a direct kernel with bias and activation fused: a tiled one
+//! (`depthwise`) for square 3×3, 5×5 and 7×7 windows at stride 1 or 2, a thread per output
+//! otherwise. The rest
 //! are GEMMs on cuBLAS, one strided-batched GEMM per group over the images: 1×1 stride-1
 //! unpadded convolutions multiply the input as it is, others gather it first (im2col,
 //! scratch from the caching allocator, at most [`COL_BYTES`] per chunk of images; 16-bit
@@ -19,6 +21,7 @@ use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::conv_cuda::CONV;
+use super::depthwise::Tiling;
 use super::epilogue::Epilogue;
 use super::im2col::{Gather, Im2col};
 use super::matmul::{BlasScope, shared_blas};
@@ -71,6 +74,7 @@ struct ConvKernel {
     im2col: Im2col,
     finish: Function,
     direct: Function,
+    depthwise: Function,
     /// Constant weights repacked at prepare time (see `packed_rows`); the others are read
     /// from the input.
     packed: Option<Weights>,
@@ -116,6 +120,7 @@ pub(super) fn prepare(
             im2col: Im2col::load(ctx, ty.size())?,
             finish: f(&format!("conv_epilogue_{suffix}"))?,
             direct: f(&format!("conv_direct_{suffix}"))?,
+            depthwise: f(&format!("conv_depthwise_{suffix}"))?,
             packed: packed_rows
                 .map(|k8| upload_padded(ctx, inputs, k8))
                 .transpose()?,
@@ -264,6 +269,18 @@ impl ConvKernel {
         };
         let g = &self.geo;
         let planes = s.n * s.m;
+        let square = k[0] == k[1] && g.stride[0] == g.stride[1] && g.dilation == [1, 1];
+        let tiling = square
+            .then(|| Tiling::of(k[0], g.stride[0], [s.h, s.w], [s.oh, s.ow], planes))
+            .flatten();
+        if let Some(t) = tiling {
+            self.run_tiled(&t, s, k[0], [x, w, bias, y], epilogue, stream)?;
+            return if res == 0 {
+                Ok(())
+            } else {
+                self.finish(s, 0, res, y, stream)
+            };
+        }
         let i = |v: usize| arg_i32(v, WHAT);
         let mut args = KernelArgs::new().ptr(x).ptr(w).ptr(bias).ptr(y);
         for v in [s.c, s.h, s.w, s.m, s.cg, s.m / self.groups, k[0], k[1]] {
@@ -289,6 +306,51 @@ impl ConvKernel {
             return Ok(());
         }
         self.finish(s, 0, res, y, stream)
+    }
+
+    /// `conv_depthwise_*` over `[x, w, bias, y]` (`bias` may be 0) with `epilogue` fused.
+    fn run_tiled(
+        &self,
+        t: &Tiling,
+        s: &Shape,
+        k: usize,
+        [x, w, bias, y]: [u64; 4],
+        epilogue: Epilogue,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let g = &self.geo;
+        let i = |v: usize| arg_i32(v, WHAT);
+        let mut args = KernelArgs::new().ptr(x).ptr(w).ptr(bias).ptr(y);
+        for v in [
+            s.c,
+            s.h,
+            s.w,
+            s.m,
+            s.m / self.groups,
+            g.pad[0],
+            g.pad[1],
+            s.oh,
+            s.ow,
+        ] {
+            args = args.i32(i(v)?);
+        }
+        for v in t.window.into_iter().chain(t.step) {
+            args = args.i32(i(v)?);
+        }
+        let mut args = args
+            .i32(i(s.n * s.m)?)
+            .i32(epilogue.code)
+            .f32(epilogue.p0)
+            .f32(epilogue.p1)
+            .i32(i(k)?)
+            .i32(i(g.stride[0])?);
+        // SAFETY: the arguments match `conv_depthwise_*`; the tensors hold the checked
+        // shapes, and `Tiling::of` sized the shared memory for the block's windows.
+        unsafe {
+            self.depthwise
+                .launch(stream, t.grid, t.block, t.shared_bytes, &mut args)
+        }
+        .map_err(|e| format!("{WHAT}: {e}"))
     }
 
     /// The in-place pass `y = act(y + bias + res)` (`bias`, `res` may be 0: absent).

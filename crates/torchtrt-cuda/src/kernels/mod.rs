@@ -14,6 +14,7 @@ mod concat;
 mod conv_cuda;
 mod convolution;
 mod copy;
+mod depthwise;
 mod elementwise;
 mod epilogue;
 mod expand;

@@ -299,3 +299,66 @@ fn convolution_adds_a_residual_before_the_activation() {
         }
     }
 }
+
+/// The tiled depthwise kernel (3×3, 5×5, 7×7 at stride 1 and 2): planes small enough to share
+/// a block, planes wider than one tile and taller than one, several tiles of many planes,
+/// no padding and uneven padding, a channel multiplier, every activation; then every case
+/// again with a residual.
+#[test]
+fn depthwise_tiles_match_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    let activations = [
+        None,
+        Some(ActivationKind::Relu),
+        Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
+        Some(ActivationKind::Clip {
+            min: -0.5,
+            max: 1.0,
+        }),
+    ];
+    let planes: &[([usize; 4], usize)] = &[
+        ([2, 6, 7, 7], 1),
+        ([1, 3, 9, 300], 1),
+        ([1, 2, 150, 11], 2),
+        ([3, 40, 14, 14], 1),
+        ([2, 5, 33, 57], 1),
+        ([1, 4, 21, 19], 3),
+    ];
+    let mut case = 0u64;
+    for k in [3usize, 5, 7] {
+        for s in [1usize, 2] {
+            for &(x, mult) in planes {
+                let x = [x[0], x[1], x[2].max(k), x[3].max(k)];
+                let half = (k / 2) as i64;
+                let pads: [(&[i64], &[i64]); 3] = [
+                    (&[half, half], &[half, half]),
+                    (&[0, 0], &[0, 0]),
+                    (&[half, 0], &[0, half + 1]),
+                ];
+                let (begin, end) = pads[case as usize % 3];
+                let l = LayerKind::Convolution(Convolution {
+                    strides: vec![s as i64; 2],
+                    pads_begin: begin.to_vec(),
+                    pads_end: end.to_vec(),
+                    dilations: vec![1, 1],
+                    groups: x[1] as i64,
+                    activation: activations[case as usize % activations.len()],
+                });
+                let w = [x[1] * mult, 1, k, k];
+                let dtype = [DType::F32, DType::F16, DType::BF16][case as usize / 2 % 3];
+                let mut inputs = vec![
+                    (rand(dtype, &x, 7 * case), false),
+                    (rand(dtype, &w, 7 * case + 1), true),
+                    (rand(dtype, &[w[0]], 7 * case + 2), true),
+                ];
+                let what =
+                    format!("depthwise k{k} s{s} x{x:?} w{w:?} {dtype} pads {begin:?} {end:?}");
+                check(&dev, &what, &l, &inputs);
+                let out = crate::harness::cpu(&l, &inputs);
+                inputs.push((rand(dtype, out[0].shape(), 7 * case + 3), false));
+                check(&dev, &format!("{what} with a residual"), &l, &inputs);
+                case += 1;
+            }
+        }
+    }
+}
