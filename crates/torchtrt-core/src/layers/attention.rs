@@ -118,6 +118,25 @@ impl Attention {
             && !(self.left_window >= 0 && diff > self.left_window)
             && !(self.right_window >= 0 && -diff > self.right_window)
     }
+
+    /// The keys query `i` may attend, as the range `lo..hi` ([`Attention::allows`] holds
+    /// exactly for the `j` in it; `lo ≥ hi` when none).
+    pub fn keys_allowed(&self, i: i64, offset: i64, valid: i64) -> (i64, i64) {
+        let at = i.saturating_add(offset);
+        let mut hi = valid;
+        if self.causal {
+            hi = hi.min(at.saturating_add(1));
+        }
+        if self.right_window >= 0 {
+            hi = hi.min(at.saturating_add(self.right_window).saturating_add(1));
+        }
+        let lo = if self.left_window >= 0 {
+            at.saturating_sub(self.left_window)
+        } else {
+            i64::MIN
+        };
+        (lo, hi)
+    }
 }
 
 /// Heads and head size of one operand: `(batch, heads, seq, head)` as dims.
@@ -274,5 +293,39 @@ impl LayerOp for Attention {
             out.push(TypeShape::new(q.dtype, vec![qb, qh, qs, keys]));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Attention;
+
+    #[test]
+    fn keys_allowed_is_the_range_allows_holds_on() {
+        for causal in [false, true] {
+            for left_window in [-1, 0, 1, 3] {
+                for right_window in [-1, 0, 2] {
+                    let l = Attention {
+                        causal,
+                        left_window,
+                        right_window,
+                        ..Attention::default()
+                    };
+                    for (i, offset, valid) in (0..6)
+                        .flat_map(|i| [-3, 0, 2].map(|o| (i, o)))
+                        .flat_map(|(i, o)| [0, 3, 8].map(|v| (i, o, v)))
+                    {
+                        let (lo, hi) = l.keys_allowed(i, offset, valid);
+                        for j in -10..20 {
+                            assert_eq!(
+                                l.allows(i, j, offset, valid),
+                                lo <= j && j < hi,
+                                "{l:?} i {i} offset {offset} valid {valid} j {j}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

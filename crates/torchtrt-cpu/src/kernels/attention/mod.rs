@@ -11,6 +11,7 @@ use torchtrt_core::layers::Attention;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, LayerOp, Tensor};
 
+use super::reduce::fold::{Fold, MaxOf, SumOf, fold_run, map_fold_mut};
 use crate::dispatch::with_float;
 use crate::linalg::{GemmElem, MatRef, gemm};
 use crate::scalar::{FloatElem, Real};
@@ -150,6 +151,13 @@ impl<C: Real> Bias<C> {
             strides: [s[0] as usize, s[1] as usize, s[2] as usize, s[3] as usize],
             len,
         })
+    }
+
+    /// The biases of query `(b, h, i)` for keys `0..len`, where they lie side by side.
+    #[inline(always)]
+    fn contiguous_row(&self, b: usize, h: usize, i: usize) -> Option<&[C]> {
+        let base = b * self.strides[0] + h * self.strides[1] + i * self.strides[2];
+        (self.strides[3] == 1).then(|| &self.values[base..base + self.len])
     }
 
     /// The biases of query `(b, h, i)` for keys `j0..j0 + out.len()`.
@@ -443,9 +451,10 @@ struct BlockRows {
 }
 
 multiversion! {
-    /// Turns a block's scores (`rows × n`) into weights for the values: soft cap, mask and
-    /// rules, then `e^(s − max)` with each row's running maximum and sum updated and its
-    /// output row rescaled. Returns whether any weight is non-zero.
+    /// Turns a block's scores (`rows × n`) into weights for the values: soft cap, then for
+    /// the keys the rules allow (one range a row, [`Attention::keys_allowed`]) the mask and
+    /// `e^(s − max)` with each row's running maximum and sum updated and its output row
+    /// rescaled; every other weight is zero. Returns whether any weight is non-zero.
     fn update_rows<C: AttnElem>(
         p: &Problem<'_, C>,
         at: &BlockRows,
@@ -457,6 +466,8 @@ multiversion! {
         let dv = p.dv;
         let mut bias = [<C as Real>::ZERO; K_BLOCK];
         let mut any = false;
+        let j0 = at.j0 as i64;
+        let keys = p.bias.as_ref().map_or(i64::MAX, |m| m.len as i64);
         for (r, s) in scores.chunks_exact_mut(n).enumerate() {
             let i = at.i0 + r;
             if p.softcap > <C as Real>::ZERO {
@@ -464,35 +475,39 @@ multiversion! {
                     *o = p.softcap * (*o / p.softcap).tanh();
                 }
             }
-            let bs = &mut bias[..n];
-            match &p.bias {
-                Some(mask) => mask.row(at.b, at.h, i, at.j0, bs),
-                None => bs.fill(<C as Real>::ZERO),
-            }
-            for (jj, o) in bs.iter_mut().enumerate() {
-                if !p.rule.allows(i as i64, (at.j0 + jj) as i64, at.offset, at.valid) {
-                    *o = <C as Real>::NEG_INFINITY;
+            let (lo, hi) = p.rule.keys_allowed(i as i64, at.offset, at.valid);
+            let first = (lo.max(j0) - j0).clamp(0, n as i64) as usize;
+            let end = (hi.min(keys).min(j0 + n as i64) - j0).clamp(first as i64, n as i64) as usize;
+            let allowed = match &p.bias {
+                _ if first == end => false,
+                None => true,
+                Some(mask) => {
+                    let (k0, k1) = (at.j0 + first, at.j0 + end);
+                    let row = match mask.contiguous_row(at.b, at.h, i) {
+                        Some(row) => &row[k0..k1],
+                        None => {
+                            mask.row(at.b, at.h, i, k0, &mut bias[..end - first]);
+                            &bias[..end - first]
+                        }
+                    };
+                    for (o, &bv) in s[first..end].iter_mut().zip(row) {
+                        *o = *o + bv;
+                    }
+                    row.iter().any(|&bv| bv != <C as Real>::NEG_INFINITY)
                 }
-            }
-            let mut block_max = <C as Real>::NEG_INFINITY;
-            for (o, &bv) in s.iter_mut().zip(bs.iter()) {
-                state.allowed[r] |= bv != <C as Real>::NEG_INFINITY;
-                *o = *o + bv;
-                if *o > block_max {
-                    block_max = *o;
-                }
-            }
-            if block_max == <C as Real>::NEG_INFINITY || block_max.is_nan() {
+            };
+            state.allowed[r] |= allowed;
+            let live = &mut s[first..end];
+            let block_max = fold_run(MaxOf, MaxOf.init(), live);
+            if !allowed || block_max == <C as Real>::NEG_INFINITY {
                 s.fill(<C as Real>::ZERO);
                 continue;
             }
             let m = if block_max > state.max[r] { block_max } else { state.max[r] };
             let correction = (state.max[r] - m).exp_with::<M>();
-            let mut block_sum = <C as Real>::ZERO;
-            for o in s.iter_mut() {
-                *o = (*o - m).exp_with::<M>();
-                block_sum = block_sum + *o;
-            }
+            let block_sum = map_fold_mut(SumOf { mean: false }, <C as Real>::ZERO, live, |v| (v - m).exp_with::<M>());
+            s[..first].fill(<C as Real>::ZERO);
+            s[end..].fill(<C as Real>::ZERO);
             state.sum[r] = state.sum[r] * correction + block_sum;
             state.max[r] = m;
             if correction != <C as Real>::ONE {

@@ -98,6 +98,35 @@ pub(crate) fn map_fold_run<C: Real, F: Fold<C>>(
     acc
 }
 
+/// [`map_fold_run`] in place: `x[k] = map(x[k])`, returning `acc` with every written value
+/// folded in.
+#[inline(always)]
+pub(crate) fn map_fold_mut<C: Real, F: Fold<C>>(
+    f: F,
+    acc: C,
+    x: &mut [C],
+    map: impl Fn(C) -> C,
+) -> C {
+    let mut acc = acc;
+    let whole = x.len() - x.len() % LANES;
+    let (body, tail) = x.split_at_mut(whole);
+    if whole > 0 {
+        let mut lanes = [f.init(); LANES];
+        for xs in body.chunks_exact_mut(LANES) {
+            for (l, v) in lanes.iter_mut().zip(xs) {
+                *v = map(*v);
+                *l = f.step(*l, *v);
+            }
+        }
+        acc = f.merge(acc, merge32(f, lanes));
+    }
+    for v in tail {
+        *v = map(*v);
+        acc = f.step(acc, *v);
+    }
+    acc
+}
+
 /// The merge of [`LANES`] lanes: quarters first, then halves. The lanes pass through
 /// `black_box` so that the vectoriser keeps the loop that filled them in full-width
 /// registers instead of shaping it after this tree.
