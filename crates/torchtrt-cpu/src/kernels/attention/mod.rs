@@ -118,32 +118,17 @@ impl<C: Real> KeySource<'_, C> {
 
 /// The additive mask, broadcast to `[batch, q_heads, q_seq, len]`; keys from `len` on are
 /// masked.
-struct Bias<C> {
-    values: Vec<C>,
+struct Bias<'a, C> {
+    values: &'a [C],
     strides: [usize; 4],
     len: usize,
 }
 
-impl<C: Real> Bias<C> {
-    fn new(mask: &Tensor, dtype: DType, q: [usize; 3]) -> Result<Bias<C>, String> {
-        let shape = mask.shape();
+impl<'a, C: Real> Bias<'a, C> {
+    /// The mask `values` of shape `shape` (a boolean mask already turned into `0` and `−∞`)
+    /// for queries `[batch, heads, seq]`.
+    fn new(values: &'a [C], shape: &[usize], q: [usize; 3]) -> Result<Bias<'a, C>, String> {
         let len = *shape.last().unwrap_or(&1);
-        let values: Vec<C> = if mask.dtype() == DType::Bool {
-            mask.bytes()
-                .iter()
-                .map(|&b| {
-                    if b != 0 {
-                        <C as Real>::ZERO
-                    } else {
-                        <C as Real>::NEG_INFINITY
-                    }
-                })
-                .collect()
-        } else if mask.dtype() == dtype {
-            mask.to_f64_vec().into_iter().map(C::from_f64).collect()
-        } else {
-            return Err(format!("{WHAT}: the mask {mask} must be bool or {dtype}"));
-        };
         let full = [q[0], q[1], q[2], len];
         let s = broadcast_strides(shape, &full).map_err(|e| format!("{WHAT}: mask {e}"))?;
         Ok(Bias {
@@ -180,7 +165,7 @@ struct Problem<'a, C> {
     q: (&'a [C], Operand),
     keys: KeySource<'a, C>,
     values: KeySource<'a, C>,
-    bias: Option<Bias<C>>,
+    bias: Option<Bias<'a, C>>,
     scale: C,
     softcap: C,
     /// Causal and window rules.
@@ -264,8 +249,8 @@ impl Kernel for AttentionKernel {
         };
         let scale = f64::from(l.scale.unwrap_or(1.0 / (d as f32).sqrt()));
         with_float!(self.dtype, WHAT, T => {
-            let mut bufs: [Vec<<T as FloatElem>::C>; 5] = Default::default();
-            let [qb, kb, vb, pkb, pvb] = &mut bufs;
+            let mut bufs: [Vec<<T as FloatElem>::C>; 6] = Default::default();
+            let [qb, kb, vb, pkb, pvb, mb] = &mut bufs;
             let qc = T::view(elems::<T>(q)?, qb);
             let kc = T::view(elems::<T>(k)?, kb);
             let vc = T::view(elems::<T>(v)?, vb);
@@ -277,7 +262,17 @@ impl Kernel for AttentionKernel {
                 None => (None, None),
             };
             let bias = if l.mask {
-                Some(Bias::new(inputs[3], self.dtype, [b, hq, sq])?)
+                let mask = inputs[3];
+                let values = if mask.dtype() == DType::Bool {
+                    let (open, shut) = (<<T as FloatElem>::C as Real>::ZERO, <<T as FloatElem>::C as Real>::NEG_INFINITY);
+                    mb.extend(mask.bytes().iter().map(|&v| if v != 0 { open } else { shut }));
+                    &mb[..]
+                } else if mask.dtype() == self.dtype {
+                    T::view(elems::<T>(mask)?, mb)
+                } else {
+                    return Err(format!("{WHAT}: the mask {mask} must be bool or {}", self.dtype));
+                };
+                Some(Bias::new(values, mask.shape(), [b, hq, sq])?)
             } else {
                 None
             };
