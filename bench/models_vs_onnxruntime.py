@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Latency of the ONNX `light` networks through torchtrt and onnxruntime, same inputs, two
 threads, median of N runs after warm-up, measured in one run; prints a Markdown table with
-the ratio per model and the geometric mean.
+the ratio per model and the geometric mean. `--bert` adds HF BERT-base (random weights, seed
+0) at batch 1 and `--seq` tokens with an attention mask that pads the last eighth, exported
+with the TorchScript exporter where torch and transformers are installed; its outputs are
+compared with onnxruntime's too.
 
     cargo build --release -p torchtrtc
-    .venv/bin/python bench/models_vs_onnxruntime.py [--runs 10] [--torchtrtc target/release/torchtrtc]
+    .venv/bin/python bench/models_vs_onnxruntime.py [--runs 10] [--torchtrtc target/release/torchtrtc] [--bert]
 """
 
 import argparse
@@ -35,6 +38,74 @@ def dummy_input(model):
     return x.name, (np.arange(n).reshape(shape) / n).astype(np.float32)
 
 
+def bert(work, seq):
+    """BERT-base ONNX model and its inputs: `input_ids` [1, seq] and `attention_mask` with the
+    last eighth of the tokens padded."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(attn_implementation="eager")
+    model = transformers.BertModel(config).eval()
+    ids = torch.randint(0, config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    mask[:, seq - seq // 8:] = 0
+    path = os.path.join(work, f"bert_base_s{seq}.onnx")
+
+    class Keywords(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            return out.last_hidden_state, out.pooler_output
+
+    with torch.no_grad():
+        torch.onnx.export(Keywords(), (ids, mask), path, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state", "pooler_output"], opset_version=17,
+                          dynamo=False)
+    return path, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+
+
+def time_ort_feeds(path, feeds, runs, warmup, threads):
+    """Median ms of onnxruntime on `feeds`, and its outputs."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    for _ in range(warmup):
+        outs = sess.run(None, feeds)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        outs = sess.run(None, feeds)
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times), outs
+
+
+def bert_row(args, work):
+    """The BERT-base row: latencies, and our first output's relative error to onnxruntime's."""
+    path, feeds = bert(work, args.seq)
+    flags = []
+    for name, value in feeds.items():
+        np.save(os.path.join(work, f"{name}.npy"), value)
+        flags += ["--input", f"{name}={os.path.join(work, name + '.npy')}"]
+    theirs, outs = time_ort_feeds(path, feeds, args.runs, args.warmup, args.threads)
+    ours, err = time_ours(args.torchtrtc, path, args.runs, args.warmup, args.threads, flags)
+    if ours is None:
+        return f"| bert_base_s{args.seq} | failed: {err} | {theirs:.2f} | – |", None
+    out_dir = os.path.join(work, "bert_out")
+    subprocess.run([args.torchtrtc, "run", path, *flags, "--output-dir", out_dir, "-q"], check=True,
+                   env=dict(os.environ, RAYON_NUM_THREADS=str(args.threads)))
+    got = np.load(os.path.join(out_dir, "last_hidden_state.npy")).astype(np.float64)
+    want = outs[0].astype(np.float64)
+    rel = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    return (f"| bert_base_s{args.seq} (rel. error {rel:.1e}) | {ours:.2f} | {theirs:.2f} | "
+            f"{ours / theirs:.2f} |"), ours / theirs
+
+
 def time_ort(path, name, x, runs, warmup, threads):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -51,9 +122,10 @@ def time_ort(path, name, x, runs, warmup, threads):
     return statistics.median(times)
 
 
-def time_ours(exe, path, runs, warmup, threads):
+def time_ours(exe, path, runs, warmup, threads, extra=()):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-    out = subprocess.run([exe, "bench", path, "--iterations", str(runs), "--warmup", str(warmup), "--json", "-q"],
+    out = subprocess.run([exe, "bench", path, "--iterations", str(runs), "--warmup", str(warmup), "--json", "-q",
+                          *extra],
                          capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"
@@ -66,9 +138,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--torchtrtc", default="target/release/torchtrtc")
+    ap.add_argument("--bert", action="store_true", help="add the BERT-base row")
+    ap.add_argument("--only-bert", action="store_true", help="the BERT-base row alone")
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--work", default="target/bench-models")
     args = ap.parse_args()
     rows, ratios = [], []
-    for m in MODELS:
+    os.makedirs(args.work, exist_ok=True)
+    for m in [] if args.only_bert else MODELS:
         path = os.path.join(light_dir(), f"light_{m}.onnx")
         name, x = dummy_input(onnx.load(path))
         ours, err = time_ours(args.torchtrtc, path, args.runs, args.warmup, args.threads)
@@ -78,6 +155,11 @@ def main():
             continue
         ratios.append(ours / theirs)
         rows.append(f"| {m} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f} |")
+    if args.bert or args.only_bert:
+        row, ratio = bert_row(args, args.work)
+        rows.append(row)
+        if ratio is not None:
+            ratios.append(ratio)
     print(f"onnxruntime {ort.__version__}, {args.threads} threads, median of {args.runs} runs")
     print("| model | torchtrt ms | onnxruntime ms | ratio |")
     print("|---|---|---|---|")
