@@ -1,11 +1,12 @@
 """End-to-end networks on the GPU: torchtrt engines against PyTorch eager and torch.compile.
 
 Used by `gpu_plugins_vs_pytorch.py --part networks` and `gpu_depthwise.py`. For each network
-(torchvision `resnet50`, `mobilenet_v3_large`, a small ViT, timm `convnext_tiny` and
-`efficientnet_b0`; seeded random weights) and batch size:
+(torchvision `resnet50`, `mobilenet_v3_large`, a small ViT, timm `convnext_tiny`,
+`efficientnet_b0` and `vit_small_patch16_224`; seeded random weights) and batch size:
 export to ONNX on the device, compile with `torchtrtc compile --device cuda --precision f16`,
 time `torchtrtc bench --device cuda`, time PyTorch eager and `torch.compile` in f16 on the
-same weights and inputs with CUDA events, and compare our outputs and eager f16's with the
+same weights and inputs with CUDA events (and `mode="max-autotune"` with `autotune`: minutes
+of compilation a network), and compare our outputs and eager f16's with the
 f32 model's (relative L2 error) and our top-1 classes with eager f16's.
 """
 
@@ -60,10 +61,10 @@ def _build(name):
     raise ValueError(name)
 
 
-TIMM = ["convnext_tiny", "efficientnet_b0"]
+TIMM = ["convnext_tiny", "efficientnet_b0", "vit_small_patch16_224"]
 
 
-NETWORKS = ["resnet50", "mobilenet_v3_large", "vit_small"]
+NETWORKS = ["resnet50", "mobilenet_v3_large", "vit_small", *TIMM]
 
 
 def export(model, x, path):
@@ -105,7 +106,7 @@ def relative_error(ours, ref):
     return float(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def one(exe, name, batch, iters, warmup, work):
+def one(exe, name, batch, iters, warmup, work, autotune=False):
     model = build(name).cuda()
     gen = torch.Generator().manual_seed(1)
     x32 = torch.rand(batch, 3, 224, 224, generator=gen).cuda()
@@ -123,6 +124,12 @@ def one(exe, name, batch, iters, warmup, work):
         compiled(x16)
         compile_s = time.time() - t
         comp = cuda_median_ms(lambda: compiled(x16), iters, warmup)
+        tuned = None
+        if autotune:
+            torch._dynamo.reset()
+            best = torch.compile(half, mode="max-autotune")
+            best(x16)
+            tuned = cuda_median_ms(lambda: best(x16), iters, warmup)
     t = time.time()
     run_tool([exe, "compile", onnx_path, "-o", engine, "--device", "cuda", "--precision", "f16", "-q"])
     build_s = time.time() - t
@@ -136,20 +143,21 @@ def one(exe, name, batch, iters, warmup, work):
     top1 = float(np.mean(ours.argmax(-1) == ref.argmax(-1)))
     return {
         "network": name, "batch": batch, "ours_ms": stats["median_ms"], "eager_ms": eager,
-        "compile_ms": comp, "rel_err": relative_error(ours, ref32),
+        "compile_ms": comp, "autotune_ms": tuned, "rel_err": relative_error(ours, ref32),
         "eager_rel_err": relative_error(ref, ref32), "top1_agree": top1,
         "our_build_s": build_s, "torch_compile_s": compile_s,
     }
 
 
-def run(exe, iters, warmup, networks=None, batches=(1, 32), work="/tmp/torchtrt_networks"):
+def run(exe, iters, warmup, networks=None, batches=(1, 32), work="/tmp/torchtrt_networks",
+        autotune=False):
     """Every network × batch; returns the rows (errors are rows too, so one failure shows)."""
     os.makedirs(work, exist_ok=True)
     rows = []
     for name in networks or NETWORKS:
         for batch in batches:
             try:
-                rows.append(one(exe, name, batch, iters, warmup, work))
+                rows.append(one(exe, name, batch, iters, warmup, work, autotune))
             except Exception as e:  # noqa: BLE001 - report and go on with the next network
                 rows.append({"network": name, "batch": batch, "error": str(e)[-300:]})
             print(json.dumps(rows[-1]), flush=True)
@@ -157,16 +165,22 @@ def run(exe, iters, warmup, networks=None, batches=(1, 32), work="/tmp/torchtrt_
 
 
 def markdown(rows):
+    tuned = any(r.get("autotune_ms") for r in rows)
+    extra = " max-autotune f16 ms | autotune/ours |" if tuned else ""
     lines = ["| network | batch | ours f16 ms | eager f16 ms | torch.compile f16 ms | eager/ours "
-             "| compile/ours | ours rel. error | eager f16 rel. error | top-1 agree |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| compile/ours |" + extra + " ours rel. error | eager f16 rel. error | top-1 agree |",
+             "|---|---|---|---|---|---|---|" + ("---|---|" if tuned else "") + "---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['network']} | {r['batch']} | error: {r['error']} | | | | | | | |")
+            lines.append(f"| {r['network']} | {r['batch']} | error: {r['error']} |")
             continue
+        cols = ""
+        if tuned:
+            t = r.get("autotune_ms")
+            cols = f" {t:.3f} | {t / r['ours_ms']:.2f} |" if t else " | |"
         lines.append(
             f"| {r['network']} | {r['batch']} | {r['ours_ms']:.3f} | {r['eager_ms']:.3f} | "
             f"{r['compile_ms']:.3f} | {r['eager_ms'] / r['ours_ms']:.2f} | "
-            f"{r['compile_ms'] / r['ours_ms']:.2f} | {r['rel_err']:.1e} | {r['eager_rel_err']:.1e} | "
-            f"{r['top1_agree']:.2f} |")
+            f"{r['compile_ms'] / r['ours_ms']:.2f} |{cols} {r['rel_err']:.1e} | "
+            f"{r['eager_rel_err']:.1e} | {r['top1_agree']:.2f} |")
     return "\n".join(lines)

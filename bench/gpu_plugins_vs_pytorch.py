@@ -123,7 +123,9 @@ def main():
     ap.add_argument("--bin", default="gpu-bin/plugin_bench")
     ap.add_argument("--torchtrtc", default="gpu-bin/torchtrtc")
     ap.add_argument("--part", choices=["plugins", "networks", "all"], default="plugins")
-    ap.add_argument("--networks", nargs="*", help="subset of resnet50 mobilenet_v3_large vit_small")
+    ap.add_argument("--networks", nargs="*", help="subset of gpu_networks.NETWORKS")
+    ap.add_argument("--autotune", action="store_true",
+                    help="also time torch.compile(mode='max-autotune') (minutes per network)")
     ap.add_argument("--batches", type=int, nargs="*", default=[1, 32])
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
@@ -136,7 +138,8 @@ def main():
         import gpu_networks
 
         print(f"\nGPU: {torch.cuda.get_device_name()}, torch {torch.__version__}\n")
-        rows = gpu_networks.run(a.torchtrtc, a.iters, a.warmup, a.networks, a.batches)
+        rows = gpu_networks.run(a.torchtrtc, a.iters, a.warmup, a.networks, a.batches,
+                                autotune=a.autotune)
         print(gpu_networks.markdown(rows))
         if a.json:
             json.dump(rows, open(a.json + ".networks.json", "w"), indent=1)
