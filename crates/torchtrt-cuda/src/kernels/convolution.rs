@@ -273,14 +273,27 @@ impl ConvKernel {
         let tiling = square
             .then(|| Tiling::of(k[0], g.stride[0], [s.h, s.w], [s.oh, s.ow], planes))
             .flatten();
-        if let Some(t) = tiling {
-            self.run_tiled(&t, s, k[0], [x, w, bias, y], epilogue, stream)?;
-            return if res == 0 {
-                Ok(())
-            } else {
-                self.finish(s, 0, res, y, stream)
-            };
+        match tiling {
+            Some(t) => self.run_tiled(&t, s, k[0], [x, w, bias, y], epilogue, stream)?,
+            None => self.run_per_output(s, k, [x, w, bias, y], epilogue, stream)?,
         }
+        if res == 0 {
+            return Ok(());
+        }
+        self.finish(s, 0, res, y, stream)
+    }
+
+    /// `conv_direct_*` (a thread per output) over `[x, w, bias, y]` with `epilogue` fused.
+    fn run_per_output(
+        &self,
+        s: &Shape,
+        k: [usize; 2],
+        [x, w, bias, y]: [u64; 4],
+        epilogue: Epilogue,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let g = &self.geo;
+        let planes = s.n * s.m;
         let i = |v: usize| arg_i32(v, WHAT);
         let mut args = KernelArgs::new().ptr(x).ptr(w).ptr(bias).ptr(y);
         for v in [s.c, s.h, s.w, s.m, s.cg, s.m / self.groups, k[0], k[1]] {
@@ -301,11 +314,7 @@ impl ConvKernel {
         let (grid, block) = direct_grid(s.oh * s.ow, planes);
         // SAFETY: the arguments match `conv_direct_*`; the tensors hold the checked shapes.
         unsafe { self.direct.launch(stream, grid, block, 0, &mut args) }
-            .map_err(|e| format!("{WHAT}: {e}"))?;
-        if res == 0 {
-            return Ok(());
-        }
-        self.finish(s, 0, res, y, stream)
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 
     /// `conv_depthwise_*` over `[x, w, bias, y]` (`bias` may be 0) with `epilogue` fused.
