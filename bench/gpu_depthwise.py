@@ -55,8 +55,9 @@ def onnx_model(path, n, c, size, k, stride):
     return w, b
 
 
-def ours_ms(exe, model, engine, iters):
-    nets.run_tool([exe, "compile", model, "-o", engine, "--device", "cuda", "-q"])
+def ours_ms(exe, model, engine, iters, *flags):
+    """Median ms of `torchtrtc bench` on `model` compiled for CUDA (with `flags`) into `engine`."""
+    nets.run_tool([exe, "compile", model, "-o", engine, "--device", "cuda", *flags, "-q"])
     out = nets.run_tool([exe, "bench", engine, "--device", "cuda", "--iterations", str(iters),
                          "--warmup", "20", "--json", "-q"])
     return json.loads(out.strip().splitlines()[-1])["median_ms"]
@@ -99,11 +100,8 @@ def network_rows(exes, networks, iters, work):
             row = nets.one(exes[0], name, 32, iters, 20, work)
             engine = os.path.join(work, f"{name}_b32.engine")
             for i, exe in enumerate(exes[1:], 1):
-                nets.run_tool([exe, "compile", os.path.join(work, f"{name}_b32.onnx"), "-o",
-                               engine, "--device", "cuda", "--precision", "f16", "-q"])
-                out = nets.run_tool([exe, "bench", engine, "--device", "cuda", "--iterations",
-                                     str(iters), "--warmup", "20", "--json", "-q"])
-                row[f"ours{i}_ms"] = json.loads(out.strip().splitlines()[-1])["median_ms"]
+                row[f"ours{i}_ms"] = ours_ms(exe, os.path.join(work, f"{name}_b32.onnx"), engine,
+                                             iters, "--precision", "f16")
         except Exception as e:  # noqa: BLE001 - report and go on
             row = {"network": name, "error": str(e)[-300:]}
         rows.append(row)
