@@ -73,6 +73,10 @@ const char* ttrt_version(void);
 uint32_t ttrt_runtime_api_version(void);
 /* 1 when the built-in plugins are baked in, 0 for the lean build. */
 int32_t ttrt_has_builtin_plugins(void);
+/* Allows (nonzero) or forbids (0, the default) loading engines that carry native CPU code of
+ * kernel plugins, for the whole process. Loading such an engine runs that code: allow it only
+ * for engines you trust as you would a plugin library. */
+void ttrt_allow_engine_host_code(int32_t allowed);
 /* The message of the calling thread's last failed call ("" if none). Valid until the next
  * failing call on this thread. */
 const char* ttrt_last_error(void);

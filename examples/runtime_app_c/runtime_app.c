@@ -3,12 +3,15 @@
  * libraries an engine needs at run time, runs a serialized engine on a deterministic
  * input and prints every output.
  *
- *   runtime_app MODEL.engine [PLUGIN_LIBRARY.so]...
+ *   runtime_app MODEL.engine [--allow-engine-host-code] [PLUGIN_LIBRARY.so]...
+ *
+ * --allow-engine-host-code lets engines that carry kernel plugins' CPU code load it.
  *
  * Dynamic input dimensions take the engine's `opt` values. Input element i is
  * ((i * 7919) % 2001 - 1000) / 1000, so other programs can reproduce it. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "torchtrt_runtime.h"
 
@@ -52,12 +55,17 @@ int main(int argc, char** argv) {
   int64_t k;
   int status = 1;
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.engine [PLUGIN_LIBRARY.so]...\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.engine [--allow-engine-host-code] [PLUGIN_LIBRARY.so]...\n",
+            argv[0]);
     return 2;
   }
   printf("%s, built-in plugins: %s\n", ttrt_version(), ttrt_has_builtin_plugins() ? "yes" : "no");
   CHECK(ttrt_runtime_create(&rt));
   for (i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--allow-engine-host-code") == 0) {
+      ttrt_allow_engine_host_code(1);
+      continue;
+    }
     CHECK(ttrt_runtime_load_library(rt, argv[i]));
     printf("loaded %s\n", argv[i]);
   }

@@ -26,6 +26,8 @@ fn _torchtrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engine::load_file, m)?)?;
     m.add_function(wrap_pyfunction!(registry::plugins, m)?)?;
     m.add_function(wrap_pyfunction!(registry::load_library, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::load_kernel_plugin, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::set_engine_host_code_allowed, m)?)?;
     m.add_function(wrap_pyfunction!(registry::cuda_available, m)?)?;
     m.add(
         "ENGINE_MAGIC",

@@ -96,6 +96,27 @@ pub fn load_library<'py>(
     Ok(d)
 }
 
+/// Compiles a kernel-plugin spec (TOML) and registers it (`torchtrtc --kernel-plugins`);
+/// returns its key.
+#[pyfunction]
+pub fn load_kernel_plugin(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    py.detach(|| -> torchtrt::Result<String> {
+        torchtrt::init_plugins()?;
+        let creator =
+            torchtrt::kernel_plugin::load_spec(&path).map_err(torchtrt::Error::Registry)?;
+        let key = torchtrt::plugin_api::PluginCreator::key(&creator).to_string();
+        torchtrt::registry().register_kernel_plugin(creator, &path.display().to_string())?;
+        Ok(key)
+    })
+    .map_err(|e| raise(&format!("kernel_plugins {}", path.display()), &e))
+}
+
+/// Allows or forbids loading engines that carry kernel plugins' native CPU code.
+#[pyfunction]
+pub fn set_engine_host_code_allowed(allowed: bool) {
+    torchtrt::kernel_plugin::set_engine_host_code_allowed(allowed);
+}
+
 /// Whether `cuda:0` can run engines here: `(True, "")`, or `(False, why)`.
 #[pyfunction]
 pub fn cuda_available(py: Python<'_>) -> (bool, String) {

@@ -122,7 +122,7 @@ def test_bad_compile_arguments(onnx_path, two_heads):
         torchtrt.compile(onnx_path, device="tpu")
     with pytest.raises(torchtrt.Error, match=r"not a float precision"):
         torchtrt.compile(onnx_path, enabled_precisions={torch.int8})
-    with pytest.raises(torchtrt.Error, match=r"kernel_plugins"):
+    with pytest.raises(torchtrt.Error, match=r"kernel_plugins k.toml: .*k.toml"):
         torchtrt.compile(onnx_path, kernel_plugins=["k.toml"])
     with pytest.raises(torchtrt.Error, match=r"the model has no input `nope` \(inputs: x\)"):
         torchtrt.compile(onnx_path, [torchtrt.Input(shape=(2, 16), name="nope")])

@@ -9,7 +9,7 @@ from . import _torchtrt
 from ._dtypes import precision as _precision
 from ._engine import Engine
 from ._input import Input
-from ._plugins import load_custom_converters, load_custom_torch_ops, load_plugins
+from ._plugins import load_custom_converters, load_custom_torch_ops, load_kernel_plugin, load_plugins
 from ._torchtrt import Error
 
 
@@ -157,13 +157,16 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
     the engine's (``{torch.float16}`` → f16; f32 inputs and outputs stay f32).
     ``tf32``: let f32 matrix products use TF32 on a GPU.
     ``plugins`` / ``custom_converters`` / ``custom_torch_ops``: extension libraries loaded
-    first (``torchtrtc --plugins`` …).
+    first (``torchtrtc --plugins`` …); ``kernel_plugins``: kernel-plugin specs (TOML)
+    compiled and registered first (``torchtrtc --kernel-plugins``).
     """
     device = _device_name(device)
     prec = _precision(enabled_precisions)
-    if kernel_plugins:
-        raise Error("kernel_plugins: kernel plugin specs are not supported by this build yet")
     _load_libraries(plugins, custom_converters, custom_torch_ops)
+    if isinstance(kernel_plugins, (str, os.PathLike)):
+        kernel_plugins = (kernel_plugins,)
+    for spec in kernel_plugins or ():
+        load_kernel_plugin(spec)
     if _is_torch(model, "nn.Module"):
         program = _export(model, inputs, kwarg_inputs)
         return _compile_program(program, _module_specs(program, inputs, kwarg_inputs), device, prec, tf32)

@@ -66,3 +66,17 @@ def load_custom_torch_ops(path, *, override_converters: bool = False) -> dict:
     """Loads a custom-op library (``torchtrtc --custom-torch-ops``): its ops compile into
     plugins, and engines that use them need the library loaded where they run."""
     return _torchtrt.load_library(os.fspath(path), "--custom-torch-ops", override_converters)
+
+
+def load_kernel_plugin(path) -> str:
+    """Compiles a kernel-plugin spec (TOML; ``torchtrtc --kernel-plugins``) and registers
+    it; returns its key. Engines built with it carry it: loading them needs no spec. The
+    same spec again is a no-op."""
+    return _torchtrt.load_kernel_plugin(os.fspath(path))
+
+
+def allow_engine_host_code(allowed: bool = True) -> None:
+    """Allows (or forbids again) loading engines that carry kernel plugins' native CPU code,
+    for the whole process (``torchtrtc --allow-engine-host-code``). Forbidden by default:
+    loading such an engine runs its code."""
+    _torchtrt.set_engine_host_code_allowed(bool(allowed))

@@ -73,6 +73,14 @@ pub extern "C" fn ttrt_has_builtin_plugins() -> i32 {
     i32::from(cfg!(feature = "builtin-plugins"))
 }
 
+/// Allows (nonzero) or forbids (0, the default) loading engines that carry native CPU code
+/// of kernel plugins, process-wide: loading such an engine runs its code, so allow it only
+/// for engines as trusted as a plugin library.
+#[unsafe(no_mangle)]
+pub extern "C" fn ttrt_allow_engine_host_code(allowed: i32) {
+    torchtrt_core::kernel_plugin::set_engine_host_code_allowed(allowed != 0);
+}
+
 /// Creates a runtime into `*out`.
 ///
 /// # Safety

@@ -7,6 +7,7 @@ pub mod builder;
 pub mod engine;
 pub mod error;
 pub mod files;
+pub mod kernel_plugin;
 pub mod layers;
 mod library;
 pub mod limits;

@@ -258,7 +258,8 @@ impl NetworkDefinition {
     ) -> Result<Vec<TensorId>> {
         let (plugin, entry) = registry.create(key, name, fields)?;
         let library = entry.library.map(|p| p.display().to_string());
-        let layer = PluginLayer::new(key.clone(), plugin, Some(entry.provider), library);
+        let mut layer = PluginLayer::new(key.clone(), plugin, Some(entry.provider), library);
+        layer.package = entry.package;
         self.add_layer(name, layer, inputs)
     }
 

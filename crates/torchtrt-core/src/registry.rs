@@ -10,6 +10,7 @@ use torchtrt_plugin_api::{
 };
 
 use crate::error::{Error, Result};
+use crate::kernel_plugin::{KernelPackage, KernelPluginCreator};
 
 /// What `register` does when the key is already taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub struct RegisteredCreator {
     pub provider: String,
     /// The shared library it was loaded from, if any.
     pub library: Option<PathBuf>,
+    /// For a kernel plugin, what engines built with it carry so that loading them needs no
+    /// spec and no library.
+    pub package: Option<Arc<KernelPackage>>,
 }
 
 /// One row of [`PluginRegistry::creators`].
@@ -126,6 +130,39 @@ impl PluginRegistry {
                 creator,
                 provider: provider.to_string(),
                 library: None,
+                package: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Registers a kernel plugin made from a spec ([`crate::kernel_plugin::load_spec`]);
+    /// engines built with it carry its package. The same spec (text and sources) again is a
+    /// no-op; another holder of the key is an error, and the registry is left as it was.
+    pub fn register_kernel_plugin(&self, creator: KernelPluginCreator, source: &str) -> Result<()> {
+        let key = creator.key();
+        let package = creator.package();
+        let mut inner = self.write();
+        if let Some(existing) = inner.creators.get(&key) {
+            let same = existing
+                .package
+                .as_ref()
+                .is_some_and(|p| p.toml == package.toml && p.files == package.files);
+            if same {
+                return Ok(());
+            }
+            return Err(Error::Registry(format!(
+                "kernel plugin {key} from {source}: the key is already registered by `{}`",
+                existing.provider
+            )));
+        }
+        inner.creators.insert(
+            key,
+            RegisteredCreator {
+                creator: Arc::new(creator),
+                provider: format!("kernel plugin spec {source}"),
+                library: None,
+                package: Some(package),
             },
         );
         Ok(())
@@ -270,6 +307,7 @@ impl PluginRegistry {
                     creator,
                     provider: provider.to_string(),
                     library: library.map(Path::to_path_buf),
+                    package: None,
                 },
             );
             added.push(key);

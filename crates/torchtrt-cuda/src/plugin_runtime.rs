@@ -251,6 +251,18 @@ fn bytemuck_copy(src: &[u8], dst: &mut [u64]) {
 mod tests {
     use super::*;
 
+    /// The CUDA C of the kernel-plugin example (`examples/kernel_plugin`), compiled as this
+    /// runtime compiles it when an engine is built.
+    #[test]
+    fn kernel_plugin_example_compiles_with_nvrtc() {
+        let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/kernel_plugin/swiglu.toml");
+        let creator =
+            torchtrt_core::kernel_plugin::load_spec(&spec).unwrap_or_else(|e| panic!("{e}"));
+        let (name, source) = creator.cuda_program().expect("a CUDA part");
+        crate::kernels::prelude::assert_source_compiles(name, source);
+    }
+
     /// The built-in plugins' programs, compiled as this runtime compiles them.
     #[test]
     fn every_plugin_program_compiles_with_nvrtc() {

@@ -38,7 +38,7 @@ pub use torchtrt_core::{
     NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, TimingCache,
     layers, registry,
 };
-pub use torchtrt_core::{files, limits, tensor};
+pub use torchtrt_core::{files, kernel_plugin, limits, tensor};
 pub use torchtrt_cpu::CpuBackend;
 pub use torchtrt_cuda as cuda;
 pub use torchtrt_cuda::CudaBackend;

@@ -76,6 +76,15 @@ struct BuildOptions {
     /// Plugin library to load before the model is read (repeatable).
     #[arg(long = "plugins", value_name = "LIB")]
     plugins: Vec<PathBuf>,
+    /// Kernel-plugin spec (TOML) to register before the model is read (repeatable): a plugin
+    /// declared with C and/or CUDA C kernels, compiled here; engines built with it carry it
+    /// and load with no library.
+    #[arg(long = "kernel-plugins", value_name = "SPEC")]
+    kernel_plugins: Vec<PathBuf>,
+    /// Load engines that carry native CPU code of kernel plugins (loading runs that code:
+    /// only for engines you trust, as you would a plugin library).
+    #[arg(long = "allow-engine-host-code")]
+    allow_engine_host_code: bool,
     /// Custom-converter library to load before the model is read (repeatable).
     #[arg(long = "custom-converters", value_name = "LIB")]
     custom_converters: Vec<PathBuf>,

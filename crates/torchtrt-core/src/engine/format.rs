@@ -15,13 +15,16 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use torchtrt_plugin_api::DType;
+use std::collections::{BTreeMap, BTreeSet};
+
+use torchtrt_plugin_api::{DType, PluginCreator, PluginKey, create_plugin};
 
 use super::decode::locate_error;
 use super::validate::{WeightSpan, check_plan, check_weights};
 use super::{EngineBlob, EnginePlan, Target};
 use crate::backend::PrepareOptions;
 use crate::error::{Error, Result};
+use crate::kernel_plugin::{self, KernelPluginCreator};
 use crate::layers::{Constant, LayerKind};
 use crate::registry::PluginRegistry;
 use crate::tensor::{ALIGN, Tensor};
@@ -145,8 +148,20 @@ pub(crate) fn deserialize(
     registry: &PluginRegistry,
 ) -> Result<(EnginePlan, Vec<EngineBlob>)> {
     let (mut plan, blobs) = read(bytes)?;
+    let carried = carried_plugins(&plan, &blobs)?;
     for layer in &mut plan.layers {
         if let LayerKind::Plugin(p) = &mut layer.kind {
+            if let Some(creator) = carried.get(&p.key) {
+                let plugin = create_plugin(creator, &layer.name, &p.fields).map_err(|source| {
+                    Error::Plugin {
+                        context: format!("layer `{}`", layer.name),
+                        source,
+                    }
+                })?;
+                p.package = Some(creator.package());
+                p.set_plugin(Arc::from(plugin));
+                continue;
+            }
             let (plugin, _) =
                 registry
                     .create(&p.key, &layer.name, &p.fields)
@@ -169,6 +184,34 @@ pub(crate) fn deserialize(
     }
     super::configure_plugins(&mut plan)?;
     Ok((plan, blobs))
+}
+
+/// The kernel plugins the engine carries, for its plugin layers of their keys (they win
+/// over the registry: the engine runs the code it was built with).
+fn carried_plugins(
+    plan: &EnginePlan,
+    blobs: &[EngineBlob],
+) -> Result<BTreeMap<PluginKey, KernelPluginCreator>> {
+    let used: BTreeSet<String> = plan
+        .layers
+        .iter()
+        .filter_map(|l| match &l.kind {
+            LayerKind::Plugin(p) => Some(p.key.to_string()),
+            _ => None,
+        })
+        .collect();
+    let mut out = BTreeMap::new();
+    for blob in blobs {
+        let Some(name) = blob.name.strip_prefix(kernel_plugin::BLOB_PREFIX) else {
+            continue;
+        };
+        if !used.contains(name) {
+            continue;
+        }
+        let creator = kernel_plugin::from_blob(blob).map_err(Error::Engine)?;
+        out.insert(creator.key(), creator);
+    }
+    Ok(out)
 }
 
 /// Reads and checks the header and the body, weights included, leaving plugin layers as

@@ -15,7 +15,7 @@ pub use memory::MemoryPlan;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use torchtrt_plugin_api::{DType, DeviceKind, ShapeExpr, TensorDesc};
+use torchtrt_plugin_api::{DType, DeviceKind, PluginKey, ShapeExpr, TensorDesc};
 
 use crate::backend::{Backend, EngineBlob, Kernel, PluginKernel, PrepareOptions};
 use crate::error::{Error, Result};
@@ -428,6 +428,9 @@ impl Engine {
         for b in self.inner.backend.engine_blobs() {
             all.insert(b.name, b.data);
         }
+        for b in kernel_plugin_blobs(&self.inner.plan) {
+            all.insert(b.name, b.data);
+        }
         all.into_iter()
             .map(|(name, data)| EngineBlob { name, data })
             .collect()
@@ -507,4 +510,27 @@ impl Engine {
         summary.blobs = inspect::blob_summaries(&blobs);
         Ok(summary)
     }
+}
+
+/// The packages of the plan's kernel plugins, each with its compiled CPU object when a layer
+/// of it runs on the CPU.
+fn kernel_plugin_blobs(plan: &EnginePlan) -> Vec<EngineBlob> {
+    let mut on_cpu: std::collections::BTreeMap<
+        String,
+        (Arc<crate::kernel_plugin::KernelPackage>, PluginKey, bool),
+    > = std::collections::BTreeMap::new();
+    for (layer, device) in plan.layers.iter().zip(&plan.devices) {
+        if let LayerKind::Plugin(p) = &layer.kind
+            && let Some(package) = &p.package
+        {
+            let entry = on_cpu
+                .entry(p.key.to_string())
+                .or_insert_with(|| (package.clone(), p.key.clone(), false));
+            entry.2 |= *device == DeviceKind::Cpu;
+        }
+    }
+    on_cpu
+        .into_values()
+        .map(|(package, key, cpu)| package.to_blob(&key, cpu))
+        .collect()
 }

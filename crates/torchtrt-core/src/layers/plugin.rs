@@ -8,6 +8,7 @@ use torchtrt_plugin_api::{
 };
 
 use super::{InferInput, LayerOp, TypeShape};
+use crate::kernel_plugin::KernelPackage;
 use crate::registry::guard_plugin;
 
 /// A plugin layer: the key it was created under, the fields that re-create it, and the
@@ -37,6 +38,9 @@ pub struct PluginLayer {
     /// set.
     #[serde(skip)]
     sized_outputs: Vec<SizedOutput>,
+    /// For a kernel plugin, the package the engine stores with it (as an engine blob).
+    #[serde(skip)]
+    pub package: Option<Arc<KernelPackage>>,
 }
 
 impl PluginLayer {
@@ -56,6 +60,7 @@ impl PluginLayer {
             plugin: None,
             shape_inputs: Vec::new(),
             sized_outputs: Vec::new(),
+            package: None,
         };
         layer.set_plugin(Arc::from(plugin));
         layer
@@ -78,6 +83,7 @@ impl PluginLayer {
             plugin: None,
             shape_inputs: Vec::new(),
             sized_outputs: Vec::new(),
+            package: None,
         }
     }
 

@@ -19,6 +19,10 @@ pub struct InspectArgs {
         visible_aliases = ["custom-torch-ops", "custom-converters"]
     )]
     plugins: Vec<PathBuf>,
+    /// Load the native CPU code of kernel plugins the engine carries (to show their
+    /// tensors' shapes; without it their records are shown).
+    #[arg(long = "allow-engine-host-code")]
+    allow_engine_host_code: bool,
 }
 
 /// The provider name of the built-in plugin library, up to its version.
@@ -28,6 +32,7 @@ const BUILTIN_PROVIDER: &str = "torchtrt_plugins";
 /// their devices, every plugin with key, fields and source, and what a deployment needs.
 pub fn run(a: InspectArgs) -> Result<()> {
     torchtrt::init_plugins()?;
+    torchtrt::kernel_plugin::set_engine_host_code_allowed(a.allow_engine_host_code);
     for lib in &a.plugins {
         torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
@@ -54,6 +59,12 @@ pub fn run(a: InspectArgs) -> Result<()> {
                 "note: {e}; showing the engine's records (tensor shapes need the plugin: \
                  pass its library with --plugins)"
             );
+            s
+        }
+        Err(e @ torchtrt::Error::Engine(_)) if e.to_string().contains("engine host code") => {
+            let s = torchtrt::Engine::summarize_bytes(&bytes)
+                .with_context(|| format!("loading {}", a.engine.display()))?;
+            eprintln!("note: {e}; showing the engine's records");
             s
         }
         Err(e @ torchtrt::Error::Engine(_)) if is_cuda_engine(&bytes) => {
@@ -186,9 +197,20 @@ fn is_builtin(provider: Option<&str>) -> bool {
     provider.is_some_and(|v| v.starts_with(BUILTIN_PROVIDER))
 }
 
+/// Whether the provider is a kernel-plugin spec, which the engine carries.
+fn is_kernel_plugin(provider: Option<&str>) -> bool {
+    provider.is_some_and(|v| v.starts_with(KERNEL_PLUGIN_PROVIDER))
+}
+
+/// How the registry names the provider of kernel plugins.
+const KERNEL_PLUGIN_PROVIDER: &str = "kernel plugin spec";
+
 /// A plugin's source as `inspect` prints it.
 fn source(library: Option<&str>, provider: Option<&str>) -> String {
     match (library, provider) {
+        (None, Some(provider)) if is_kernel_plugin(Some(provider)) => {
+            format!("carried in the engine ({provider})")
+        }
         (Some(lib), Some(provider)) => format!("{lib} ({provider})"),
         (Some(lib), None) => lib.to_string(),
         (None, Some(provider)) if is_builtin(Some(provider)) => {
@@ -213,6 +235,7 @@ pub fn deployment_line(s: &EngineSummary) -> String {
             None if is_builtin(provider.as_deref()) => {
                 builtin.insert(p.key.name.clone());
             }
+            None if is_kernel_plugin(provider.as_deref()) => {}
             None => {
                 hosted.insert(format!("{} ({})", p.key, source(None, provider.as_deref())));
             }

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use torchtrt::onnx::proto::ModelProto;
 use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
 use torchtrt::onnx::proto::type_proto::Value as TypeValue;
-use torchtrt::plugin_api::DType;
+use torchtrt::plugin_api::{DType, PluginCreator};
 use torchtrt::{BuildConfig, Dim, Engine};
 
 use crate::progress::Progress;
@@ -40,8 +40,26 @@ pub fn load_libraries(opts: &BuildOptions) -> Result<()> {
             tracing::info!(library = %info.path.display(), provider = info.provider, plugins = info.plugins.len(), converters = info.converters.len(), "loaded extension library");
         }
     }
+    register_kernel_plugins(&opts.kernel_plugins)?;
+    torchtrt::kernel_plugin::set_engine_host_code_allowed(opts.allow_engine_host_code);
     if opts.device != "cpu" {
         torchtrt::backend_for(&opts.device).with_context(|| format!("--device {}", opts.device))?;
+    }
+    Ok(())
+}
+
+/// Compiles and registers every `--kernel-plugins` spec.
+pub fn register_kernel_plugins(specs: &[std::path::PathBuf]) -> Result<()> {
+    for spec in specs {
+        let flag = || format!("--kernel-plugins {}", spec.display());
+        let creator = torchtrt::kernel_plugin::load_spec(spec)
+            .map_err(anyhow::Error::msg)
+            .with_context(flag)?;
+        let key = creator.key();
+        torchtrt::registry()
+            .register_kernel_plugin(creator, &spec.display().to_string())
+            .with_context(flag)?;
+        tracing::info!(spec = %spec.display(), plugin = %key, "registered kernel plugin");
     }
     Ok(())
 }

@@ -16,6 +16,9 @@ pub struct PluginsArgs {
         visible_aliases = ["custom-torch-ops", "custom-converters"]
     )]
     plugins: Vec<PathBuf>,
+    /// Kernel-plugin spec to register first (repeatable).
+    #[arg(long = "kernel-plugins", value_name = "SPEC")]
+    kernel_plugins: Vec<PathBuf>,
     /// Also print every field's description.
     #[arg(long)]
     docs: bool,
@@ -29,6 +32,7 @@ pub fn run(a: PluginsArgs) -> Result<()> {
         torchtrt::load_extensions(lib, &torchtrt::LoadOptions::default())
             .with_context(|| format!("--plugins {}", lib.display()))?;
     }
+    super::register_kernel_plugins(&a.kernel_plugins)?;
     let rows: Vec<[String; 6]> = torchtrt::registry()
         .creators()
         .iter()
@@ -40,6 +44,9 @@ pub fn run(a: PluginsArgs) -> Result<()> {
             };
             let source = match &c.library {
                 Some(p) => format!("{} ({})", p.display(), c.provider),
+                None if c.provider.starts_with("kernel plugin spec") => {
+                    format!("engine spec ({})", c.provider)
+                }
                 None => format!("built in ({})", c.provider),
             };
             let fields: Vec<String> = c.fields.iter().map(field).collect();
