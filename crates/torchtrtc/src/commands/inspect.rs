@@ -150,14 +150,29 @@ fn render(s: &EngineSummary) -> String {
             );
         }
     }
-    if !s.blobs.is_empty() {
-        let total: usize = s.blobs.iter().map(|(_, n)| n).sum();
+    let prefix = torchtrt::kernel_plugin::BLOB_PREFIX;
+    let (carried, images): (Vec<_>, Vec<_>) = s
+        .blobs
+        .iter()
+        .partition(|(name, _)| name.starts_with(prefix));
+    if !images.is_empty() {
+        let total: usize = images.iter().map(|(_, n)| n).sum();
         out += &format!(
             "stored kernel images ({}, {total} bytes; loading needs the driver only):\n",
-            s.blobs.len()
+            images.len()
         );
-        for (name, n) in &s.blobs {
+        for (name, n) in &images {
             out += &format!("  {} ({n} bytes)\n", esc(name));
+        }
+    }
+    if !carried.is_empty() {
+        out += &format!(
+            "carried kernel plugins ({}; a CPU part is native code: loading it needs \
+             --allow-engine-host-code):\n",
+            carried.len()
+        );
+        for (name, n) in &carried {
+            out += &format!("  {} ({n} bytes)\n", esc(&name[prefix.len()..]));
         }
     }
     out += &format!(
@@ -209,7 +224,7 @@ const KERNEL_PLUGIN_PROVIDER: &str = "kernel plugin spec";
 fn source(library: Option<&str>, provider: Option<&str>) -> String {
     match (library, provider) {
         (None, Some(provider)) if is_kernel_plugin(Some(provider)) => {
-            format!("carried in the engine ({provider})")
+            format!("the engine itself ({provider})")
         }
         (Some(lib), Some(provider)) => format!("{lib} ({provider})"),
         (Some(lib), None) => lib.to_string(),
