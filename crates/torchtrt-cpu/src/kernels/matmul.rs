@@ -5,7 +5,7 @@ use torchtrt_core::layers::MatMul;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use crate::linalg::{GemmElem, MatRef, gemm, via_f32};
+use crate::linalg::{GemmElem, MatRef, PackedRhs, gemm, via_f32};
 use crate::strided::{Strided, broadcast_shape, broadcast_strides};
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
@@ -18,16 +18,44 @@ struct MatMulKernel {
     transpose_a: bool,
     transpose_b: bool,
     dtype: DType,
+    /// Constant f32 weights (a 2-D right operand), packed when the engine is prepared.
+    packed: Option<PackedWeights>,
+}
+
+/// The packed right operand and the shape it came from.
+struct PackedWeights {
+    shape: Vec<usize>,
+    rhs: PackedRhs,
 }
 
 pub(super) fn prepare(
     layer: &MatMul,
     inputs: &[InferInput<'_>],
 ) -> Result<Box<dyn Kernel>, String> {
+    let dtype = inputs[0].dtype;
+    let packed = match inputs.get(1).and_then(|i| i.value) {
+        Some(b) if dtype == DType::F32 && !layer.transpose_a && b.rank() == 2 => {
+            let (r, c) = (b.shape()[0], b.shape()[1]);
+            let (depth, cols, rs, cs) = if layer.transpose_b {
+                (c, r, 1, c)
+            } else {
+                (r, c, c, 1)
+            };
+            elems::<f32>(b)
+                .ok()
+                .and_then(|w| PackedRhs::new(w, depth, cols, rs, cs))
+                .map(|rhs| PackedWeights {
+                    shape: b.shape().to_vec(),
+                    rhs,
+                })
+        }
+        _ => None,
+    };
     Ok(Box::new(MatMulKernel {
         transpose_a: layer.transpose_a,
         transpose_b: layer.transpose_b,
-        dtype: inputs[0].dtype,
+        dtype,
+        packed,
     }))
 }
 
@@ -106,6 +134,21 @@ impl Kernel for MatMulKernel {
         }
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &shape)?;
+        if let Some(p) = &self.packed
+            && b.shape() == p.shape.as_slice()
+            && a.rank() >= 1
+        {
+            let depth = p.rhs.depth();
+            let rows = a.numel() / depth.max(1);
+            return p.rhs.product(
+                elems(a)?,
+                depth,
+                rows,
+                None,
+                elems_mut(out)?,
+                rayon::current_num_threads(),
+            );
+        }
         let plan = Plan::new(oa, ob, &batch)?;
         match self.dtype {
             DType::F32 => plan.run::<f32>(elems(a)?, elems(b)?, elems_mut(out)?),

@@ -1,0 +1,350 @@
+//! f32 products whose right operand is a constant (a MatMul's weights) on AVX-512: the
+//! weights `B` (`depth × cols`) are packed once, when the engine is prepared, into panels of
+//! [`NR`] columns stored step-major (`[panel][k][NR]`, the last panel zero-padded); the left
+//! operand's rows are read in place. Each register tile of [`MR`] rows × [`NR`] columns
+//! keeps its sums in registers over the whole depth, one broadcast of `A` per row and step
+//! against the panel's vectors, and is stored once, with the bias added. Nothing is packed
+//! or allocated per call, unlike a general product that packs both operands every time.
+
+use rayon::prelude::*;
+
+/// Rows of one register tile.
+const MR: usize = 6;
+/// Lanes of one vector.
+const LANES: usize = 16;
+/// Columns of one panel and one register tile: four vectors.
+const NR: usize = 4 * LANES;
+
+/// The right operand of a product, `depth × cols`, packed into column panels.
+pub(crate) struct PackedRhs {
+    depth: usize,
+    cols: usize,
+    panels: usize,
+    data: Vec<f32>,
+}
+
+impl PackedRhs {
+    /// Packs `b`, whose element `(k, j)` is `b[k · row_stride + j · col_stride]`; `None`
+    /// when the CPU lacks AVX-512, a size is zero, or `b` is too short.
+    pub(crate) fn new(
+        b: &[f32],
+        depth: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Option<PackedRhs> {
+        if !super::packed::available() || depth == 0 || cols == 0 {
+            return None;
+        }
+        let last = (depth - 1)
+            .checked_mul(row_stride)?
+            .checked_add((cols - 1).checked_mul(col_stride)?)?;
+        if last >= b.len() {
+            return None;
+        }
+        let panels = cols.div_ceil(NR);
+        let mut data = vec![0f32; panels.checked_mul(depth)?.checked_mul(NR)?];
+        for (p, panel) in data.chunks_exact_mut(depth * NR).enumerate() {
+            for (k, step) in panel.chunks_exact_mut(NR).enumerate() {
+                for (c, x) in step.iter_mut().enumerate() {
+                    let j = p * NR + c;
+                    if j < cols {
+                        *x = b[k * row_stride + j * col_stride];
+                    }
+                }
+            }
+        }
+        Some(PackedRhs {
+            depth,
+            cols,
+            panels,
+            data,
+        })
+    }
+
+    /// Inner dimension.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// `out = a · B (+ bias)` for `rows` rows of `a` (row `i` at `a[i · lda..]`, `depth`
+    /// elements) into `out` (`rows × cols`, row-major), split over `threads` workers.
+    pub(crate) fn product(
+        &self,
+        a: &[f32],
+        lda: usize,
+        rows: usize,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        threads: usize,
+    ) -> Result<(), String> {
+        let (depth, cols) = (self.depth, self.cols);
+        let a_needed = if rows == 0 {
+            0
+        } else {
+            (rows - 1)
+                .checked_mul(lda)
+                .and_then(|n| n.checked_add(depth))
+                .ok_or("packed product: the left operand's size overflows")?
+        };
+        if lda < depth
+            || a.len() < a_needed
+            || out.len() != rows * cols
+            || bias.is_some_and(|b| b.len() != cols)
+        {
+            return Err(format!(
+                "packed product: {rows} rows of {} (stride {lda}) · {depth}×{cols}{} into {} \
+                 elements do not fit",
+                a.len(),
+                bias.map_or(String::new(), |b| format!(" + bias of {}", b.len())),
+                out.len()
+            ));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !super::packed::available() {
+                return Err("packed product: this CPU lacks AVX-512".into());
+            }
+            let row_tiles = rows.div_ceil(MR);
+            let work = self.panels * row_tiles;
+            let tasks = work.min(threads.max(1) * 4).max(1);
+            let out_ptr = SendPtr(out.as_mut_ptr());
+            let run = |t: usize| {
+                let (from, to) = (work * t / tasks, work * (t + 1) / tasks);
+                for w in from..to {
+                    let (panel, tile) = (w / row_tiles, w % row_tiles);
+                    let r0 = tile * MR;
+                    let j0 = panel * NR;
+                    let width = NR.min(cols - j0);
+                    let vectors = width.div_ceil(LANES);
+                    let step = Step {
+                        a: a[r0 * lda..].as_ptr(),
+                        lda,
+                        b: self.data[panel * depth * NR..].as_ptr(),
+                        depth,
+                        bias: bias.map(|b| b[j0..].as_ptr()),
+                        c: out_ptr.at(r0 * cols + j0),
+                        ldc: cols,
+                        rows: MR.min(rows - r0),
+                        mask: u16::MAX >> (vectors * LANES - width),
+                    };
+                    // SAFETY: the checks above keep the reads of `a` (rows r0.., `depth`
+                    // each), of the panel and of the bias inside their slices; tiles are
+                    // disjoint, so each output element is written by one task only.
+                    unsafe { dispatch(vectors, &step) }
+                }
+            };
+            if tasks == 1 {
+                run(0);
+            } else {
+                (0..tasks).into_par_iter().for_each(run);
+            }
+            Ok(())
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = threads;
+            Err("packed product: this CPU lacks AVX-512".into())
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+
+impl SendPtr {
+    /// The address `offset` elements on (not dereferenced here).
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+// SAFETY: tasks write disjoint tiles through it (see `product`).
+unsafe impl Send for SendPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SendPtr {}
+
+/// One register tile's work.
+#[cfg(target_arch = "x86_64")]
+struct Step {
+    /// The tile's first row of the left operand; rows `lda` apart.
+    a: *const f32,
+    lda: usize,
+    /// The panel: `depth` steps of [`NR`] values.
+    b: *const f32,
+    depth: usize,
+    /// The bias of the tile's first column.
+    bias: Option<*const f32>,
+    /// The destination tile, rows `ldc` apart.
+    c: *mut f32,
+    ldc: usize,
+    /// Valid rows.
+    rows: usize,
+    /// Valid lanes of the last vector.
+    mask: u16,
+}
+
+/// Runs the tile kernel for `vectors` vectors and `s.rows` rows.
+///
+/// # Safety
+/// As [`tile`].
+#[cfg(target_arch = "x86_64")]
+unsafe fn dispatch(vectors: usize, s: &Step) {
+    macro_rules! by_rows {
+        ($nv:literal) => {
+            match s.rows {
+                1 => tile::<$nv, 1>(s),
+                2 => tile::<$nv, 2>(s),
+                3 => tile::<$nv, 3>(s),
+                4 => tile::<$nv, 4>(s),
+                5 => tile::<$nv, 5>(s),
+                _ => tile::<$nv, MR>(s),
+            }
+        };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match vectors {
+            1 => by_rows!(1),
+            2 => by_rows!(2),
+            3 => by_rows!(3),
+            _ => by_rows!(4),
+        }
+    }
+}
+
+/// One `R × 16·NV` tile over the whole depth (`R` = `s.rows`).
+///
+/// # Safety
+/// The CPU has AVX-512F; `s.a` rows `0..R` hold `s.depth` elements each; the panel holds
+/// `s.depth · NR`; the bias the masked lanes; the tile's masked lanes at `s.c` are writable.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
+    use std::arch::x86_64::*;
+    let lane_mask = |v: usize| if v + 1 == NV { s.mask } else { u16::MAX };
+    let zero = _mm512_setzero_ps();
+    let mut acc = [[zero; NV]; R];
+    // SAFETY (whole body): every pointer stays inside the regions of the contract.
+    unsafe {
+        let rows: [*const f32; R] = std::array::from_fn(|r| s.a.add(r * s.lda));
+        let mut b = s.b;
+        for k in 0..s.depth {
+            let bv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(b.add(v * LANES)));
+            for (r, row) in acc.iter_mut().enumerate() {
+                let w = _mm512_set1_ps(*rows[r].add(k));
+                for (x, &bx) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(w, bx, *x);
+                }
+            }
+            b = b.add(NR);
+        }
+        let bias: [__m512; NV] = std::array::from_fn(|v| match s.bias {
+            Some(p) => _mm512_maskz_loadu_ps(lane_mask(v), p.add(v * LANES)),
+            None => zero,
+        });
+        for (r, row) in acc.iter().enumerate() {
+            for (v, x) in row.iter().enumerate() {
+                let y = _mm512_add_ps(*x, bias[v]);
+                let p = s.c.add(r * s.ldc + v * LANES);
+                let m = lane_mask(v);
+                if m == u16::MAX {
+                    _mm512_storeu_ps(p, y);
+                } else {
+                    _mm512_mask_storeu_ps(p, m, y);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every tile shape — rows 1..2·MR+1, columns across vector and panel edges, depth 1 and
+    /// long, transposed weights, a bias, strided left rows — against the naive sum in f64.
+    #[test]
+    fn products_match_the_naive_sum() {
+        if !super::super::packed::available() {
+            println!("skipped: no AVX-512");
+            return;
+        }
+        let mut case = 0u64;
+        for rows in [1, 5, 6, 7, 13] {
+            for cols in [1, 15, 16, 17, 64, 65, 100, 200] {
+                for depth in [1, 3, 70] {
+                    for transposed in [false, true] {
+                        case += 1;
+                        let lda = depth + (case as usize % 3);
+                        let a = values(rows * lda, case);
+                        let b = values(depth * cols, case + 1000);
+                        let bias = case.is_multiple_of(2).then(|| values(cols, case + 2000));
+                        let (rs, cs) = if transposed { (1, depth) } else { (cols, 1) };
+                        let packed = PackedRhs::new(&b, depth, cols, rs, cs).expect("packs");
+                        let mut out = vec![f32::NAN; rows * cols];
+                        packed
+                            .product(&a, lda, rows, bias.as_deref(), &mut out, 2)
+                            .expect("runs");
+                        for i in 0..rows {
+                            for j in 0..cols {
+                                let mut want: f64 = bias.as_ref().map_or(0.0, |b| b[j].into());
+                                for k in 0..depth {
+                                    want +=
+                                        f64::from(a[i * lda + k]) * f64::from(b[k * rs + j * cs]);
+                                }
+                                let got = f64::from(out[i * cols + j]);
+                                assert!(
+                                    (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                    "rows {rows} cols {cols} depth {depth} t {transposed}: \
+                                     ({i},{j}) {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_that_do_not_fit_are_errors() {
+        if !super::super::packed::available() {
+            return;
+        }
+        let b = values(12, 1);
+        assert!(
+            PackedRhs::new(&b, 4, 4, 4, 1).is_none(),
+            "13 elements needed"
+        );
+        let packed = PackedRhs::new(&b, 3, 4, 4, 1).expect("packs");
+        let mut out = vec![0.0; 8];
+        assert!(packed.product(&[0.0; 5], 3, 2, None, &mut out, 1).is_err());
+        assert!(packed.product(&[0.0; 6], 2, 2, None, &mut out, 1).is_err());
+        assert!(
+            packed
+                .product(&[0.0; 6], 3, 2, Some(&[0.0; 3]), &mut out, 1)
+                .is_err()
+        );
+        assert!(
+            packed
+                .product(&[0.0; 6], 3, 2, None, &mut out[..7], 1)
+                .is_err()
+        );
+        assert!(packed.product(&[0.0; 6], 3, 2, None, &mut out, 1).is_ok());
+    }
+}
