@@ -136,8 +136,12 @@ pub(super) fn choose(
             let data = timing_inputs(work, inputs, &ins)?;
             let mut best: Option<(f64, &Tactic)> = None;
             for t in &tactics {
-                let Ok(micros) = time_tactic(backend.as_ref(), &plugin, t.id, &data, &outs) else {
-                    continue;
+                let micros = match time_tactic(backend.as_ref(), &plugin, t.id, &data, &outs) {
+                    Ok(m) => m,
+                    Err(error) => {
+                        tracing::warn!(layer = name, tactic = %t.name, %error, "tactic failed while timed; passed over");
+                        continue;
+                    }
                 };
                 if best.is_none_or(|(b, _)| micros < b) {
                     best = Some((micros, t));
@@ -252,7 +256,13 @@ fn time_tactic(
             let mut device = backend
                 .create_device_context()?
                 .ok_or("the backend has no device context")?;
-            times = time_on_device(kernel.as_ref(), device.as_mut(), inputs, outputs)?;
+            let shape_inputs = configured.shape_inputs();
+            let values: Vec<Option<&Tensor>> = inputs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| shape_inputs.contains(&i).then_some(t))
+                .collect();
+            times = time_on_device(kernel.as_ref(), device.as_mut(), inputs, &values, outputs)?;
         }
         None => {
             let kernel = PluginKernel::of(configured, backend.host_threads());
@@ -277,16 +287,18 @@ fn time_tactic(
         .ok_or_else(|| "no run".to_string())
 }
 
-/// [`time_tactic`]'s runs on a device: inputs uploaded once, each run queued and waited for.
+/// [`time_tactic`]'s runs on a device: inputs uploaded once, each run queued and waited for;
+/// `values` holds the host copies of the shape inputs (others `None`).
 fn time_on_device(
     kernel: &dyn Kernel,
     device: &mut dyn DeviceContext,
     inputs: &[Tensor],
+    values: &[Option<&Tensor>],
     outputs: &[(DType, Vec<usize>)],
 ) -> std::result::Result<Vec<f64>, String> {
     device.begin_run()?;
     let mut held = Vec::new();
-    let result = runs_on_device(kernel, device, inputs, outputs, &mut held);
+    let result = runs_on_device(kernel, device, inputs, values, outputs, &mut held);
     for m in held {
         device.release(m);
     }
@@ -298,6 +310,7 @@ fn runs_on_device(
     kernel: &dyn Kernel,
     device: &mut dyn DeviceContext,
     inputs: &[Tensor],
+    values: &[Option<&Tensor>],
     outputs: &[(DType, Vec<usize>)],
     held: &mut Vec<crate::backend::DeviceMemory>,
 ) -> std::result::Result<Vec<f64>, String> {
@@ -321,11 +334,10 @@ fn runs_on_device(
         let dims: Vec<i64> = s.iter().map(|&x| x as i64).collect();
         dev_out.push(alloc(device, TensorDesc::new(*d, dims))?);
     }
-    let values: Vec<Option<&Tensor>> = inputs.iter().map(Some).collect();
     let mut times = Vec::with_capacity(RUNS);
     for run in 0..=RUNS {
         let start = Instant::now();
-        kernel.enqueue_with_values(&dev_in, &values, &dev_out, device)?;
+        kernel.enqueue_with_values(&dev_in, values, &dev_out, device)?;
         device.synchronize()?;
         if run > 0 {
             times.push(start.elapsed().as_secs_f64() * 1e6);
