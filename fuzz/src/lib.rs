@@ -282,3 +282,53 @@ pub fn capi(data: &[u8]) {
         ttrt_runtime_destroy(runtime);
     }
 }
+
+/// Source files for specs read from fuzz input: none exist.
+struct NoFiles;
+
+impl torchtrt::kernel_plugin::SourceFiles for NoFiles {
+    fn read(&self, name: &str) -> Result<String, String> {
+        Err(format!("no file {name}"))
+    }
+}
+
+/// Kernel-plugin spec text (what an engine carries, TOML) → parse and check; for a spec
+/// without a CPU part (nothing to compile), a creator, a plugin with default fields, and its
+/// dtypes and shapes for inputs of rank 0-4 with a symbolic first dimension.
+pub fn kernel_spec(data: &[u8]) {
+    use torchtrt::plugin_api::{DType, DimExpr, FieldCollection, PluginCreator, create_plugin};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let spec = match torchtrt::kernel_plugin::KernelSpec::parse(text, &NoFiles) {
+        Ok(spec) => spec,
+        Err(e) => return no_panic(&e),
+    };
+    if spec.cpu.is_some() {
+        return;
+    }
+    let creator = match torchtrt::kernel_plugin::load_spec_text(text, &[]) {
+        Ok(c) => c,
+        Err(e) => return no_panic(&e),
+    };
+    let _ = creator.field_schema();
+    let Ok(plugin) = create_plugin(&creator, "fuzz", &FieldCollection::new()) else {
+        return;
+    };
+    let n = spec.inputs.len();
+    for rank in 0..5usize {
+        let shape: Vec<DimExpr> = (0..rank)
+            .map(|d| {
+                if d == 0 {
+                    DimExpr::sym("batch")
+                } else {
+                    DimExpr::Const(data.len() as i64 % 7 + d as i64)
+                }
+            })
+            .collect();
+        let _ = plugin.output_shapes(&vec![shape; n]);
+    }
+    for d in [DType::F32, DType::F16, DType::I64] {
+        let _ = plugin.output_dtypes(&vec![d; n]);
+    }
+}
