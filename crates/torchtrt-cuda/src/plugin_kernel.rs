@@ -85,6 +85,26 @@ impl DevicePluginKernel {
         outputs: &[DeviceTensor],
         device: &mut dyn DeviceContext,
     ) -> Result<(), String> {
+        for (j, out) in outputs.iter().enumerate() {
+            let Some(i) =
+                catch_unwind(AssertUnwindSafe(|| self.plugin.aliased_input(j))).unwrap_or(None)
+            else {
+                continue;
+            };
+            let src = inputs
+                .get(i)
+                .ok_or_else(|| format!("output {j} aliases input {i} of {}", inputs.len()))?;
+            let bytes = src.desc.byte_len().unwrap_or(0);
+            if out.desc.byte_len() != Some(bytes) {
+                return Err(format!(
+                    "output {j} aliases input {i} but its size differs ({} vs {})",
+                    out.desc, src.desc
+                ));
+            }
+            // SAFETY: both are device tensors of `bytes` bytes the walk allocated for this
+            // layer; the copy is queued on the context's stream before the launch.
+            unsafe { device.copy(src.ptr, out.ptr, bytes)? };
+        }
         let workspace = match self.workspace_size(inputs, outputs) {
             0 => None,
             n => Some(device.alloc(n)?),

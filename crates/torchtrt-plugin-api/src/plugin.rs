@@ -119,6 +119,16 @@ pub trait Plugin: Send + Sync {
         Vec::new()
     }
 
+    /// The input that output `output` aliases (TensorRT's `getAliasedInput`): the output has
+    /// that input's dtype and shape (the builder checks), holds the input's values when
+    /// `enqueue` starts, and the plugin updates it in place — a cache or state tensor written
+    /// at a few positions, say. The host copies the input into the output before each launch
+    /// (TensorRT may insert such copies too), so other readers of the input still see it as it
+    /// was. None by default.
+    fn aliased_input(&self, _output: usize) -> Option<usize> {
+        None
+    }
+
     /// Whether the port `pos` (inputs first, then outputs) may have the dtype and layout in
     /// `io[pos]` on `device`, given the choices already made for `io[..pos]`.
     fn supports(&self, pos: usize, io: &[PortDesc], num_inputs: usize, device: DeviceKind) -> bool;

@@ -77,6 +77,9 @@ fn check(engine: &Engine, shape: &[usize], alpha: f64, seed: u64) {
     );
 }
 
+/// Held by the tests that change the process-wide engine-host-code permission.
+static HOST_CODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn local_registry() -> PluginRegistry {
     let registry = PluginRegistry::new();
     registry
@@ -194,6 +197,7 @@ fn engines_carry_the_plugin_and_load_only_where_host_code_is_allowed() {
         "the process registry never saw the spec"
     );
     let runtime = torchtrt::Runtime::new().expect("runtime");
+    let _permission = HOST_CODE.lock().unwrap_or_else(|e| e.into_inner());
     kernel_plugin::set_engine_host_code_allowed(false);
     let refused = runtime
         .deserialize(&bytes)
@@ -277,4 +281,60 @@ fn the_same_spec_again_is_a_no_op_and_another_with_its_key_is_refused() {
     assert_eq!(registry.len(), before);
     let kept = registry.entry(&swiglu().key()).expect("kept");
     assert_eq!(kept.provider, "kernel plugin spec swiglu.toml");
+}
+
+/// An output aliasing its input (`alias = "cache"`): it starts as the cache, the kernel
+/// writes one row of it, and a layer reading the cache after the plugin still sees it
+/// unchanged. Before and after serialisation, several batches, positions in and out of range.
+#[test]
+fn an_aliased_output_starts_as_its_input_which_stays_unchanged() {
+    let creator = kernel_plugin::load_spec_text(common::KV_WRITE_SPEC, &[]).expect("loads");
+    assert_eq!(
+        create_plugin(&creator, "kv", &FieldCollection::new())
+            .expect("plugin")
+            .aliased_input(0),
+        Some(0)
+    );
+    let registry = PluginRegistry::new();
+    registry
+        .register_kernel_plugin(creator, "kv_write.toml")
+        .expect("registers");
+    let (s, d) = (5, 24);
+    let net = common::kv_write_network(&registry, s, d);
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).expect("compiles");
+    for (b, p, seed) in [(2, 3, 1), (1, 0, 2), (7, 4, 3), (3, -1, 4), (2, 5, 5)] {
+        common::check_kv_write(&engine, b, s, d, p, seed);
+    }
+    let _permission = HOST_CODE.lock().unwrap_or_else(|e| e.into_inner());
+    kernel_plugin::set_engine_host_code_allowed(true);
+    let loaded = torchtrt::Runtime::new()
+        .expect("runtime")
+        .deserialize(&engine.serialize());
+    kernel_plugin::set_engine_host_code_allowed(false);
+    common::check_kv_write(&loaded.expect("loads"), 4, s, d, 2, 6);
+}
+
+#[test]
+fn an_alias_of_another_dtype_or_shape_is_refused() {
+    let spec = common::KV_WRITE_SPEC;
+    let e =
+        kernel_plugin::load_spec_text(&spec.replace("alias = \"cache\"", "alias = \"pos\""), &[])
+            .unwrap_err();
+    assert!(
+        e.contains("aliases input `pos` but has another dtype"),
+        "{e}"
+    );
+    let e = kernel_plugin::load_spec_text(
+        &spec.replace("alias = \"cache\"", "alias = \"cache\"\nlike = \"cache\""),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("an alias") || e.contains("exactly one of"),
+        "{e}"
+    );
+    let e =
+        kernel_plugin::load_spec_text(&spec.replace("alias = \"cache\"", "alias = \"kv\""), &[])
+            .unwrap_err();
+    assert!(e.contains("`alias = \"kv\"` names no input"), "{e}");
 }

@@ -96,3 +96,25 @@ fn cuda_engines_of_a_kernel_plugin_match_and_load_with_nothing_registered() {
         }
     }
 }
+
+/// An output aliasing its input on CUDA: the host copies the cache into the output on the
+/// stream before the kernel writes its row; the cache read after the plugin is unchanged.
+#[test]
+fn an_aliased_output_on_cuda_starts_as_its_input() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let creator = kernel_plugin::load_spec_text(common::KV_WRITE_SPEC, &[]).expect("loads");
+    let registry = PluginRegistry::new();
+    registry
+        .register_kernel_plugin(creator, "kv_write.toml")
+        .expect("registers");
+    let (s, d) = (6, 200);
+    let net = common::kv_write_network(&registry, s, d);
+    let engine = torchtrt::compile_for(&net, &BuildConfig::default(), "cuda").expect("compiles");
+    assert_eq!(engine.create_context().expect("context").device(), "cuda:0");
+    for (b, p, seed) in [(2, 3, 1), (1, 0, 2), (8, 5, 3), (3, -1, 4), (2, 6, 5)] {
+        common::check_kv_write(&engine, b, s, d, p, seed);
+    }
+}

@@ -182,3 +182,78 @@ fn outputs_of_three_dtypes_survive_build_serialisation_and_dynamic_shapes() {
     check(&reloaded, 64, 3);
     check(&reloaded, 1, 4);
 }
+
+/// `RowMax` claiming that its `[N]` maximum aliases its `[N, 7]` input.
+#[derive(Clone)]
+struct BadAlias;
+
+impl Plugin for BadAlias {
+    fn num_outputs(&self) -> usize {
+        1
+    }
+    fn output_dtypes(&self, _: &[DType]) -> PluginResult<Vec<DType>> {
+        Ok(vec![DType::F32])
+    }
+    fn output_shapes(&self, inputs: &[ShapeExpr]) -> PluginResult<Vec<ShapeExpr>> {
+        Ok(vec![inputs[0][..1].to_vec()])
+    }
+    fn aliased_input(&self, _: usize) -> Option<usize> {
+        Some(0)
+    }
+    fn supports(&self, pos: usize, io: &[PortDesc], _: usize, _: DeviceKind) -> bool {
+        io[pos].dtype == DType::F32
+    }
+    fn enqueue(&self, _: Launch<'_, '_>) -> PluginResult<()> {
+        Ok(())
+    }
+    fn fields_to_serialize(&self) -> FieldCollection {
+        FieldCollection::new()
+    }
+    fn clone_plugin(&self) -> Box<dyn Plugin> {
+        Box::new(self.clone())
+    }
+}
+
+struct BadAliasCreator;
+
+impl PluginCreator for BadAliasCreator {
+    fn key(&self) -> PluginKey {
+        PluginKey::new("tests", "BadAlias", "1")
+    }
+    fn field_schema(&self) -> Vec<FieldSpec> {
+        Vec::new()
+    }
+    fn create(&self, _: &str, _: &FieldCollection) -> PluginResult<Box<dyn Plugin>> {
+        Ok(Box::new(BadAlias))
+    }
+}
+
+#[test]
+fn an_output_aliasing_an_input_of_another_shape_is_a_build_error() {
+    let registry = torchtrt::PluginRegistry::new();
+    registry
+        .register_creator(Arc::new(BadAliasCreator), "tests")
+        .expect("registers");
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[Dim::Fixed(3), Dim::Fixed(7)])
+        .expect("x");
+    let y = net
+        .add_plugin(
+            "bad",
+            &registry,
+            &BadAliasCreator.key(),
+            &FieldCollection::new(),
+            &[x],
+        )
+        .expect("layer")[0];
+    net.mark_output(y, "y").expect("y");
+    let e = torchtrt::compile(&net, &BuildConfig::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("output 0 aliases input 0 but is f32[3] where the input is f32[3,7]"),
+        "{e}"
+    );
+}

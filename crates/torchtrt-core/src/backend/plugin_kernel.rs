@@ -37,6 +37,7 @@ impl Kernel for PluginKernel {
         let in_descs: Vec<TensorDesc> = inputs.iter().map(|t| t.desc()).collect();
         let out_descs: Vec<TensorDesc> = outputs.iter().map(Tensor::desc).collect();
         let plugin = &self.plugin;
+        copy_aliased(plugin.as_ref(), inputs, outputs)?;
         guard_plugin(|| {
             let mut workspace = vec![0u8; plugin.workspace_size(&in_descs, &out_descs)];
             let host_in: Vec<HostTensor<'_>> = inputs
@@ -64,4 +65,30 @@ impl Kernel for PluginKernel {
         })
         .map_err(|e| e.to_string())
     }
+}
+
+/// Copies each aliased input into its output ([`Plugin::aliased_input`]) before a launch.
+fn copy_aliased(
+    plugin: &dyn Plugin,
+    inputs: &[&Tensor],
+    outputs: &mut [Tensor],
+) -> Result<(), String> {
+    for (j, out) in outputs.iter_mut().enumerate() {
+        let Some(i) = guard_plugin(|| Ok(plugin.aliased_input(j))).unwrap_or(None) else {
+            continue;
+        };
+        let src = inputs
+            .get(i)
+            .ok_or_else(|| format!("output {j} aliases input {i} of {}", inputs.len()))?;
+        let dst = out.bytes_mut();
+        if dst.len() != src.bytes().len() {
+            return Err(format!(
+                "output {j} aliases input {i} but holds {} bytes, the input {}",
+                dst.len(),
+                src.bytes().len()
+            ));
+        }
+        dst.copy_from_slice(src.bytes());
+    }
+    Ok(())
 }

@@ -543,6 +543,10 @@ impl Plugin for KernelPlugin {
         self.shapes(inputs, &known)
     }
 
+    fn aliased_input(&self, output: usize) -> Option<usize> {
+        self.spec().outputs.get(output)?.alias
+    }
+
     fn supports(&self, pos: usize, io: &[PortDesc], num_inputs: usize, device: DeviceKind) -> bool {
         let spec = self.spec();
         let Some(dev) = self.loaded.device(device) else {

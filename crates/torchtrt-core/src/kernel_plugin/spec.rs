@@ -62,6 +62,7 @@ struct RawPort {
     shape_input: bool,
     shape: Option<Vec<Text>>,
     like: Option<String>,
+    alias: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -177,6 +178,9 @@ pub struct Port {
     pub dtype: PortType,
     /// Whether it is a shape input (inputs only).
     pub shape_input: bool,
+    /// The input it aliases (outputs only): it starts with that input's values and the
+    /// kernel updates it in place.
+    pub alias: Option<usize>,
     pub(crate) shape: Option<OutShape>,
 }
 
@@ -420,9 +424,9 @@ fn resolve(raw: RawSpec, files: &dyn SourceFiles) -> Result<KernelSpec, String> 
     };
     let mut inputs = Vec::new();
     for p in &raw.inputs {
-        if p.shape.is_some() || p.like.is_some() {
+        if p.shape.is_some() || p.like.is_some() || p.alias.is_some() {
             return Err(format!(
-                "input `{}`: only outputs have `shape` or `like`",
+                "input `{}`: only outputs have `shape`, `like` or `alias`",
                 p.name
             ));
         }
@@ -434,6 +438,7 @@ fn resolve(raw: RawSpec, files: &dyn SourceFiles) -> Result<KernelSpec, String> 
             name: p.name.clone(),
             dtype,
             shape_input: p.shape_input,
+            alias: None,
             shape: None,
         });
     }
@@ -442,8 +447,19 @@ fn resolve(raw: RawSpec, files: &dyn SourceFiles) -> Result<KernelSpec, String> 
         if p.shape_input {
             return Err(format!("output `{}` cannot be a shape input", p.name));
         }
-        let shape = match (&p.shape, &p.like) {
-            (Some(dims), None) => {
+        let input_index = |what: &str, name: &str| {
+            input_names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| format!("output `{}`: `{what} = \"{name}\"` names no input", p.name))
+        };
+        let alias = p
+            .alias
+            .as_deref()
+            .map(|a| input_index("alias", a))
+            .transpose()?;
+        let shape = match (&p.shape, &p.like, alias) {
+            (Some(dims), None, None) => {
                 check_count("dimensions", dims.len(), 8)?;
                 OutShape::Dims(
                     dims.iter()
@@ -457,19 +473,25 @@ fn resolve(raw: RawSpec, files: &dyn SourceFiles) -> Result<KernelSpec, String> 
                         .map_err(|e| format!("output `{}` shape: {e}", p.name))?,
                 )
             }
-            (None, Some(like)) => {
-                OutShape::Like(input_names.iter().position(|n| n == like).ok_or_else(|| {
-                    format!("output `{}`: `like = \"{like}\"` names no input", p.name)
-                })?)
-            }
+            (None, Some(like), None) => OutShape::Like(input_index("like", like)?),
+            (None, None, Some(i)) => OutShape::Like(i),
             _ => {
                 return Err(format!(
-                    "output `{}` needs exactly one of `shape` (expressions) or `like` (an input)",
+                    "output `{}` needs exactly one of `shape` (expressions), `like` (an input) \
+                     or `alias` (an input it updates in place)",
                     p.name
                 ));
             }
         };
         let dtype = port_type(p)?;
+        if let Some(i) = alias
+            && inputs[i].dtype != dtype
+        {
+            return Err(format!(
+                "output `{}` aliases input `{}` but has another dtype",
+                p.name, inputs[i].name
+            ));
+        }
         if let PortType::Var(v) = dtype
             && !inputs.iter().any(|i| i.dtype == dtype)
         {
@@ -482,6 +504,7 @@ fn resolve(raw: RawSpec, files: &dyn SourceFiles) -> Result<KernelSpec, String> 
             name: p.name.clone(),
             dtype,
             shape_input: false,
+            alias,
             shape: Some(shape),
         });
     }

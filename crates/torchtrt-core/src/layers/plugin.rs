@@ -182,6 +182,28 @@ impl LayerOp for PluginLayer {
         let ranks: Vec<usize> = out_shapes.iter().map(Vec::len).collect();
         SizedOutput::check(&self.sized_outputs, &ranks, &out_dtypes)
             .map_err(|e| format!("plugin {}: {e}", self.key))?;
+        for (j, (dtype, shape)) in out_dtypes.iter().zip(&out_shapes).enumerate() {
+            let Some(i) = guard_plugin(|| Ok(p.aliased_input(j))).unwrap_or(None) else {
+                continue;
+            };
+            let input = inputs.get(i).ok_or_else(|| {
+                format!(
+                    "plugin {}: output {j} aliases input {i} of {}",
+                    self.key,
+                    inputs.len()
+                )
+            })?;
+            if input.dtype != *dtype || input.shape != shape.as_slice() {
+                return Err(format!(
+                    "plugin {}: output {j} aliases input {i} but is {dtype}{} where the input is \
+                     {}{}",
+                    self.key,
+                    torchtrt_plugin_api::format_shape(shape),
+                    input.dtype,
+                    torchtrt_plugin_api::format_shape(input.shape)
+                ));
+            }
+        }
         Ok(out_dtypes
             .into_iter()
             .zip(out_shapes)
