@@ -23,19 +23,6 @@ fn swiglu() -> KernelPluginCreator {
     kernel_plugin::load_spec(example_spec()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `a · sigmoid(alpha · a) · b` over the halves of each last-axis row, in f64.
-fn reference(x: &[f32], row: usize, alpha: f64) -> Vec<f32> {
-    let d = row / 2;
-    x.chunks_exact(row)
-        .flat_map(|r| {
-            (0..d).map(move |i| {
-                let (a, b) = (f64::from(r[i]), f64::from(r[d + i]));
-                (a / (1.0 + (-alpha * a).exp()) * b) as f32
-            })
-        })
-        .collect()
-}
-
 /// An engine computing the plugin on an input of `dims` (the first dynamic), with `alpha`
 /// given or left to its default.
 fn engine(registry: &PluginRegistry, dims: &[Dim], alpha: Option<f32>) -> Engine {
@@ -71,7 +58,7 @@ fn check(engine: &Engine, shape: &[usize], alpha: f64, seed: u64) {
     assert_eq!(got[0].shape(), want_shape);
     common::assert_close(
         got[0].as_slice::<f32>().expect("f32"),
-        &reference(&values, row, alpha),
+        &common::swiglu_reference(&values, row, alpha),
         1e-6,
         1e-5,
     );
@@ -177,7 +164,7 @@ fn every_cpu_tactic_matches_the_reference() {
                 threads: 1,
             }))
             .expect("runs");
-        common::assert_close(&y, &reference(&x, row, 1.5), 1e-6, 1e-5);
+        common::assert_close(&y, &common::swiglu_reference(&x, row, 1.5), 1e-6, 1e-5);
     }
     assert!(plugin.set_tactic(3).is_err());
 }

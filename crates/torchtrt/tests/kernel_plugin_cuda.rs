@@ -10,18 +10,6 @@ use torchtrt::kernel_plugin;
 use torchtrt::plugin_api::{DType, FieldCollection, PluginCreator};
 use torchtrt::{BuildConfig, Dim, NetworkDefinition, PluginRegistry, Tensor};
 
-fn reference(x: &[f32], row: usize, alpha: f64) -> Vec<f32> {
-    let d = row / 2;
-    x.chunks_exact(row)
-        .flat_map(|r| {
-            (0..d).map(move |i| {
-                let (a, b) = (f64::from(r[i]), f64::from(r[d + i]));
-                (a / (1.0 + (-alpha * a).exp()) * b) as f32
-            })
-        })
-        .collect()
-}
-
 #[test]
 fn cuda_engines_of_a_kernel_plugin_match_and_load_with_nothing_registered() {
     if !torchtrt::cuda::probe::available() {
@@ -89,7 +77,7 @@ fn cuda_engines_of_a_kernel_plugin_match_and_load_with_nothing_registered() {
             assert_eq!(got[0].shape(), [n, 7, 256]);
             common::assert_close(
                 got[0].as_slice::<f32>().expect("f32"),
-                &reference(&values, 512, 1.702),
+                &common::swiglu_reference(&values, 512, 1.702),
                 atol,
                 rtol,
             );

@@ -146,6 +146,21 @@ impl PluginCreator for KernelPluginCreator {
     }
 }
 
+impl KernelSpec {
+    /// An error unless `n` inputs are what the spec takes.
+    fn check_arity(&self, n: usize) -> PluginResult<()> {
+        if n == self.inputs.len() {
+            Ok(())
+        } else {
+            Err(invalid(format!(
+                "{} takes {} inputs, got {n}",
+                self.key,
+                self.inputs.len()
+            )))
+        }
+    }
+}
+
 /// Highest output rank a spec may produce.
 const MAX_RANK: usize = 16;
 
@@ -180,14 +195,7 @@ impl KernelPlugin {
     /// The type variables' dtypes given the inputs' dtypes.
     fn bind(&self, inputs: &[DType]) -> PluginResult<Vec<Option<DType>>> {
         let spec = self.spec();
-        if inputs.len() != spec.inputs.len() {
-            return Err(invalid(format!(
-                "{} takes {} inputs, got {}",
-                spec.key,
-                spec.inputs.len(),
-                inputs.len()
-            )));
-        }
+        spec.check_arity(inputs.len())?;
         let mut binding = vec![None; spec.types.len()];
         for (port, &d) in spec.inputs.iter().zip(inputs) {
             match port.dtype {
@@ -227,14 +235,7 @@ impl KernelPlugin {
         values: &[Option<Vec<i64>>],
     ) -> PluginResult<Vec<ShapeExpr>> {
         let spec = self.spec();
-        if inputs.len() != spec.inputs.len() {
-            return Err(invalid(format!(
-                "{} takes {} inputs, got {}",
-                spec.key,
-                spec.inputs.len(),
-                inputs.len()
-            )));
-        }
+        spec.check_arity(inputs.len())?;
         let mut flat = Vec::new();
         let mut spans = Vec::with_capacity(inputs.len());
         for s in inputs {

@@ -115,3 +115,17 @@ pub fn check_kv_write(engine: &torchtrt::Engine, b: usize, s: usize, d: usize, p
         "the input is left as it was"
     );
 }
+
+/// The example kernel plugin's SwiGLU: `a · sigmoid(alpha · a) · b` over the halves of each
+/// last-axis row of `x`, in f64.
+pub fn swiglu_reference(x: &[f32], row: usize, alpha: f64) -> Vec<f32> {
+    let d = row / 2;
+    x.chunks_exact(row)
+        .flat_map(|r| {
+            (0..d).map(move |i| {
+                let (a, b) = (f64::from(r[i]), f64::from(r[d + i]));
+                (a / (1.0 + (-alpha * a).exp()) * b) as f32
+            })
+        })
+        .collect()
+}
