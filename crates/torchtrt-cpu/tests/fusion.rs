@@ -246,3 +246,72 @@ fn residual_add_and_relu_fuse_into_the_convolution_and_give_the_same_result() {
         assert!(fused.contains(&0.0));
     }
 }
+
+/// x[2,5,12] → MatMul with constant W[12,9] → + bias (`[9]` or `[1,1,9]`, on either side) → y;
+/// with `tap`, the product is also an output (then nothing fuses).
+fn linear_network(bias_shape: &[usize], bias_first: bool, tap: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2, 5, 12].map(Dim::Fixed))
+        .unwrap();
+    let w = net
+        .add_constant("w", Tensor::from_vec(&[12, 9], values(108, 5)).unwrap())
+        .unwrap();
+    let b = net
+        .add_constant("b", Tensor::from_vec(bias_shape, values(9, 9)).unwrap())
+        .unwrap();
+    let m = net
+        .add("mm", torchtrt_core::layers::MatMul::default(), &[x, w])
+        .unwrap();
+    let pair = if bias_first { [b, m] } else { [m, b] };
+    let y = net
+        .add("bias", Elementwise::new(ElementwiseOp::Add), &pair)
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    if tap {
+        net.mark_output(m, "m").unwrap();
+    }
+    net
+}
+
+#[test]
+fn a_constant_bias_add_fuses_into_the_matmul_and_gives_the_same_result() {
+    let x = Tensor::from_vec(&[2, 5, 12], values(120, 13)).unwrap();
+    let (w, bias) = (values(108, 5), values(9, 9));
+    let mut want = vec![0f64; 90];
+    for (r, row) in want.chunks_mut(9).enumerate() {
+        for (j, y) in row.iter_mut().enumerate() {
+            *y = f64::from(bias[j])
+                + (0..12)
+                    .map(|k| {
+                        f64::from(x.as_slice::<f32>().unwrap()[r * 12 + k])
+                            * f64::from(w[k * 9 + j])
+                    })
+                    .sum::<f64>();
+        }
+    }
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    for (shape, first, tap) in [
+        (&[9][..], false, false),
+        (&[1, 1, 9][..], true, false),
+        (&[9][..], false, true),
+    ] {
+        let engine = build(
+            &linear_network(shape, first, tap),
+            &BuildConfig::default(),
+            &backends,
+        )
+        .unwrap();
+        let adds = engine
+            .plan()
+            .layers
+            .iter()
+            .filter(|l| matches!(l.kind, LayerKind::Elementwise(_)))
+            .count();
+        assert_eq!(adds, usize::from(tap), "{shape:?} first {first} tap {tap}");
+        let got = engine.create_context().unwrap().execute(&[&x]).unwrap();
+        for (g, w) in got[0].as_slice::<f32>().unwrap().iter().zip(&want) {
+            assert!((f64::from(*g) - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+}

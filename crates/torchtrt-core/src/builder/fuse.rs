@@ -356,3 +356,81 @@ fn replace_constant(work: &mut Work, t: TensorId, value: Tensor) {
         l.kind = LayerKind::Constant(Constant { value, slot: 0 });
     }
 }
+
+/// Fuses `MatMul(a, W) + bias` into the MatMul as its third input, when the MatMul runs on
+/// the CPU in f32 with a constant 2-D `W`, nothing else reads its output, and `bias` is a
+/// constant holding one value per column (shape `[N]`, or `[1, …, 1, N]`). The MatMul moves
+/// to the `Add`'s place. Returns whether it fused (the `Add` is then not emitted).
+pub(crate) fn fuse_matmul_bias(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> Result<bool> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(false);
+    };
+    if e.op != ElementwiseOp::Add || inputs.len() != 2 || types[0].dtype != DType::F32 {
+        return Ok(false);
+    }
+    for side in 0..2 {
+        let (m, b) = (inputs[side], inputs[1 - side]);
+        if uses.get(m.index()).is_some_and(|&u| u != 1) {
+            continue;
+        }
+        let Some(bias) = work.tensors[b.index()].value.clone() else {
+            continue;
+        };
+        let Some(pos) = work
+            .layers
+            .iter()
+            .rposition(|l| l.outputs.first() == Some(&m))
+        else {
+            continue;
+        };
+        let mm = &work.layers[pos];
+        let weights_2d = mm.inputs.get(1).is_some_and(|&w| {
+            work.tensors[w.index()]
+                .value
+                .as_ref()
+                .is_some_and(|v| v.rank() == 2)
+        });
+        let plain = matches!(&mm.kind, LayerKind::MatMul(l) if !l.transpose_a)
+            && mm.inputs.len() == 2
+            && weights_2d
+            && work.devices.get(pos) == Some(&DeviceKind::Cpu);
+        let n = types[0].shape.last().and_then(|d| d.as_const());
+        let per_column = bias.dtype() == DType::F32
+            && n.is_some_and(|n| {
+                let shape = bias.shape();
+                shape.last() == Some(&(n as usize))
+                    && shape[..shape.len() - 1].iter().all(|&d| d == 1)
+                    && shape.len() <= types[0].shape.len()
+            });
+        if !plain || !per_column || work.ty(m) != &types[0] {
+            continue;
+        }
+        let mut mm = work.layers.remove(pos);
+        let device = work.devices.remove(pos);
+        let n = bias.numel();
+        let column = work.new_tensor(format!("{}/bias", mm.name));
+        let value = Tensor::from_vec(&[n], bias.as_slice::<f32>()?.to_vec())?;
+        work.emit(
+            Layer {
+                name: format!("{}/bias", mm.name),
+                kind: LayerKind::Constant(Constant::new(value)),
+                inputs: vec![],
+                outputs: vec![column],
+            },
+            vec![TypeShape::new(DType::F32, vec![(n as i64).into()])],
+            DeviceKind::Cpu,
+        );
+        mm.inputs.push(column);
+        mm.outputs = layer.outputs.clone();
+        work.emit(mm, types.to_vec(), device);
+        return Ok(true);
+    }
+    Ok(false)
+}

@@ -56,6 +56,11 @@ const LAYER_PASSES: &[LayerPass] = &[
         run: |w, s| fuse::fuse_residual(w, s.layer, s.kind, s.inputs, s.types, s.uses),
     },
     LayerPass {
+        name: "fuse_matmul_bias",
+        enabled: |_| true,
+        run: |w, s| fuse::fuse_matmul_bias(w, s.layer, s.kind, s.inputs, s.types, s.uses),
+    },
+    LayerPass {
         name: "fuse_activation",
         enabled: |_| true,
         run: |w, s| {
@@ -133,6 +138,7 @@ mod tests {
                 "fold_into_conv",
                 "affine_as_conv",
                 "fuse_residual",
+                "fuse_matmul_bias",
                 "fuse_activation",
                 "fuse_attention",
                 "fold_transpose",

@@ -7,7 +7,8 @@ use super::{InferInput, LayerOp, TypeShape, broadcast_shapes, require_float};
 
 /// `op(A) · op(B)` where `op` optionally swaps the last two dims. Rank-1 operands are
 /// promoted as in `numpy.matmul` (and the promoted dim removed from the result); leading
-/// dims broadcast.
+/// dims broadcast. An optional third input is a bias of B's column count, added along the
+/// result's last axis (the builder fuses a following `Add` of a constant into CPU MatMuls).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct MatMul {
     /// Transpose the last two dims of A first.
@@ -21,7 +22,7 @@ impl LayerOp for MatMul {
         "MatMul"
     }
     fn arity(&self) -> (usize, usize) {
-        (2, 2)
+        (2, 3)
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let (a, b) = (&inputs[0], &inputs[1]);
@@ -60,6 +61,21 @@ impl LayerOp for MatMul {
         let mut shape = broadcast_shapes(batch_a, batch_b)?;
         if a.shape.len() > 1 {
             shape.push(am);
+        }
+        if let Some(bias) = inputs.get(2) {
+            let fits = b.shape.len() > 1
+                && bias.dtype == a.dtype
+                && bias.shape.len() == 1
+                && (bias.shape[0] == bn || bias.shape[0].as_const().is_none());
+            if !fits {
+                return Err(format!(
+                    "MatMul bias {}{} does not fit the {} columns of {}",
+                    bias.dtype,
+                    format_shape(bias.shape),
+                    bn,
+                    format_shape(b.shape)
+                ));
+            }
         }
         if b.shape.len() > 1 {
             shape.push(bn);

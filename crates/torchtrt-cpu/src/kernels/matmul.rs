@@ -112,7 +112,7 @@ struct Plan<'s> {
 
 impl Kernel for MatMulKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 2..=2, 1)?;
+        check_arity(WHAT, inputs, outputs, 2..=3, 1)?;
         let (a, b) = (inputs[0], inputs[1]);
         check_dtype(WHAT, a, self.dtype)?;
         check_dtype(WHAT, b, self.dtype)?;
@@ -134,6 +134,18 @@ impl Kernel for MatMulKernel {
         }
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &shape)?;
+        let bias = match inputs.get(2) {
+            Some(t) if t.dtype() == DType::F32 && b.rank() > 1 && t.shape() == [ob.cols] => {
+                Some(elems::<f32>(t)?)
+            }
+            Some(t) => {
+                return Err(format!(
+                    "{WHAT}: the bias {t} is not f32 of B's {} columns",
+                    ob.cols
+                ));
+            }
+            None => None,
+        };
         if let Some(p) = &self.packed
             && b.shape() == p.shape.as_slice()
             && a.rank() >= 1
@@ -144,12 +156,22 @@ impl Kernel for MatMulKernel {
                 elems(a)?,
                 depth,
                 rows,
-                None,
+                bias,
                 elems_mut(out)?,
                 rayon::current_num_threads(),
             );
         }
         let plan = Plan::new(oa, ob, &batch)?;
+        if let Some(bias) = bias {
+            let out = elems_mut::<f32>(out)?;
+            plan.run::<f32>(elems(a)?, elems(b)?, out)?;
+            out.par_chunks_mut(bias.len().max(1)).for_each(|row| {
+                for (y, &c) in row.iter_mut().zip(bias) {
+                    *y += c;
+                }
+            });
+            return Ok(());
+        }
         match self.dtype {
             DType::F32 => plan.run::<f32>(elems(a)?, elems(b)?, elems_mut(out)?),
             DType::F64 => plan.run::<f64>(elems(a)?, elems(b)?, elems_mut(out)?),

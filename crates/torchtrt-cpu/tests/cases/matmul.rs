@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 use torchtrt_core::layers::MatMul;
+use torchtrt_core::plugin_api::DType;
 
 use crate::reference::matmul::matmul;
 use crate::support::{Rng, Tol, check, float_dtype, nd, pooled, random, run, run_on};
@@ -78,4 +79,52 @@ proptest! {
         let got = run_on(pooled(), layer, &[&a, &b]).map_err(TestCaseError::fail)?;
         check(&got[0], &matmul(&nd(&a), &nd(&b), false, true), tol)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A fused bias (third input) added along the last axis: constant 2-D weights (the
+    /// packed path on AVX-512, the general product below it), transposed or not, and
+    /// batched weights (always the general product).
+    #[test]
+    fn bias_is_added_along_the_last_axis(m in 1usize..20, k in 1usize..70, n in 1usize..90, batch in 1usize..4, tb: bool, seed: u64) {
+        let mut rng = Rng::new(seed);
+        let a = random(DType::F32, &[batch, m, k], &mut rng, -1.0, 1.0);
+        let bias = random(DType::F32, &[n], &mut rng, -1.0, 1.0);
+        let tol = Tol::of(DType::F32).scaled((k as f64).sqrt());
+        for b_shape in [vec![k, n], vec![batch, k, n]] {
+            let mut b_shape = b_shape;
+            if tb {
+                let r = b_shape.len();
+                b_shape.swap(r - 1, r - 2);
+            }
+            let b = random(DType::F32, &b_shape, &mut rng, -1.0, 1.0);
+            let layer = MatMul { transpose_a: false, transpose_b: tb };
+            let got = run(layer, &[&a, &b, &bias])?;
+            let mut want = matmul(&nd(&a), &nd(&b), false, tb);
+            let cols = nd(&bias).data;
+            for row in want.data.chunks_mut(n) {
+                for (y, c) in row.iter_mut().zip(&cols) {
+                    *y += c;
+                }
+            }
+            check(&got, &want, tol)?;
+        }
+    }
+}
+
+#[test]
+fn a_bias_of_the_wrong_size_is_an_error() {
+    let mut rng = Rng::new(3);
+    let a = random(DType::F32, &[2, 3], &mut rng, -1.0, 1.0);
+    let b = random(DType::F32, &[3, 4], &mut rng, -1.0, 1.0);
+    let bias = random(DType::F32, &[5], &mut rng, -1.0, 1.0);
+    let e = run_on(
+        crate::support::global(),
+        MatMul::default(),
+        &[&a, &b, &bias],
+    )
+    .unwrap_err();
+    assert!(e.contains("bias"), "{e}");
 }

@@ -109,6 +109,9 @@ pub(super) fn prepare(
     let LayerKind::MatMul(l) = layer else {
         return None;
     };
+    if inputs.len() != 2 {
+        return None;
+    }
     let ty = ctx.gemm_type(inputs.first()?.dtype)?;
     if inputs.iter().any(|i| ctx.gemm_type(i.dtype) != Some(ty)) {
         return None;
