@@ -325,3 +325,69 @@ fn an_alias_of_another_dtype_or_shape_is_refused() {
             .unwrap_err();
     assert!(e.contains("`alias = \"kv\"` names no input"), "{e}");
 }
+
+/// The example's spec built in code (`SpecBuilder`) instead of read from its file: it
+/// renders to TOML that passes the same checks, and its engine computes the same function.
+/// Text with quotes, backslashes and control characters survives the rendering.
+#[test]
+fn a_spec_built_in_code_is_the_file_spec() {
+    use torchtrt::kernel_plugin::{Device, KernelDef, SpecBuilder};
+    let c = std::fs::read_to_string(example_spec().with_file_name("swiglu.c")).expect("c");
+    let args = [
+        "x",
+        "y",
+        "numel(x) / x.shape[-1]",
+        "x.shape[-1] / 2",
+        "alpha",
+    ];
+    let builder = SpecBuilder::new("built", "SwiGLU", "2")
+        .doc("quotes \" backslash \\ newline \n tab \t bell \u{7}")
+        .types("T", &[DType::F32, DType::F16])
+        .float_field("alpha", Some(1.0), "the sigmoid's scale")
+        .input("x", "T")
+        .output("y", "T", &["x.shape[:-1]", "x.shape[-1] / 2"])
+        .cpu(
+            Device::new(&c)
+                .types("T", &[DType::F32])
+                .cflag("-O3")
+                .kernel(KernelDef::new("swiglu_rows_{T}").tactic("rows").args(&args))
+                .kernel(KernelDef::new("swiglu_tanh_{T}").tactic("tanh").args(&args)),
+        );
+    let creator = builder
+        .build()
+        .unwrap_or_else(|e| panic!("{e}\n{}", builder.to_toml()));
+    assert_eq!(
+        creator.spec().doc,
+        "quotes \" backslash \\ newline \n tab \t bell \u{7}"
+    );
+    assert_eq!(creator.key().to_string(), "built::SwiGLU@2");
+    assert!(creator.capabilities().tactics);
+    let registry = PluginRegistry::new();
+    registry
+        .register_kernel_plugin(creator, "built in code")
+        .expect("registers");
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("N", 1, 4, 8), Dim::Fixed(30)],
+        )
+        .expect("x");
+    let key = torchtrt::plugin_api::PluginKey::new("built", "SwiGLU", "2");
+    let fields = FieldCollection::new().with("alpha", 0.75f32);
+    let y = net
+        .add_plugin("swiglu", &registry, &key, &fields, &[x])
+        .expect("layer")[0];
+    net.mark_output(y, "y").expect("y");
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).expect("compiles");
+    check(&engine, &[6, 30], 0.75, 10);
+    let bad = SpecBuilder::new("built", "Bad", "1")
+        .input("x", "f32")
+        .output_like("y", "f32", "z");
+    assert!(
+        bad.build()
+            .unwrap_err()
+            .contains("`like = \"z\"` names no input")
+    );
+}
