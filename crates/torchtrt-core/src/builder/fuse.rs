@@ -268,14 +268,7 @@ pub(crate) fn fuse_residual(
     }
     for conv_side in 0..2 {
         let (c, r) = (inputs[conv_side], inputs[1 - conv_side]);
-        if uses.get(c.index()).is_some_and(|&u| u != 1) {
-            continue;
-        }
-        let Some(pos) = work
-            .layers
-            .iter()
-            .rposition(|l| l.outputs.first() == Some(&c))
-        else {
+        let Some(pos) = sole_producer(work, c, uses) else {
             continue;
         };
         let conv = &work.layers[pos];
@@ -294,18 +287,8 @@ pub(crate) fn fuse_residual(
                 work.devices.insert(pos, device);
                 continue;
             };
-            let dtype = types[0].dtype;
-            let b = work.new_tensor(format!("{}/bias", conv.name));
-            work.emit(
-                Layer {
-                    name: format!("{}/bias", conv.name),
-                    kind: LayerKind::Constant(Constant::new(Tensor::zeros(dtype, &[m]))),
-                    inputs: vec![],
-                    outputs: vec![b],
-                },
-                vec![TypeShape::new(dtype, vec![(m as i64).into()])],
-                DeviceKind::Cpu,
-            );
+            let zeros = Tensor::zeros(types[0].dtype, &[m]);
+            let b = emit_vector(work, format!("{}/bias", conv.name), zeros);
             conv.inputs.push(b);
         }
         conv.inputs.push(r);
@@ -377,17 +360,10 @@ pub(crate) fn fuse_matmul_bias(
     }
     for side in 0..2 {
         let (m, b) = (inputs[side], inputs[1 - side]);
-        if uses.get(m.index()).is_some_and(|&u| u != 1) {
-            continue;
-        }
         let Some(bias) = work.tensors[b.index()].value.clone() else {
             continue;
         };
-        let Some(pos) = work
-            .layers
-            .iter()
-            .rposition(|l| l.outputs.first() == Some(&m))
-        else {
+        let Some(pos) = sole_producer(work, m, uses) else {
             continue;
         };
         let mm = &work.layers[pos];
@@ -414,23 +390,40 @@ pub(crate) fn fuse_matmul_bias(
         }
         let mut mm = work.layers.remove(pos);
         let device = work.devices.remove(pos);
-        let n = bias.numel();
-        let column = work.new_tensor(format!("{}/bias", mm.name));
-        let value = Tensor::from_vec(&[n], bias.as_slice::<f32>()?.to_vec())?;
-        work.emit(
-            Layer {
-                name: format!("{}/bias", mm.name),
-                kind: LayerKind::Constant(Constant::new(value)),
-                inputs: vec![],
-                outputs: vec![column],
-            },
-            vec![TypeShape::new(DType::F32, vec![(n as i64).into()])],
-            DeviceKind::Cpu,
-        );
+        let value = Tensor::from_vec(&[bias.numel()], bias.as_slice::<f32>()?.to_vec())?;
+        let column = emit_vector(work, format!("{}/bias", mm.name), value);
         mm.inputs.push(column);
         mm.outputs = layer.outputs.clone();
         work.emit(mm, types.to_vec(), device);
         return Ok(true);
     }
     Ok(false)
+}
+
+/// The position of the layer producing `t`, when `t` has exactly one reader (the layer being
+/// fused): a producer it can absorb.
+fn sole_producer(work: &Work, t: TensorId, uses: &[usize]) -> Option<usize> {
+    if uses.get(t.index()).is_some_and(|&u| u != 1) {
+        return None;
+    }
+    work.layers
+        .iter()
+        .rposition(|l| l.outputs.first() == Some(&t))
+}
+
+/// Emits a constant layer `name` holding the 1-D `value` and returns its tensor.
+fn emit_vector(work: &mut Work, name: String, value: Tensor) -> TensorId {
+    let t = work.new_tensor(name.clone());
+    let ty = TypeShape::new(value.dtype(), vec![(value.numel() as i64).into()]);
+    work.emit(
+        Layer {
+            name,
+            kind: LayerKind::Constant(Constant::new(value)),
+            inputs: vec![],
+            outputs: vec![t],
+        },
+        vec![ty],
+        DeviceKind::Cpu,
+    );
+    t
 }
