@@ -179,8 +179,8 @@ pub(crate) fn from_blob(blob: &EngineBlob) -> Result<KernelPluginCreator, String
                 return Err(err(
                     "the engine carries native CPU code for it, and loading engine host code \
                      is not allowed (torchtrtc: --allow-engine-host-code; C: \
-                     ttrt_allow_engine_host_code(1); Rust: \
-                     kernel_plugin::set_engine_host_code_allowed(true))"
+                     ttrt_allow_engine_host_code(1); Python: torchtrt.allow_engine_host_code(); \
+                     Rust: kernel_plugin::set_engine_host_code_allowed(true))"
                         .into(),
                 ));
             }
