@@ -35,17 +35,13 @@ pub(crate) fn fold_into_conv(
     let sole = |t: TensorId| uses.get(t.index()).is_none_or(|&u| u == 1);
     for conv_side in 0..sides {
         let (c, k) = (inputs[conv_side], inputs[1 - conv_side]);
-        let Some(pos) = work
-            .layers
-            .iter()
-            .rposition(|l| l.outputs.first() == Some(&c))
-        else {
+        let Some(pos) = sole_producer(work, c, uses) else {
             continue;
         };
         let conv = &work.layers[pos];
         let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none())
             && conv.inputs.len() <= 3;
-        if !plain || !sole(c) {
+        if !plain {
             continue;
         }
         let Some(factor) = work.tensors[k.index()].value.clone() else {
@@ -220,15 +216,10 @@ pub(crate) fn fuse_activation(
         a.kind,
         ActivationKind::Relu | ActivationKind::LeakyRelu { .. } | ActivationKind::Clip { .. }
     );
-    let c = inputs[0];
-    if !fusable || uses.get(c.index()).is_some_and(|&u| u != 1) {
+    if !fusable {
         return false;
     }
-    let Some(pos) = work
-        .layers
-        .iter()
-        .rposition(|l| l.outputs.first() == Some(&c))
-    else {
+    let Some(pos) = sole_producer(work, inputs[0], uses) else {
         return false;
     };
     if !work.devices.get(pos).is_some_and(fuses_epilogue) {
