@@ -12,11 +12,13 @@
  * Versioning. `abi_version` is the first member of TtrtExtension in every version, so a host
  * can read it whatever the library was built against. Within a version nothing changes;
  * a new version only appends members to the end of structures and never renumbers
- * constants. A host refuses a library whose version it does not speak; a version-3 host
- * loads libraries of versions 1 to 3 (TTRT_ABI_VERSION_MIN..TTRT_ABI_VERSION) and reads
+ * constants. A host refuses a library whose version it does not speak; a version-4 host
+ * loads libraries of versions 1 to 4 (TTRT_ABI_VERSION_MIN..TTRT_ABI_VERSION) and reads
  * only the members their version has. Version 2 appended TtrtLaunch.cuda; version 3 shape
  * inputs (TtrtPlugin.shape_inputs and output_shapes_of, TtrtLaunch.shape_values,
- * TtrtExprBuilder.unknown) and outputs sized by a count (TtrtPlugin.sized_outputs).
+ * TtrtExprBuilder.unknown), outputs sized by a count (TtrtPlugin.sized_outputs), tactics
+ * (TtrtPlugin.tactics and set_tactic) and TtrtCreator.capabilities; version 4 outputs that
+ * alias an input (TtrtPlugin.aliased_input).
  *
  * Errors. Every fallible function returns a TtrtStatus (TTRT_OK = 0) and, on failure,
  * writes a UTF-8 message into the caller's TtrtErrorBuf: at most `capacity - 1` bytes,
@@ -57,7 +59,7 @@
 extern "C" {
 #endif
 
-#define TTRT_ABI_VERSION 3u
+#define TTRT_ABI_VERSION 4u
 #define TTRT_ABI_VERSION_MIN 1u
 #define TTRT_MAX_DIMS 8
 #define TTRT_ENTRY_POINT "torchtrt_extension_v1"
@@ -328,12 +330,19 @@ typedef struct TtrtPlugin {
   /* Version 3. Selects the tactic `enqueue` runs (0: the default), on a configured plugin,
    * at build time and when an engine is loaded; NULL accepts only 0. */
   TtrtStatus (*set_tactic)(void* self, uint32_t tactic, TtrtErrorBuf* err);
+  /* Version 4. The input that output `output` aliases, or -1 for none; NULL for none. An
+   * aliased output has its input's dtype and shape (the builder checks), holds the input's
+   * values when `enqueue` starts, and the kernel updates it in place. The host copies the
+   * input into the output before each launch, so other readers of the input still see it
+   * unchanged. May be called from any thread. */
+  int32_t (*aliased_input)(void* self, int32_t output);
 } TtrtPlugin;
 
 /* Version 3: what a creator's plugins may do, in TtrtCreator.capabilities. */
 #define TTRT_CAPABILITY_SHAPE_INPUTS 1
 #define TTRT_CAPABILITY_SIZED_OUTPUTS 2
 #define TTRT_CAPABILITY_TACTICS 4
+#define TTRT_CAPABILITY_ALIASED_OUTPUTS 8 /* version 4 */
 
 /* A plugin creator, identified by (plugin_namespace, name, version). */
 typedef struct TtrtCreator {

@@ -129,6 +129,112 @@ fn c_plugin_loads_builds_runs_and_reloads() {
     assert!(registry.unload_library(&lib).is_err());
 }
 
+/// `ScaleShift` compiled with `IN_PLACE`: its output aliases its input (ABI version 4) and
+/// its kernel reads only the output.
+fn in_place_net(registry: &'static PluginRegistry) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("n", 1, 2, 4), Dim::Fixed(6)],
+        )
+        .unwrap();
+    let mut ss = |name: &str, scale: f32, shift: f32, input| {
+        let fields = FieldCollection::new()
+            .with("scale", scale)
+            .with("shift", shift);
+        net.add_plugin(name, registry, &key(), &fields, &[input])
+            .unwrap()[0]
+    };
+    let a = ss("a", 3.0, -1.0, x);
+    let b = ss("b", 0.5, 2.0, x);
+    let c = ss("c", 2.0, 1.0, a);
+    net.mark_output(a, "a").unwrap();
+    net.mark_output(b, "b").unwrap();
+    net.mark_output(c, "c").unwrap();
+    net
+}
+
+#[test]
+fn c_plugin_output_aliases_its_input_and_other_readers_see_the_input() {
+    let lib = compile("scale_shift", &["-DIN_PLACE"], "libscale_shift_in_place.so");
+    let registry = fresh_registry();
+    registry.load_library(&lib).unwrap();
+    let creator = registry.get(&key()).unwrap();
+    assert!(creator.capabilities().aliased_outputs);
+
+    let engine = build(
+        &in_place_net(registry),
+        &BuildConfig::default(),
+        &backends(),
+    )
+    .unwrap();
+    let xs = random_f32(18, 5);
+    let input = Tensor::from_vec(&[3, 6], xs.clone()).unwrap();
+    let out = engine.create_context().unwrap().execute(&[&input]).unwrap();
+    let want = |f: &dyn Fn(f32) -> f32| xs.iter().map(|&v| f(v)).collect::<Vec<f32>>();
+    let expected = [
+        want(&|v| 3.0 * v - 1.0),
+        want(&|v| 0.5 * v + 2.0),
+        want(&|v| 2.0 * (3.0 * v - 1.0) + 1.0),
+    ];
+    for (name, (got, want)) in ["a", "b", "c"].iter().zip(out.iter().zip(&expected)) {
+        let got = got.as_slice::<f32>().unwrap();
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((g - w).abs() < 1e-5, "{name}[{i}]: {g} vs {w}");
+        }
+    }
+    assert_eq!(input.as_slice::<f32>().unwrap(), xs.as_slice());
+
+    let reloaded = EngineLoader::with_registry(backends(), registry)
+        .deserialize(&engine.serialize())
+        .unwrap();
+    assert_eq!(
+        reloaded
+            .create_context()
+            .unwrap()
+            .execute(&[&input])
+            .unwrap(),
+        out
+    );
+
+    let fields = FieldCollection::new()
+        .with("scale", 1.0f32)
+        .with("repeat", 2i32);
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::F32, &[Dim::Fixed(4)]).unwrap();
+    let err = net
+        .add_plugin("tiled", registry, &key(), &fields, &[x])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("repeat must be 1"), "{err}");
+}
+
+#[test]
+fn version_3_library_cannot_declare_an_alias() {
+    let lib = compile(
+        "scale_shift",
+        &["-DIN_PLACE", "-DABI_VERSION=3"],
+        "libscale_shift_v3.so",
+    );
+    let registry = fresh_registry();
+    assert_eq!(registry.load_library(&lib).unwrap().registered, vec![key()]);
+    let creator = registry.get(&key()).unwrap();
+    assert!(
+        !creator.capabilities().aliased_outputs,
+        "a version-3 library's bit 8 means nothing"
+    );
+    let fields = FieldCollection::new().with("scale", 1.0f32);
+    let plugin = torchtrt_core::plugin_api::create_plugin(creator.as_ref(), "p", &fields).unwrap();
+    assert_eq!(
+        plugin.aliased_input(0),
+        None,
+        "a version-3 table ends at `set_tactic`"
+    );
+}
+
 #[test]
 fn same_provider_again_is_a_no_op() {
     let a = compile("scale_shift", &[], "libscale_shift_b.so");

@@ -10,6 +10,8 @@ pub struct Capabilities {
     pub sized_outputs: bool,
     /// Several implementations for the builder to time.
     pub tactics: bool,
+    /// Outputs that alias an input ([`crate::Plugin::aliased_input`]).
+    pub aliased_outputs: bool,
 }
 
 /// Bit of [`Capabilities::shape_inputs`] in the C ABI (`TTRT_CAPABILITY_SHAPE_INPUTS`).
@@ -18,6 +20,8 @@ pub const CAPABILITY_SHAPE_INPUTS: u32 = 1;
 pub const CAPABILITY_SIZED_OUTPUTS: u32 = 2;
 /// Bit of [`Capabilities::tactics`] (`TTRT_CAPABILITY_TACTICS`).
 pub const CAPABILITY_TACTICS: u32 = 4;
+/// Bit of [`Capabilities::aliased_outputs`] (`TTRT_CAPABILITY_ALIASED_OUTPUTS`, ABI version 4).
+pub const CAPABILITY_ALIASED_OUTPUTS: u32 = 8;
 
 impl Capabilities {
     /// The C ABI's bit set.
@@ -26,6 +30,7 @@ impl Capabilities {
             (self.shape_inputs, CAPABILITY_SHAPE_INPUTS),
             (self.sized_outputs, CAPABILITY_SIZED_OUTPUTS),
             (self.tactics, CAPABILITY_TACTICS),
+            (self.aliased_outputs, CAPABILITY_ALIASED_OUTPUTS),
         ]
         .into_iter()
         .filter(|(on, _)| *on)
@@ -38,15 +43,18 @@ impl Capabilities {
             shape_inputs: bits & CAPABILITY_SHAPE_INPUTS != 0,
             sized_outputs: bits & CAPABILITY_SIZED_OUTPUTS != 0,
             tactics: bits & CAPABILITY_TACTICS != 0,
+            aliased_outputs: bits & CAPABILITY_ALIASED_OUTPUTS != 0,
         }
     }
 
-    /// The names of the capabilities present (`shape inputs`, `sized outputs`, `tactics`).
+    /// The names of the capabilities present (`shape inputs`, `sized outputs`, `tactics`,
+    /// `aliased outputs`).
     pub fn names(self) -> Vec<&'static str> {
         [
             (self.shape_inputs, "shape inputs"),
             (self.sized_outputs, "sized outputs"),
             (self.tactics, "tactics"),
+            (self.aliased_outputs, "aliased outputs"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -60,15 +68,16 @@ mod tests {
 
     #[test]
     fn bits_round_trip_and_name_what_is_set() {
-        for bits in 0..8 {
+        for bits in 0..16 {
             assert_eq!(Capabilities::from_bits(bits).bits(), bits);
         }
         let c = Capabilities {
             shape_inputs: true,
-            sized_outputs: false,
             tactics: true,
+            aliased_outputs: true,
+            ..Capabilities::default()
         };
-        assert_eq!(c.names(), ["shape inputs", "tactics"]);
-        assert_eq!(Capabilities::from_bits(0xf0), Capabilities::default());
+        assert_eq!(c.names(), ["shape inputs", "tactics", "aliased outputs"]);
+        assert_eq!(Capabilities::from_bits(0xfff0), Capabilities::default());
     }
 }

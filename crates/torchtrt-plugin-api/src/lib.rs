@@ -28,7 +28,8 @@ mod sized_output;
 mod tactic;
 
 pub use capabilities::{
-    CAPABILITY_SHAPE_INPUTS, CAPABILITY_SIZED_OUTPUTS, CAPABILITY_TACTICS, Capabilities,
+    CAPABILITY_ALIASED_OUTPUTS, CAPABILITY_SHAPE_INPUTS, CAPABILITY_SIZED_OUTPUTS,
+    CAPABILITY_TACTICS, Capabilities,
 };
 pub use converter::{
     BinaryOp, Converter, ConverterNode, ConverterOp, NetworkBuilder, TensorHandle, UnaryOp,

@@ -9,7 +9,10 @@ use std::mem::offset_of;
 use std::process::Command;
 
 use torchtrt_plugin_api::abi::*;
-use torchtrt_plugin_api::{BinaryOp, DType, DeviceKind, DimOp, FieldType, TensorFormat, UnaryOp};
+use torchtrt_plugin_api::{
+    BinaryOp, CAPABILITY_ALIASED_OUTPUTS, CAPABILITY_SHAPE_INPUTS, CAPABILITY_SIZED_OUTPUTS,
+    CAPABILITY_TACTICS, DType, DeviceKind, DimOp, FieldType, TensorFormat, UnaryOp,
+};
 
 macro_rules! layout {
     ($out:ident; $($t:ident { $($f:ident),* })*) => {$(
@@ -41,7 +44,7 @@ fn rust_view() -> BTreeMap<String, String> {
         TtrtCudaRuntime { self_, launch, resident_blocks, constant }
         TtrtPlugin { self_, num_outputs, output_dtypes, output_shapes, supports, configure,
             workspace_size, enqueue, serialize_fields, clone, destroy, shape_inputs,
-            output_shapes_of, sized_outputs, tactics, set_tactic }
+            output_shapes_of, sized_outputs, tactics, set_tactic, aliased_input }
         TtrtSizedOutput { output, axis, count }
         TtrtTactic { id, name }
         TtrtCreator { self_, plugin_namespace, name, version, fields, nb_fields, capabilities,
@@ -70,6 +73,14 @@ fn rust_view() -> BTreeMap<String, String> {
     c("TTRT_SHAPE_VALUES_FLOATS", TTRT_SHAPE_VALUES_FLOATS.into());
     c("TTRT_MAX_DIMS", TTRT_MAX_DIMS as i64);
     c("TTRT_TACTIC_NAME_LEN", TTRT_TACTIC_NAME_LEN as i64);
+    for (name, bit) in [
+        ("SHAPE_INPUTS", CAPABILITY_SHAPE_INPUTS),
+        ("SIZED_OUTPUTS", CAPABILITY_SIZED_OUTPUTS),
+        ("TACTICS", CAPABILITY_TACTICS),
+        ("ALIASED_OUTPUTS", CAPABILITY_ALIASED_OUTPUTS),
+    ] {
+        c(&format!("TTRT_CAPABILITY_{name}"), bit.into());
+    }
     c("TTRT_DIM_INVALID", TTRT_DIM_INVALID);
     c("TTRT_OK", TTRT_OK.into());
     c(

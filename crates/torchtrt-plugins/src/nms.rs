@@ -90,7 +90,7 @@ impl PluginCreator for NmsCreator {
         Capabilities {
             shape_inputs: true,
             sized_outputs: true,
-            tactics: false,
+            ..Capabilities::default()
         }
     }
 

@@ -276,6 +276,7 @@ fn the_same_spec_again_is_a_no_op_and_another_with_its_key_is_refused() {
 #[test]
 fn an_aliased_output_starts_as_its_input_which_stays_unchanged() {
     let creator = kernel_plugin::load_spec_text(common::KV_WRITE_SPEC, &[]).expect("loads");
+    assert_eq!(creator.capabilities().names(), ["aliased outputs"]);
     assert_eq!(
         create_plugin(&creator, "kv", &FieldCollection::new())
             .expect("plugin")

@@ -142,6 +142,7 @@ impl PluginCreator for KernelPluginCreator {
             shape_inputs: spec.inputs.iter().any(|p| p.shape_input),
             sized_outputs: false,
             tactics: many(&spec.cpu) || many(&spec.cuda),
+            aliased_outputs: spec.outputs.iter().any(|o| o.alias.is_some()),
         }
     }
 }

@@ -10,7 +10,9 @@ use super::ptr;
 use super::schema::read_schema;
 use super::status::{ErrorBuf, context, error_of};
 use super::types::{TTRT_OK, TtrtCreateFn, TtrtCreator};
-use crate::capabilities::Capabilities;
+use crate::capabilities::{
+    CAPABILITY_SHAPE_INPUTS, CAPABILITY_SIZED_OUTPUTS, CAPABILITY_TACTICS, Capabilities,
+};
 use crate::error::{PluginError, PluginResult};
 use crate::field::{FieldCollection, FieldSpec};
 use crate::plugin::{Plugin, PluginCreator, PluginKey};
@@ -65,11 +67,12 @@ impl ForeignCreator {
         // SAFETY: `nb_fields` schema entries by the ABI's rules.
         let schema = unsafe { read_schema(c.fields, c.nb_fields) }
             .map_err(|e| format!("plugin {key}: {e}"))?;
-        let capabilities = if lib.version() >= 3 {
-            Capabilities::from_bits(c.capabilities as u32)
-        } else {
-            Capabilities::default()
+        let known = match lib.version() {
+            ..3 => 0,
+            3 => CAPABILITY_SHAPE_INPUTS | CAPABILITY_SIZED_OUTPUTS | CAPABILITY_TACTICS,
+            _ => u32::MAX,
         };
+        let capabilities = Capabilities::from_bits(c.capabilities as u32 & known);
         Ok(ForeignCreator {
             lib,
             this: c.self_,

@@ -1,4 +1,4 @@
-//! The raw `#[repr(C)]` types of the ABI (version 3), member for member as declared in
+//! The raw `#[repr(C)]` types of the ABI (version 4), member for member as declared in
 //! `include/torchtrt_plugin.h`. Layouts never change within a version: later versions only
 //! append members (see `docs/plugin-abi.md`). The header holds the ownership rules.
 
@@ -9,8 +9,9 @@ use super::ext_types::{TtrtConverter, TtrtCustomOp};
 /// The ABI version this crate speaks; the first member of [`TtrtExtension`]. Version 2
 /// appended [`TtrtLaunch::cuda`]; version 3 shape inputs ([`TtrtPlugin::shape_inputs`],
 /// [`TtrtPlugin::output_shapes_of`], [`TtrtLaunch::shape_values`],
-/// [`TtrtExprBuilder::unknown`]). Hosts still load version-1 and 2 libraries.
-pub const TTRT_ABI_VERSION: u32 = 3;
+/// [`TtrtExprBuilder::unknown`]), outputs sized by a count and tactics; version 4
+/// [`TtrtPlugin::aliased_input`]. Hosts still load libraries of versions 1 to 3.
+pub const TTRT_ABI_VERSION: u32 = 4;
 /// The oldest ABI version hosts load.
 pub const TTRT_ABI_VERSION_MIN: u32 = 1;
 /// Most dimensions a tensor or a shape may have across the ABI.
@@ -441,6 +442,9 @@ pub type TtrtTacticsFn = unsafe extern "C" fn(
 pub type TtrtSetTacticFn =
     unsafe extern "C" fn(this: *mut c_void, tactic: u32, err: *mut TtrtErrorBuf) -> TtrtStatus;
 
+/// `aliased_input(self, output)`: the input that output `output` aliases, or `-1` for none.
+pub type TtrtAliasedInputFn = unsafe extern "C" fn(this: *mut c_void, output: i32) -> i32;
+
 /// A plugin: its state and its functions. Owned by the library; valid until `destroy`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -477,6 +481,8 @@ pub struct TtrtPlugin {
     pub tactics: Option<TtrtTacticsFn>,
     /// Optional (NULL: only tactic 0); since version 3.
     pub set_tactic: Option<TtrtSetTacticFn>,
+    /// Optional (NULL: no output aliases an input); since version 4.
+    pub aliased_input: Option<TtrtAliasedInputFn>,
 }
 
 /// `create(self, layer_name, fields, nb_fields, &plugin, err)`.

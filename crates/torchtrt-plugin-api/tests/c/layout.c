@@ -113,6 +113,7 @@ int main(void) {
   OFF(TtrtPlugin, sized_outputs);
   OFF(TtrtPlugin, tactics);
   OFF(TtrtPlugin, set_tactic);
+  OFF(TtrtPlugin, aliased_input);
 
   SIZE(TtrtSizedOutput);
   OFF(TtrtSizedOutput, output);
@@ -274,6 +275,10 @@ int main(void) {
   CONST(TTRT_UNARY_SOFTPLUS);
   CONST(TTRT_UNARY_GELU);
   CONST(TTRT_TACTIC_NAME_LEN);
+  CONST(TTRT_CAPABILITY_SHAPE_INPUTS);
+  CONST(TTRT_CAPABILITY_SIZED_OUTPUTS);
+  CONST(TTRT_CAPABILITY_TACTICS);
+  CONST(TTRT_CAPABILITY_ALIASED_OUTPUTS);
   printf("TTRT_ENTRY_POINT %s\n", TTRT_ENTRY_POINT);
   return 0;
 }

@@ -1,10 +1,17 @@
 /* A torchtrt plugin in plain C: y = scale * x + shift, the last axis tiled `repeat` times.
- * Output shape: the input's, last dimension times `repeat` (a symbolic expression). */
+ * Output shape: the input's, last dimension times `repeat` (a symbolic expression).
+ * With IN_PLACE defined, the output aliases the input (repeat must be 1) and the kernel
+ * reads only the output, which the host fills with the input first. The ABI version the
+ * library declares comes from ABI_VERSION. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "torchtrt_plugin.h"
+
+#ifndef ABI_VERSION
+#define ABI_VERSION TTRT_ABI_VERSION
+#endif
 
 typedef struct ScaleShift {
   TtrtPlugin table;
@@ -90,6 +97,14 @@ static TtrtStatus ss_enqueue(void* self, const TtrtLaunch* l, TtrtErrorBuf* err)
   inner = d->dims[d->nb_dims - 1];
   x = l->inputs[0];
   y = l->outputs[0];
+#ifdef IN_PLACE
+  (void)x;
+  (void)r;
+  for (j = 0; j < outer * inner; j++) {
+    y[j] = p->scale * y[j] + p->shift;
+  }
+  return TTRT_OK;
+#endif
   for (o = 0; o < outer; o++) {
     for (r = 0; r < p->repeat; r++) {
       for (j = 0; j < inner; j++) {
@@ -129,6 +144,13 @@ static TtrtStatus ss_clone(void* self, TtrtPlugin** out, TtrtErrorBuf* err) {
 
 static void ss_destroy(void* self) { free(self); }
 
+#ifdef IN_PLACE
+static int32_t ss_aliased_input(void* self, int32_t output) {
+  (void)self;
+  return output == 0 ? 0 : -1;
+}
+#endif
+
 static ScaleShift* ss_new(float scale, float shift, int32_t repeat) {
   ScaleShift* p = calloc(1, sizeof(ScaleShift));
   if (p == NULL) {
@@ -145,6 +167,9 @@ static ScaleShift* ss_new(float scale, float shift, int32_t repeat) {
   p->table.serialize_fields = ss_serialize;
   p->table.clone = ss_clone;
   p->table.destroy = ss_destroy;
+#ifdef IN_PLACE
+  p->table.aliased_input = ss_aliased_input;
+#endif
   p->scale = scale;
   p->shift = shift;
   p->repeat = repeat;
@@ -179,6 +204,11 @@ static TtrtStatus ss_create(void* self, const char* layer_name, const TtrtField*
   if (repeat < 1) {
     return fail(err, TTRT_ERROR_INVALID_ARGUMENT, "ScaleShift: repeat must be at least 1");
   }
+#ifdef IN_PLACE
+  if (repeat != 1) {
+    return fail(err, TTRT_ERROR_INVALID_ARGUMENT, "ScaleShift in place: repeat must be 1");
+  }
+#endif
   p = ss_new(scale, shift, repeat);
   if (p == NULL) {
     return fail(err, TTRT_ERROR_EXECUTION, "out of memory");
@@ -198,14 +228,20 @@ static const TtrtFieldSpec schema[] = {
     {"repeat", TTRT_FIELD_I32, 0, 1, 1, &repeat_field, "times the last axis is tiled"},
 };
 
+#ifdef IN_PLACE
+#define CAPABILITIES TTRT_CAPABILITY_ALIASED_OUTPUTS
+#else
+#define CAPABILITIES 0
+#endif
+
 static const TtrtCreator creator = {
-    NULL, "test_c", "ScaleShift", "1", schema, 3, 0, ss_create,
+    NULL, "test_c", "ScaleShift", "1", schema, 3, CAPABILITIES, ss_create,
 };
 
 static const TtrtCreator* const creators[] = {&creator};
 
 static const TtrtExtension extension = {
-    TTRT_ABI_VERSION, 1, "scale_shift_c 1.0", creators, 0, 0, NULL, 0, 0, NULL,
+    ABI_VERSION, 1, "scale_shift_c 1.0", creators, 0, 0, NULL, 0, 0, NULL,
 };
 
 const TtrtExtension* torchtrt_extension_v1(void) { return &extension; }

@@ -50,6 +50,7 @@ pub(crate) fn export_plugin(plugin: Box<dyn Plugin>) -> *mut TtrtPlugin {
             sized_outputs: Some(sized_outputs),
             tactics: Some(tactics),
             set_tactic: Some(set_tactic),
+            aliased_input: Some(aliased_input),
         },
         plugin: RwLock::new(plugin),
         serialized: Mutex::new(None),
@@ -417,6 +418,20 @@ unsafe extern "C" fn set_tactic(
     };
     // SAFETY: the host passes a valid error buffer or NULL.
     unsafe { guard(err, body) }
+}
+
+unsafe extern "C" fn aliased_input(this_: *mut c_void, output: i32) -> i32 {
+    let body = || -> Option<usize> {
+        let output = usize::try_from(output).ok()?;
+        // SAFETY: the host passes the table's own `self_`.
+        let p = unsafe { this(this_) }.ok()?;
+        p.read().ok()?.aliased_input(output)
+    };
+    catch_unwind(AssertUnwindSafe(body))
+        .ok()
+        .flatten()
+        .and_then(|i| i32::try_from(i).ok())
+        .unwrap_or(-1)
 }
 
 unsafe extern "C" fn configure(

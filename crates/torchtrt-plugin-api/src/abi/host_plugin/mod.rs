@@ -15,11 +15,11 @@ use crate::abi::ptr;
 use crate::abi::shape_values;
 use crate::abi::status::{ErrorBuf, context, error_of};
 use crate::abi::types::{
-    TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtCloneFn, TtrtConfigureFn, TtrtDestroyFn,
-    TtrtEnqueueFn, TtrtErrorBuf, TtrtNumOutputsFn, TtrtOutputDtypesFn, TtrtOutputShapesFn,
-    TtrtOutputShapesOfFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn, TtrtSetTacticFn,
-    TtrtShapeExpr, TtrtShapeInputsFn, TtrtSizedOutput, TtrtSizedOutputsFn, TtrtStatus,
-    TtrtSupportsFn, TtrtTactic, TtrtTacticsFn, TtrtWorkspaceSizeFn,
+    TTRT_DIM_INVALID, TTRT_MAX_DIMS, TTRT_OK, TtrtAliasedInputFn, TtrtCloneFn, TtrtConfigureFn,
+    TtrtDestroyFn, TtrtEnqueueFn, TtrtErrorBuf, TtrtNumOutputsFn, TtrtOutputDtypesFn,
+    TtrtOutputShapesFn, TtrtOutputShapesOfFn, TtrtPlugin, TtrtPortDesc, TtrtSerializeFieldsFn,
+    TtrtSetTacticFn, TtrtShapeExpr, TtrtShapeInputsFn, TtrtSizedOutput, TtrtSizedOutputsFn,
+    TtrtStatus, TtrtSupportsFn, TtrtTactic, TtrtTacticsFn, TtrtWorkspaceSizeFn,
 };
 use crate::dims::ShapeExpr;
 use crate::dtype::{DType, DeviceKind, PortDesc, TensorDesc};
@@ -32,19 +32,20 @@ use crate::tactic::Tactic;
 
 /// A library's plugin table, reading only the members its ABI `version` has (version 3
 /// appended `shape_inputs`, `output_shapes_of`, `sized_outputs`, `tactics` and
-/// `set_tactic`); later members stay NULL.
+/// `set_tactic`; version 4 `aliased_input`); later members stay NULL.
 ///
 /// # Safety
 /// `raw` is non-NULL, aligned, and points to a table of at least `version`'s size.
 unsafe fn read_table(raw: *const TtrtPlugin, version: u32) -> TtrtPlugin {
-    if version >= 3 {
+    let prefix = match version {
+        ..3 => std::mem::offset_of!(TtrtPlugin, shape_inputs),
+        3 => std::mem::offset_of!(TtrtPlugin, aliased_input),
         // SAFETY: a whole table, by the caller's promise.
-        return unsafe { raw.read() };
-    }
-    let prefix = std::mem::offset_of!(TtrtPlugin, shape_inputs);
+        _ => return unsafe { raw.read() },
+    };
     let mut table = std::mem::MaybeUninit::<TtrtPlugin>::zeroed();
-    // SAFETY: `prefix` bytes exist at `raw` (a version 1/2 table) and fit in `table`; the
-    // zeroed rest is NULL function pointers, valid `None`s.
+    // SAFETY: `prefix` bytes exist at `raw` (a table of an older version) and fit in
+    // `table`; the zeroed rest is NULL function pointers, valid `None`s.
     unsafe {
         std::ptr::copy_nonoverlapping(raw.cast::<u8>(), table.as_mut_ptr().cast::<u8>(), prefix);
         table.assume_init()
@@ -68,6 +69,7 @@ struct PluginFns {
     sized_outputs: Option<TtrtSizedOutputsFn>,
     tactics: Option<TtrtTacticsFn>,
     set_tactic: Option<TtrtSetTacticFn>,
+    aliased_input: Option<TtrtAliasedInputFn>,
 }
 
 impl PluginFns {
@@ -90,6 +92,7 @@ impl PluginFns {
             sized_outputs: t.sized_outputs,
             tactics: t.tactics,
             set_tactic: t.set_tactic,
+            aliased_input: t.aliased_input,
         })
     }
 }
@@ -396,6 +399,16 @@ impl Plugin for ForeignPlugin {
 
     fn sized_outputs(&self) -> Vec<SizedOutput> {
         self.sized_outputs.clone()
+    }
+
+    /// The library's answer; negative answers and NULL mean none. An index past the inputs
+    /// is returned as it is, for the builder to refuse with the layer's name.
+    fn aliased_input(&self, output: usize) -> Option<usize> {
+        let f = self.fns.aliased_input?;
+        let output = i32::try_from(output).ok()?;
+        // SAFETY: the table's function on its own `self`.
+        let i = unsafe { f(self.this, output) };
+        usize::try_from(i).ok()
     }
 
     fn output_shapes_of(
