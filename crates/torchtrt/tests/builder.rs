@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
-    Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul,
+    Activation, ActivationKind, Cast, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul,
     Reshape, Select, Softmax, Transpose,
 };
 use torchtrt::plugin_api::{
@@ -163,6 +163,51 @@ fn reduced_precision_casts_at_the_edges_and_stays_close() {
             tol,
             tol,
         );
+    }
+}
+
+/// With a reduced precision, outputs the network computes in f32 come back as f32, and
+/// outputs it declares in f16 (a cast to f16, an f16 input's path) stay f16, as built at f32.
+#[test]
+fn reduced_precision_keeps_outputs_the_network_declares_in_f16() {
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::F32, &[Dim::Fixed(6)]).unwrap();
+    let h = net.add_input("h", DType::F16, &[Dim::Fixed(6)]).unwrap();
+    let relu = || Activation {
+        kind: ActivationKind::Relu,
+    };
+    let a = net.add("relu_x", relu(), &[x]).unwrap();
+    let c = net.add("to_f16", Cast { to: DType::F16 }, &[a]).unwrap();
+    let b = net.add("relu_h", relu(), &[h]).unwrap();
+    net.mark_output(a, "a").unwrap();
+    net.mark_output(c, "c").unwrap();
+    net.mark_output(b, "b").unwrap();
+    let xs = random_f32(6, 4);
+    let hs: Vec<half::f16> = random_f32(6, 5)
+        .into_iter()
+        .map(half::f16::from_f32)
+        .collect();
+    let inputs = [
+        Tensor::from_vec(&[6], xs.clone()).unwrap(),
+        Tensor::from_vec(&[6], hs.clone()).unwrap(),
+    ];
+    for precision in [DType::F32, DType::F16] {
+        let config = BuildConfig {
+            precision,
+            ..BuildConfig::default()
+        };
+        let engine = torchtrt::compile(&net, &config).unwrap();
+        let out = engine
+            .create_context()
+            .unwrap()
+            .execute(&[&inputs[0], &inputs[1]])
+            .unwrap();
+        let dtypes: Vec<DType> = out.iter().map(Tensor::dtype).collect();
+        assert_eq!(dtypes, [DType::F32, DType::F16, DType::F16], "{precision}");
+        let want_b: Vec<half::f16> = hs.iter().map(|v| v.max(half::f16::ZERO)).collect();
+        assert_eq!(out[2].as_slice::<half::f16>().unwrap(), want_b.as_slice());
+        let want_c: Vec<half::f16> = xs.iter().map(|v| half::f16::from_f32(v.max(0.0))).collect();
+        assert_eq!(out[1].as_slice::<half::f16>().unwrap(), want_c.as_slice());
     }
 }
 

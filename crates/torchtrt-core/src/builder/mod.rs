@@ -16,6 +16,7 @@ mod timing_cache;
 pub use passes::passes;
 pub use timing_cache::{CachedTactic, MAX_TIMING_CACHE_BYTES, TimingCache};
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use torchtrt_plugin_api::{DType, DeviceKind};
@@ -224,11 +225,13 @@ pub fn build(
     let timing = tactics::Timing::new(backends, network.inputs(), config);
     let mut remap: Vec<TensorId> = (0..network.num_tensors() as u32).map(TensorId).collect();
     let reduced = config.precision != DType::F32;
+    let mut demoted = HashSet::new();
     for input in network.inputs() {
         work.tensors[input.tensor.index()].ty = Some(TypeShape::new(input.dtype, input.shape()));
         if reduced && input.dtype == DType::F32 {
-            remap[input.tensor.index()] =
-                work.emit_cast(input.tensor, config.precision, config.device)?;
+            let cast = work.emit_cast(input.tensor, config.precision, config.device)?;
+            remap[input.tensor.index()] = cast;
+            demoted.insert(cast);
         }
     }
     for (layer, _) in network.layers().iter().zip(&live).filter(|(_, l)| **l) {
@@ -246,6 +249,14 @@ pub fn build(
             device = negotiate::plugin_inputs(&mut work, &layer.name, p, &mut inputs, config)?;
         }
         let types = work.infer(&layer.name, &kind, &inputs)?;
+        if reduced && computes_in_f32(layer, &inputs, &demoted) {
+            let reduced_outputs = layer.outputs.iter().zip(&types);
+            demoted.extend(
+                reduced_outputs
+                    .filter(|(_, ty)| ty.dtype == config.precision)
+                    .map(|(&t, _)| t),
+            );
+        }
         if let LayerKind::Plugin(p) = &mut kind {
             negotiate::configure(&work, &layer.name, p, &inputs, &types, device)?;
             tactics::choose(&work, &layer.name, p, &inputs, &types, device, &timing)?;
@@ -278,7 +289,7 @@ pub fn build(
     for (name, t) in network.outputs() {
         let mut t = remap[t.index()];
         let dtype = work.ty(t).dtype;
-        if reduced && dtype == config.precision {
+        if reduced && dtype == config.precision && demoted.contains(&t) {
             t = work.emit_cast(t, DType::F32, config.device)?;
         }
         outputs.push((name.clone(), t));
@@ -396,6 +407,20 @@ fn compact(
         config.memory_limit(),
     )?;
     Ok(plan)
+}
+
+/// Whether `layer` computes in f32 in the network as defined, so that its outputs in the
+/// reduced precision stand for f32 values: constants and fills of f32, and layers reading a
+/// tensor that does (`demoted`), except casts, whose target is what the network asked for.
+/// Only such outputs are cast back to f32 when marked as network outputs; an output the
+/// network declares in f16 stays f16.
+fn computes_in_f32(layer: &Layer, inputs: &[TensorId], demoted: &HashSet<TensorId>) -> bool {
+    match &layer.kind {
+        LayerKind::Cast(_) => false,
+        LayerKind::Constant(c) => c.value.dtype() == DType::F32,
+        LayerKind::ConstantOfShape(c) => c.dtype == DType::F32,
+        _ => inputs.iter().any(|t| demoted.contains(t)),
+    }
 }
 
 /// Converts the f32 values a layer produces by itself (constants, fills) to `precision`.
