@@ -5,7 +5,8 @@
 use torchtrt_core::layers::ReduceOp;
 
 use super::fold::{
-    ExpSumOf, Fold, L1Of, MaxOf, MinOf, ProdOf, SquaresOf, SumOf, fold_run, log_sum_exp,
+    ExpSumOf, Fold, L1Of, MaxOf, MinOf, ProdOf, SHORT_RUN, SquaresOf, SumOf, fold_run, fold_runs4,
+    log_sum_exp,
 };
 use super::plan::ReducePlan;
 use crate::parallel::{for_each_rows, split_parts};
@@ -68,6 +69,24 @@ multiversion! {
         dst: &mut [C],
     ) {
         let count = plan.count();
+        if parts == 1 && F::INTERLEAVE_ROWS && plan.is_one_run() && count < SHORT_RUN {
+            let start = plan.starts.get(0);
+            let mut bases = plan.outer.range(first..plan.rows());
+            let mut quads = dst.chunks_exact_mut(4);
+            for d in &mut quads {
+                let rows = [(); 4].map(|_| {
+                    let b = bases.next().unwrap_or(0) + start;
+                    &x[b..b + count]
+                });
+                for (d, acc) in d.iter_mut().zip(fold_runs4(f, rows)) {
+                    *d = f.finish(acc, count);
+                }
+            }
+            for (d, base) in quads.into_remainder().iter_mut().zip(bases) {
+                *d = f.finish(fold_row(f, x, plan, base), count);
+            }
+            return;
+        }
         if parts == 1 {
             for (d, base) in dst.iter_mut().zip(plan.outer.range(first..plan.rows())) {
                 *d = f.finish(fold_row(f, x, plan, base), count);
