@@ -1,16 +1,46 @@
 //! Every generated program, as exported and as decomposed, compiled for the CPU and run at
-//! each of its cases (two sizes for the dynamic ones), against PyTorch's outputs.
+//! each of its cases (two sizes for the dynamic ones), against PyTorch's outputs; where a
+//! CUDA device is present, the exported form also for `cuda` in f32 and in f16.
 
 use std::collections::HashMap;
 
+use torchtrt::plugin_api::DType;
 use torchtrt::torch::ImportOptions;
 use torchtrt::{BuildConfig, Tensor};
 
 use super::data::{Program, manifest, read_npy, relative_error, root};
 
-const F32_RTOL: f64 = 1e-4;
+/// Where a program is compiled and how close it must come to PyTorch's f32 outputs
+/// (`relative_error`: the largest difference over the largest reference magnitude).
+#[derive(Clone, Copy)]
+struct Target {
+    device: &'static str,
+    precision: DType,
+    rtol: f64,
+}
 
-fn run_program(p: &Program, form: &str) -> Result<String, String> {
+const CPU: Target = Target {
+    device: "cpu",
+    precision: DType::F32,
+    rtol: 1e-4,
+};
+
+/// The CUDA targets: f32 as strict as the CPU; f16 within a few of its roundings (2^-11)
+/// accumulated over a network's depth.
+const CUDA: [Target; 2] = [
+    Target {
+        device: "cuda",
+        precision: DType::F32,
+        rtol: 1e-4,
+    },
+    Target {
+        device: "cuda",
+        precision: DType::F16,
+        rtol: 2e-2,
+    },
+];
+
+fn run_program(p: &Program, form: &str, target: Target) -> Result<String, String> {
     let dir = root().join(&p.name);
     let net = torchtrt::import_pt2(dir.join(format!("{form}.pt2")), ImportOptions::default())
         .map_err(|e| format!("import: {e}"))?;
@@ -23,8 +53,12 @@ fn run_program(p: &Program, form: &str) -> Result<String, String> {
     if names != *want_names {
         return Err(format!("outputs {names:?}, the program's {want_names:?}"));
     }
-    let engine = torchtrt::compile_for(&net, &BuildConfig::default(), "cpu")
-        .map_err(|e| format!("compile: {e}"))?;
+    let config = BuildConfig {
+        precision: target.precision,
+        ..BuildConfig::default()
+    };
+    let engine =
+        torchtrt::compile_for(&net, &config, target.device).map_err(|e| format!("compile: {e}"))?;
     let keys: Vec<String> = engine
         .summary()
         .plugins
@@ -74,9 +108,10 @@ fn run_program(p: &Program, form: &str) -> Result<String, String> {
                 ));
             }
             let err = relative_error(got, &want);
-            if err.is_nan() || err > F32_RTOL {
+            if err.is_nan() || err > target.rtol {
                 return Err(format!(
-                    "{case}: {o}: relative error {err:.3e} > {F32_RTOL:e}"
+                    "{case}: {o}: relative error {err:.3e} > {:e}",
+                    target.rtol
                 ));
             }
             report.push(format!("{case}/{o} {err:.1e}"));
@@ -91,11 +126,18 @@ fn check(name: &str) {
         .iter()
         .find(|p| p.name == name)
         .unwrap_or_else(|| panic!("program {name} is not in the manifest"));
+    let mut runs = vec![("exported", CPU), ("decomposed", CPU)];
+    if torchtrt::cuda::probe::available() {
+        runs.extend(CUDA.map(|t| ("exported", t)));
+    } else {
+        eprintln!("{name}: CUDA skipped: no CUDA device");
+    }
     let mut failures = Vec::new();
-    for form in ["exported", "decomposed"] {
-        match run_program(p, form) {
-            Ok(r) => eprintln!("{name}/{form}: {r}"),
-            Err(e) => failures.push(format!("{name}/{form}: {e}")),
+    for (form, target) in runs {
+        let what = format!("{name}/{form} on {} {}", target.device, target.precision);
+        match run_program(p, form, target) {
+            Ok(r) => eprintln!("{what}: {r}"),
+            Err(e) => failures.push(format!("{what}: {e}")),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
