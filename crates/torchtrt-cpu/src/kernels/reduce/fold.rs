@@ -77,7 +77,7 @@ pub(crate) const SHORT_RUN: usize = 4 * LANES;
 #[inline(always)]
 pub(crate) fn fold_runs4<C: Real, F: Fold<C>>(f: F, rows: [&[C]; 4]) -> [C; 4] {
     let n = rows[0].len();
-    let rows = rows.map(|r| &r[..n]);
+    let rows = [&rows[0][..n], &rows[1][..n], &rows[2][..n], &rows[3][..n]];
     let whole = n - n % 8;
     let mut lanes = [[f.init(); 8]; 4];
     for c in 0..whole / 8 {
@@ -87,7 +87,12 @@ pub(crate) fn fold_runs4<C: Real, F: Fold<C>>(f: F, rows: [&[C]; 4]) -> [C; 4] {
             }
         }
     }
-    let mut acc = lanes.map(|l| merge8(f, l));
+    let mut acc = [
+        merge8(f, lanes[0]),
+        merge8(f, lanes[1]),
+        merge8(f, lanes[2]),
+        merge8(f, lanes[3]),
+    ];
     for (a, r) in acc.iter_mut().zip(rows) {
         for &v in &r[whole..n] {
             *a = f.step(*a, v);

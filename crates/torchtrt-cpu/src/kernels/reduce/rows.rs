@@ -73,12 +73,15 @@ multiversion! {
             let start = plan.starts.get(0);
             let mut bases = plan.outer.range(first..plan.rows());
             let mut quads = dst.chunks_exact_mut(4);
+            let row = |b: usize| &x[b + start..b + start + count];
             for d in &mut quads {
-                let rows = [(); 4].map(|_| {
-                    let b = bases.next().unwrap_or(0) + start;
-                    &x[b..b + count]
-                });
-                for (d, acc) in d.iter_mut().zip(fold_runs4(f, rows)) {
+                let (Some(b0), Some(b1), Some(b2), Some(b3)) =
+                    (bases.next(), bases.next(), bases.next(), bases.next())
+                else {
+                    break;
+                };
+                let acc = fold_runs4(f, [row(b0), row(b1), row(b2), row(b3)]);
+                for (d, acc) in d.iter_mut().zip(acc) {
                     *d = f.finish(acc, count);
                 }
             }
