@@ -23,6 +23,8 @@ pub(super) const COLS: usize = 2;
 const SHARED: usize = 48 << 10;
 /// Threads across a tile, at most (a tile spans up to `COLS · 64` output columns).
 const ACROSS: usize = 64;
+/// CUDA's limit on a block's third dimension, which counts the block's planes.
+const MAX_BLOCK_Z: usize = 64;
 
 /// Where the tiled kernel applies and how it is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +80,7 @@ impl Tiling {
             return None;
         }
         let down = oh.div_ceil(rg * per);
-        let mut p = (budget / (tc * rg)).clamp(1, planes.max(1));
+        let mut p = (budget / (tc * rg)).clamp(1, planes.max(1)).min(MAX_BLOCK_Z);
         while p > 1 && bytes(rg, p) > SHARED {
             p -= 1;
         }
@@ -104,6 +106,25 @@ mod tests {
 
     fn out(i: usize, k: usize, s: usize, pad: usize) -> usize {
         (i + 2 * pad - k) / s + 1
+    }
+
+    /// Tiny planes put many in a block, but never more than a block's third dimension
+    /// holds: mobilenet_v3_small's 5×5 stride-2 layer on 4×4 planes (a 64×64 image) asked
+    /// for 108 and failed to launch.
+    #[test]
+    fn planes_per_block_stay_within_cuda_limits() {
+        for &(k, s) in WINDOWS {
+            for (h, oh) in [(1, 1), (2, 1), (4, 2), (4, 4), (8, 4)] {
+                let Some(t) = Tiling::of(k, s, [h, h], [oh, oh], 576) else {
+                    continue;
+                };
+                assert!(t.block.2 as usize <= MAX_BLOCK_Z, "k{k} s{s} {h}: {t:?}");
+                assert!(t.shared_bytes as usize <= SHARED, "k{k} s{s} {h}: {t:?}");
+            }
+        }
+        let t = Tiling::of(5, 2, [4, 4], [2, 2], 576).expect("tiled");
+        assert_eq!(t.block, (1, 1, 64));
+        assert_eq!(t.grid.2, 9);
     }
 
     #[test]
@@ -134,6 +155,7 @@ mod tests {
                         "{what}"
                     );
                     assert!(p as usize <= planes && t.grid.2 >= 1, "{what}");
+                    assert!(p as usize <= MAX_BLOCK_Z, "{what}");
                     assert_eq!(t.window[0], (rg * per - 1) * s + k, "{what}");
                     assert_eq!(t.window[1], (tc * COLS - 1) * s + k, "{what}");
                     assert!(
