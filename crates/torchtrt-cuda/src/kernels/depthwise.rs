@@ -80,7 +80,9 @@ impl Tiling {
             return None;
         }
         let down = oh.div_ceil(rg * per);
-        let mut p = (budget / (tc * rg)).clamp(1, planes.max(1)).min(MAX_BLOCK_Z);
+        let mut p = (budget / (tc * rg))
+            .clamp(1, planes.max(1))
+            .min(MAX_BLOCK_Z);
         while p > 1 && bytes(rg, p) > SHARED {
             p -= 1;
         }
