@@ -44,6 +44,24 @@ fn compile(name: &str, defines: &[&str], out: &str) -> PathBuf {
     lib
 }
 
+/// Deserializes `bytes` with `registry` and checks that it gives `out` for `input`.
+fn assert_reload_runs_the_same(
+    bytes: &[u8],
+    registry: &'static PluginRegistry,
+    input: &Tensor,
+    out: &[Tensor],
+) {
+    let reloaded = EngineLoader::with_registry(backends(), registry)
+        .deserialize(bytes)
+        .unwrap();
+    let again = reloaded
+        .create_context()
+        .unwrap()
+        .execute(&[input])
+        .unwrap();
+    assert_eq!(again, out);
+}
+
 fn key() -> PluginKey {
     PluginKey::new("test_c", "ScaleShift", "1")
 }
@@ -99,17 +117,7 @@ fn c_plugin_loads_builds_runs_and_reloads() {
     }
 
     let bytes = engine.serialize();
-    let reloaded = EngineLoader::with_registry(backends(), registry)
-        .deserialize(&bytes)
-        .unwrap();
-    assert_eq!(
-        reloaded
-            .create_context()
-            .unwrap()
-            .execute(&[&input])
-            .unwrap(),
-        out
-    );
+    assert_reload_runs_the_same(&bytes, registry, &input, &out);
 
     let elsewhere = EngineLoader::with_registry(backends(), fresh_registry());
     match elsewhere.deserialize(&bytes).err().unwrap() {
@@ -187,17 +195,7 @@ fn c_plugin_output_aliases_its_input_and_other_readers_see_the_input() {
     }
     assert_eq!(input.as_slice::<f32>().unwrap(), xs.as_slice());
 
-    let reloaded = EngineLoader::with_registry(backends(), registry)
-        .deserialize(&engine.serialize())
-        .unwrap();
-    assert_eq!(
-        reloaded
-            .create_context()
-            .unwrap()
-            .execute(&[&input])
-            .unwrap(),
-        out
-    );
+    assert_reload_runs_the_same(&engine.serialize(), registry, &input, &out);
 
     let fields = FieldCollection::new()
         .with("scale", 1.0f32)
