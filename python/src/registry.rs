@@ -12,7 +12,8 @@ use crate::error::raise;
 /// One dict per registered plugin creator: `namespace`, `name`, `version`, `fields` (dicts
 /// of `name`, `type`, `list`, `required`, `default`, `doc`), `provider`, `library` (a path,
 /// or `None` when built in), `source` (as `torchtrtc plugins` prints it) and
-/// `capabilities` (plugin API v2: `shape inputs`, `sized outputs`, `tactics`).
+/// `capabilities` (plugin API v2: `shape inputs`, `sized outputs`, `tactics`,
+/// `aliased outputs`).
 #[pyfunction]
 pub fn plugins(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     torchtrt::init_plugins().map_err(|e| raise("", &e))?;

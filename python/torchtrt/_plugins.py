@@ -25,7 +25,7 @@ class Plugin:
     """A registered plugin creator: its key, field schema, where it came from (``source``
     as ``torchtrtc plugins`` prints it; ``library`` is ``None`` when built in) and what its
     plugins may do beyond plugin API v1 (``capabilities``: ``"shape inputs"``,
-    ``"sized outputs"``, ``"tactics"``)."""
+    ``"sized outputs"``, ``"tactics"``, ``"aliased outputs"``)."""
 
     namespace: str
     name: str
