@@ -1,7 +1,9 @@
-//! Soak: one CPU engine run from 8 threads × 1,000 bound runs each (every thread its own
-//! context, input and batch size); every run's output must equal, bit for bit, what a
-//! single-threaded run of the same input gave, and every run writes its whole output (the
-//! bound buffer is reset to a NaN sentinel before each run).
+//! Soak: one engine run from 8 threads × 1,000 bound runs each (every thread its own
+//! context, input and batch size). On the CPU every run's output must equal, bit for bit,
+//! what a single-threaded run of the same input gave; on a GPU (where one is present) the
+//! same engine compiled for `cuda` must stay within f32 rounding of the CPU's output in
+//! every run. Every run writes its whole output (the bound buffer is reset to a NaN
+//! sentinel before each run).
 
 mod common;
 
@@ -17,8 +19,8 @@ const THREADS: usize = 8;
 const RUNS: usize = 1000;
 
 /// x[n∈1..4, 3, 8, 8] → conv 3×3 (4 channels) → relu → reshape [n, 256] → matmul [256, 5]
-/// → softmax.
-fn engine() -> Engine {
+/// → softmax, compiled for `device`.
+fn engine(device: &str) -> Engine {
     let mut net = NetworkDefinition::new();
     let x = net
         .add_input(
@@ -63,18 +65,17 @@ fn engine() -> Engine {
         )
         .unwrap()[0];
     net.mark_output(y, "y").unwrap();
-    torchtrt::compile(&net, &BuildConfig::default()).unwrap()
+    torchtrt::compile_for(&net, &BuildConfig::default(), device).unwrap()
 }
 
-#[test]
-fn eight_threads_a_thousand_bound_runs_each_give_identical_outputs() {
-    let engine = Arc::new(engine());
-    let cases: Vec<(usize, Vec<f32>, Vec<f32>)> = (0..THREADS)
+/// Per thread: its batch size, input and the single-threaded CPU output for it.
+fn cases(cpu: &Engine) -> Vec<(usize, Vec<f32>, Vec<f32>)> {
+    (0..THREADS)
         .map(|t| {
             let n = 1 + t % 4;
             let x = random_f32(n * 3 * 64, 100 + t as u64);
             let input = Tensor::from_vec(&[n, 3, 8, 8], x.clone()).unwrap();
-            let want = engine.create_context().unwrap().execute(&[&input]).unwrap();
+            let want = cpu.create_context().unwrap().execute(&[&input]).unwrap();
             let want = want[0].as_slice::<f32>().unwrap().to_vec();
             assert_eq!(want.len(), n * 5);
             for row in want.chunks(5) {
@@ -83,7 +84,13 @@ fn eight_threads_a_thousand_bound_runs_each_give_identical_outputs() {
             }
             (n, x, want)
         })
-        .collect();
+        .collect()
+}
+
+/// Runs `engine` from [`THREADS`] threads, [`RUNS`] bound runs each, every output checked
+/// by `same(got, want)`.
+fn soak(engine: Engine, cases: &[(usize, Vec<f32>, Vec<f32>)], same: fn(f32, f32) -> bool) {
+    let engine = Arc::new(engine);
     std::thread::scope(|scope| {
         for (t, (n, x, want)) in cases.iter().enumerate() {
             let engine = engine.clone();
@@ -106,14 +113,30 @@ fn eight_threads_a_thousand_bound_runs_each_give_identical_outputs() {
                     // SAFETY: the run has finished; `out_buf` points at `n * 5` floats.
                     let got =
                         unsafe { std::slice::from_raw_parts(out_buf.ptr as *const f32, n * 5) };
-                    let same = got
-                        .iter()
-                        .zip(want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "thread {t}, run {run}: {got:?} != {want:?}");
+                    let ok = got.iter().zip(want).all(|(&a, &b)| same(a, b));
+                    assert!(ok, "thread {t}, run {run}: {got:?} != {want:?}");
                 }
                 drop(ctx);
             });
         }
+    });
+}
+
+#[test]
+fn eight_threads_a_thousand_bound_runs_each_give_identical_outputs() {
+    let cpu = engine("cpu");
+    let cases = cases(&cpu);
+    soak(cpu, &cases, |a, b| a.to_bits() == b.to_bits());
+}
+
+#[test]
+fn on_a_gpu_eight_threads_a_thousand_bound_runs_each_match_the_cpu() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let cases = cases(&engine("cpu"));
+    soak(engine("cuda"), &cases, |a, b| {
+        (a - b).abs() <= 1e-6 + 1e-5 * b.abs()
     });
 }
