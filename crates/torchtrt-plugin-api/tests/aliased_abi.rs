@@ -8,9 +8,10 @@
     reason = "PluginError is the crate's error type"
 )]
 
-use std::sync::{Arc, OnceLock};
+mod common;
 
-use torchtrt_plugin_api::abi::Extension;
+use std::sync::Arc;
+
 use torchtrt_plugin_api::{
     Capabilities, DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator,
     PluginError, PluginKey, PluginResult, PortDesc, ShapeExpr, create_plugin,
@@ -81,11 +82,8 @@ fn creators() -> Vec<Arc<dyn PluginCreator>> {
 torchtrt_plugin_api::export_plugins!(provider = "aliased_test 0.0.1", creators = creators);
 
 fn creator() -> Arc<dyn PluginCreator> {
-    static EXT: OnceLock<Extension> = OnceLock::new();
     // SAFETY: the entry point `export_plugins!` generated in this binary keeps the contract.
-    let ext = EXT.get_or_init(|| {
-        unsafe { Extension::from_entry(torchtrt_extension_v1, "in-process") }.expect("reads back")
-    });
+    let ext = unsafe { common::in_process(torchtrt_extension_v1) };
     ext.creators().into_iter().next().expect("one creator")
 }
 

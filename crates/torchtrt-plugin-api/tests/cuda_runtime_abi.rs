@@ -9,7 +9,9 @@
     reason = "PluginError is the crate's error type"
 )]
 
-use std::sync::{Arc, Mutex, OnceLock};
+mod common;
+
+use std::sync::{Arc, Mutex};
 
 use torchtrt_plugin_api::abi::Extension;
 use torchtrt_plugin_api::{
@@ -110,11 +112,8 @@ torchtrt_plugin_api::export_plugins!(
 );
 
 fn extension() -> &'static Extension {
-    static EXT: OnceLock<Extension> = OnceLock::new();
     // SAFETY: the entry point `export_plugins!` generated in this binary keeps the contract.
-    EXT.get_or_init(|| {
-        unsafe { Extension::from_entry(torchtrt_extension_v1, "in-process") }.expect("reads back")
-    })
+    unsafe { common::in_process(torchtrt_extension_v1) }
 }
 
 /// What the recording runtime saw: one line per call.

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use common::{Buffer, assert_close, run_cpu};
 use proptest::prelude::*;
@@ -214,11 +214,8 @@ fn test_creators() -> Vec<Arc<dyn PluginCreator>> {
 torchtrt_plugin_api::export_plugins!(provider = "roundtrip_test 0.0.1", creators = test_creators);
 
 fn extension() -> &'static Extension {
-    static EXT: OnceLock<Extension> = OnceLock::new();
     // SAFETY: the entry point `export_plugins!` generated in this binary keeps the contract.
-    EXT.get_or_init(|| {
-        unsafe { Extension::from_entry(torchtrt_extension_v1, "in-process") }.expect("reads back")
-    })
+    unsafe { common::in_process(torchtrt_extension_v1) }
 }
 
 fn creator(name: &str) -> Arc<dyn PluginCreator> {

@@ -10,10 +10,9 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use common::{Buffer, run_cpu};
-use torchtrt_plugin_api::abi::Extension;
 use torchtrt_plugin_api::{
     DType, DeviceKind, DimExpr, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator,
     PluginError, PluginKey, PluginResult, PortDesc, ShapeExpr, ShapeValues, const_shape,
@@ -122,11 +121,8 @@ fn creators() -> Vec<Arc<dyn PluginCreator>> {
 torchtrt_plugin_api::export_plugins!(provider = "shape_inputs_test 0.0.1", creators = creators);
 
 fn head() -> Box<dyn Plugin> {
-    static EXT: OnceLock<Extension> = OnceLock::new();
     // SAFETY: the entry point `export_plugins!` generated in this binary keeps the contract.
-    let ext = EXT.get_or_init(|| {
-        unsafe { Extension::from_entry(torchtrt_extension_v1, "in-process") }.expect("reads back")
-    });
+    let ext = unsafe { common::in_process(torchtrt_extension_v1) };
     let creator = ext.creators().into_iter().next().expect("one creator");
     create_plugin(creator.as_ref(), "head", &FieldCollection::new()).expect("creates")
 }

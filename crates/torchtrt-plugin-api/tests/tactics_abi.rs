@@ -10,10 +10,9 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use common::{Buffer, run_cpu};
-use torchtrt_plugin_api::abi::Extension;
 use torchtrt_plugin_api::{
     Capabilities, DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator,
     PluginError, PluginKey, PluginResult, PortDesc, ShapeExpr, Tactic, TensorDesc, create_plugin,
@@ -111,11 +110,8 @@ fn creators() -> Vec<Arc<dyn PluginCreator>> {
 torchtrt_plugin_api::export_plugins!(provider = "tactics_test 0.0.1", creators = creators);
 
 fn pick(long_name: bool) -> Box<dyn Plugin> {
-    static EXT: OnceLock<Extension> = OnceLock::new();
     // SAFETY: the entry point `export_plugins!` generated in this binary keeps the contract.
-    let ext = EXT.get_or_init(|| {
-        unsafe { Extension::from_entry(torchtrt_extension_v1, "in-process") }.expect("reads back")
-    });
+    let ext = unsafe { common::in_process(torchtrt_extension_v1) };
     let creator = ext.creators().into_iter().next().expect("one creator");
     assert!(creator.capabilities().tactics);
     let fields = FieldCollection::new().with("long_name", i32::from(long_name));

@@ -1,5 +1,6 @@
 //! Shared by the integration tests: compiling the C sources under `tests/c` with the system
-//! `cc`, and running plugins on the CPU with aligned buffers.
+//! `cc`, reading back the extension a test binary exports, and running plugins on the CPU
+//! with aligned buffers.
 
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 #![allow(
@@ -12,9 +13,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
+use torchtrt_plugin_api::abi::{Extension, TtrtEntryPoint};
 use torchtrt_plugin_api::{
     CpuLaunch, HostTensor, HostTensorMut, Launch, Plugin, PluginResult, TensorDesc,
 };
+
+/// The extension of the entry point `export_plugins!` generated in this test binary, read
+/// back through its C tables once (one entry point per binary: later calls return the first
+/// one's extension).
+///
+/// # Safety
+/// `entry` keeps the contract of `torchtrt_plugin.h`, as the generated one does.
+pub unsafe fn in_process(entry: TtrtEntryPoint) -> &'static Extension {
+    static EXT: OnceLock<Extension> = OnceLock::new();
+    EXT.get_or_init(|| {
+        // SAFETY: forwarded from the caller.
+        unsafe { Extension::from_entry(entry, "in-process") }.expect("reads back")
+    })
+}
 
 /// The flags every C file of the tests must compile cleanly with.
 pub const STRICT_C: [&str; 5] = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"];
