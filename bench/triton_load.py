@@ -3,6 +3,7 @@
 same engine: the cost of serving.
 
     .venv/bin/python bench/triton_load.py [--kind cpu|gpu] [--profile release] [--seconds 5]
+        [--prebuilt DIR]
 
 Serves the dynamic-batch CNN of scripts/gen_triton_models.py twice — `cnn` with dynamic
 batching and `cnn_plain` without, one instance each, `max_batch_size` 8 — and drives each
@@ -98,8 +99,10 @@ def main():
     ap.add_argument("--profile", choices=["test", "dev", "release"], default="release")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--prebuilt", metavar="DIR",
+                    help="take the backend and torchtrtc from DIR instead of building them")
     args = ap.parse_args()
-    built = test_triton.build(args.profile)
+    built = test_triton.prebuilt(args.prebuilt) if args.prebuilt else test_triton.build(args.profile)
     kind = "KIND_GPU" if args.kind == "gpu" else "KIND_CPU"
     device = "cuda" if args.kind == "gpu" else "cpu"
     tmp = tempfile.mkdtemp(prefix="torchtrt-triton-bench-")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end test of the Triton backend (`libtriton_torchtrt.so`) in a real `tritonserver`.
 
-    .venv/bin/python scripts/test_triton.py [--kind cpu|gpu] [--keep]
+    .venv/bin/python scripts/test_triton.py [--kind cpu|gpu] [--keep] [--prebuilt DIR]
 
 Builds the backend, `torchtrtc` and the example plugin library, lays out a model repository
 in a temporary folder, starts the `tritonserver` of `nvidia-pytriton` on 127.0.0.1 with
@@ -70,6 +70,19 @@ def build(profile):
         "torchtrtc": os.path.join(out, "torchtrtc"),
         "plugin": os.path.join(out, "libtorchtrt_example_plugin_rust.so"),
     }
+
+
+def prebuilt(folder):
+    """The binaries `build` makes, already built into `folder`."""
+    built = {
+        "backend": os.path.join(folder, "libtriton_torchtrt.so"),
+        "torchtrtc": os.path.join(folder, "torchtrtc"),
+        "plugin": os.path.join(folder, "libtorchtrt_example_plugin_rust.so"),
+    }
+    missing = [p for p in built.values() if not os.path.isfile(p)]
+    if missing:
+        raise SystemExit(f"--prebuilt: missing {', '.join(missing)}")
+    return built
 
 
 def tritonserver_binary():
@@ -406,9 +419,12 @@ def main():
     ap.add_argument("--kind", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--profile", choices=["test", "dev", "release"], default="test")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--prebuilt", metavar="DIR",
+                    help="take the backend, torchtrtc and the example plugin from DIR instead of "
+                         "building them (a machine without Rust)")
     args = ap.parse_args()
     started = time.monotonic()
-    built = build(args.profile)
+    built = prebuilt(args.prebuilt) if args.prebuilt else build(args.profile)
     tmp = tempfile.mkdtemp(prefix="torchtrt-triton-")
     kind = "KIND_GPU" if args.kind == "gpu" else "KIND_CPU"
     device = "cuda" if args.kind == "gpu" else "cpu"

@@ -8,6 +8,7 @@ use torchtrt_core::layers::{Attention, InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::access::ACCESS;
+use super::flash_attention::{self, FlashLaunch};
 use super::operands::{dims, expect_arity};
 use super::prelude::{Program, dtype_suffix, with_prelude};
 use super::{DeviceKernel, PrepareCtx};
@@ -164,24 +165,52 @@ pub(super) fn prepare(
         _ => return None,
     };
     let entry = format!("attention_{dt}_{mask}");
-    Some(
-        ctx.programs
-            .function(&PROGRAM.source(), &entry)
-            .map_err(|e| format!("{WHAT}: {e}"))
-            .map(|f| {
-                Box::new(AttentionKernel {
-                    layer: l.clone(),
-                    dtype: q.dtype,
-                    f,
-                }) as Box<dyn DeviceKernel>
-            }),
-    )
+    let prepared = ctx
+        .programs
+        .function(&PROGRAM.source(), &entry)
+        .map_err(|e| e.to_string())
+        .and_then(|f| Ok((f, flash_functions(l, q.dtype, mask, ctx)?)))
+        .map_err(|e| format!("{WHAT}: {e}"));
+    Some(prepared.map(|(f, flash)| {
+        Box::new(AttentionKernel {
+            layer: l.clone(),
+            dtype: q.dtype,
+            f,
+            flash,
+        }) as Box<dyn DeviceKernel>
+    }))
+}
+
+/// The tensor-core kernels for each head size, where the layer and the device allow them:
+/// f16 or bf16 on sm_80 or newer, without past keys, valid-key counts, soft caps or windows.
+fn flash_functions(
+    l: &Attention,
+    dtype: DType,
+    mask: &str,
+    ctx: &PrepareCtx<'_>,
+) -> Result<Vec<(usize, Function)>, String> {
+    let plain = !l.past && !l.nonpad && l.softcap == 0.0 && l.left_window < 0 && l.right_window < 0;
+    if !plain || ctx.device.compute_capability() < (8, 0) {
+        return Ok(Vec::new());
+    }
+    flash_attention::HEADS
+        .iter()
+        .filter_map(|&head| flash_attention::entry(dtype, mask, head).map(|e| (head, e)))
+        .map(|(head, e)| {
+            let f = ctx
+                .programs
+                .function(&flash_attention::PROGRAM.source(), &e);
+            f.map(|f| (head, f)).map_err(|e| e.to_string())
+        })
+        .collect()
 }
 
 struct AttentionKernel {
     layer: Attention,
     dtype: DType,
     f: Function,
+    /// Tensor-core kernels by head size (empty where the layer or device rules them out).
+    flash: Vec<(usize, Function)>,
 }
 
 impl DeviceKernel for AttentionKernel {
@@ -265,10 +294,33 @@ impl DeviceKernel for AttentionKernel {
         if rows == 0 {
             return Ok(());
         }
+        let scale = l.scale.unwrap_or(1.0 / (d as f32).sqrt());
+        if let Some((_, f)) = self.flash.iter().find(|(head, _)| *head == d && dv == d) {
+            let mut all = [0i64; 17];
+            let rows = qs.iter().chain(&ks).chain(&vs).chain(&ys).chain(&mstrides);
+            for (slot, &v) in all.iter_mut().zip(rows.chain([&mlen])) {
+                *slot = v;
+            }
+            let launch = FlashLaunch {
+                dims: [b, h, s, kv, h / hk],
+                ptrs: [
+                    inputs[0].ptr,
+                    inputs[1].ptr,
+                    inputs[2].ptr,
+                    mask_ptr,
+                    outputs[0].ptr,
+                ],
+                strides: all,
+                scale_log2: scale * std::f32::consts::LOG2_E,
+                causal: l.causal,
+            };
+            if launch.aligned() {
+                return launch.launch(f, stream).map_err(|e| format!("{WHAT}: {e}"));
+            }
+        }
         let word = |v: usize| {
             i32::try_from(v).map_err(|_| format!("{WHAT}: {v} exceeds a 32-bit argument"))
         };
-        let scale = l.scale.unwrap_or(1.0 / (d as f32).sqrt());
         let args = KernelArgs::new()
             .ptr(inputs[0].ptr)
             .ptr(inputs[1].ptr)

@@ -18,6 +18,7 @@ mod depthwise;
 mod elementwise;
 mod epilogue;
 mod expand;
+mod flash_attention;
 mod fused;
 mod gather;
 mod gather_nd;
@@ -36,6 +37,7 @@ mod reduce;
 mod reshape;
 mod rotary_embedding;
 mod rows;
+mod select;
 mod slice;
 mod softmax;
 mod transpose;
@@ -124,6 +126,7 @@ const PREPARERS: &[(&str, Preparer)] = &[
     ("ValueTest", value_test::prepare),
     ("RotaryEmbedding", rotary_embedding::prepare),
     ("Attention", attention::prepare),
+    ("Select", select::prepare),
 ];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.

@@ -9,6 +9,8 @@ use torchtrt_core::layers::{
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{LayerKind, Tensor};
 
+use half::{bf16, f16};
+
 use crate::common::device_or_skip;
 use crate::harness::{check, rand, supported};
 
@@ -280,4 +282,135 @@ fn attention_matches_cpu() {
             &inputs,
         );
     }
+}
+
+/// The tensor-core kernel (f16 and bf16, head sizes 64 and 128, sm_80+): query and key
+/// lengths that are not multiples of its 64-row tiles, grouped heads, both layouts, causal
+/// masking, additive masks broadcast over heads and queries (padding), bool masks with a
+/// query that may attend no key, and a scale of the layer's own.
+#[test]
+fn flash_attention_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    for dtype in [DType::F16, DType::BF16] {
+        let base = Attention::default();
+        let gqa = [
+            (rand(dtype, &[2, 4, 100, 64], 40), false),
+            (rand(dtype, &[2, 2, 130, 64], 41), false),
+            (rand(dtype, &[2, 2, 130, 64], 42), false),
+        ];
+        check(&dev, "flash gqa", &LayerKind::from(base.clone()), &gqa);
+        let causal = Attention {
+            causal: true,
+            scale: Some(0.3),
+            ..base.clone()
+        };
+        let long = [
+            (rand(dtype, &[1, 2, 150, 128], 43), false),
+            (rand(dtype, &[1, 2, 150, 128], 44), false),
+            (rand(dtype, &[1, 2, 150, 128], 45), false),
+        ];
+        check(&dev, "flash causal d128", &LayerKind::from(causal), &long);
+        let padded = Attention {
+            mask: true,
+            ..base.clone()
+        };
+        let pad: Vec<f32> = (0..2 * 130)
+            .map(|i| {
+                if i % 130 >= 97 + 20 * (i / 130) {
+                    -10_000.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let pad = match dtype {
+            DType::F16 => Tensor::from_vec(
+                &[2, 1, 1, 130],
+                pad.iter().map(|&x| f16::from_f32(x)).collect(),
+            ),
+            _ => Tensor::from_vec(
+                &[2, 1, 1, 130],
+                pad.iter().map(|&x| bf16::from_f32(x)).collect(),
+            ),
+        }
+        .expect("mask");
+        let inputs = [gqa[0].clone(), gqa[1].clone(), gqa[2].clone(), (pad, false)];
+        check(
+            &dev,
+            "flash padding mask",
+            &LayerKind::from(padded.clone()),
+            &inputs,
+        );
+        let bias = rand(dtype, &[2, 4, 100, 130], 46);
+        let inputs = [
+            gqa[0].clone(),
+            gqa[1].clone(),
+            gqa[2].clone(),
+            (bias, false),
+        ];
+        check(
+            &dev,
+            "flash additive mask",
+            &LayerKind::from(padded.clone()),
+            &inputs,
+        );
+        let allowed: Vec<u8> = (0..100 * 130)
+            .map(|i| u8::from(i / 130 != 7 && i % 5 != 2))
+            .collect();
+        let allowed = Tensor::from_bytes(DType::Bool, &[100, 130], &allowed).expect("mask");
+        let inputs = [
+            gqa[0].clone(),
+            gqa[1].clone(),
+            gqa[2].clone(),
+            (allowed, false),
+        ];
+        check(&dev, "flash bool mask", &LayerKind::from(padded), &inputs);
+        let rank3 = Attention {
+            q_heads: 4,
+            kv_heads: 4,
+            causal: true,
+            ..base
+        };
+        let inputs = [
+            (rand(dtype, &[2, 77, 4 * 64], 47), false),
+            (rand(dtype, &[2, 77, 4 * 64], 48), false),
+            (rand(dtype, &[2, 77, 4 * 64], 49), false),
+        ];
+        check(
+            &dev,
+            "flash rank 3 causal",
+            &LayerKind::from(rank3),
+            &inputs,
+        );
+    }
+}
+
+/// `Where` with every operand broadcast (condition per key, values per row or scalar, the
+/// layout of attention masks) and a walk wider than 32 bits is not needed: floats of each
+/// width, integers and bools as values.
+#[test]
+fn select_matches_cpu() {
+    use torchtrt_core::layers::Select;
+    let Some(dev) = device_or_skip() else { return };
+    let layer = LayerKind::from(Select);
+    let cond: Vec<u8> = (0..36).map(|i| u8::from(i % 3 != 1)).collect();
+    let cond = Tensor::from_bytes(DType::Bool, &[4, 1, 1, 9], &cond).expect("condition");
+    for dtype in DTYPES {
+        let x = rand(dtype, &[4, 3, 5, 9], 60);
+        let y = rand(dtype, &[1, 3, 5, 1], 61);
+        let inputs = [(cond.clone(), false), (x.clone(), false), (y, false)];
+        check(&dev, "Select broadcast", &layer, &inputs);
+        let scalar = rand(dtype, &[], 62);
+        let inputs = [(cond.clone(), false), (scalar, false), (x, false)];
+        check(&dev, "Select scalar", &layer, &inputs);
+    }
+    let a = i64s(&[2, 9], (0..18).map(|i| i * 1_000_003 - 7).collect());
+    let b = i64s(&[9], (0..9).map(|i| -(i << 40)).collect());
+    let inputs = [(cond.clone(), false), (a, false), (b, false)];
+    check(&dev, "Select i64", &layer, &inputs);
+    let t: Vec<u8> = (0..9).map(|i| u8::from(i % 2 == 0)).collect();
+    let t = Tensor::from_bytes(DType::Bool, &[9], &t).expect("bools");
+    let f = Tensor::from_bytes(DType::Bool, &[1], &[1]).expect("bool");
+    let inputs = [(cond, false), (t, false), (f, false)];
+    check(&dev, "Select bool", &layer, &inputs);
 }
