@@ -189,7 +189,7 @@ def markdown(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--torchtrtc", required=True)
-    ap.add_argument("--models", nargs="+", default=["bert_base", "gpt2"])
+    ap.add_argument("--models", nargs="*", default=["bert_base", "gpt2"])
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 32])
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--iters", type=int, default=100)

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use torchtrt::plugin_api::DType;
-use torchtrt::{Dim, Engine, ExecutionContext, IoBuffer, MemoryKind};
+use torchtrt::{Dim, Engine, ExecutionContext, IoBuffer, MemoryKind, Tensor};
 
 use crate::arrays::{self, Kind};
 use crate::dlpack::{self, Borrowed, Device};
@@ -163,6 +163,21 @@ impl PyEngine {
             .collect();
         let shapes = match slot.output_shapes(&metas) {
             Ok(s) => s,
+            Err(e) if given.is_none() && needs_values(&e) && !host_buffers_only(&borrowed) => {
+                self.give_back(slot);
+                return Err(raise(
+                    "",
+                    &torchtrt::Error::Input(format!(
+                        "{e}; pass host arrays (numpy or CPU tensors) for such a run"
+                    )),
+                ));
+            }
+            Err(e) if given.is_none() && needs_values(&e) => {
+                let names: Vec<&str> = plan.outputs.iter().map(|(n, _)| n.as_str()).collect();
+                let result = run_allocating(py, &mut slot, &borrowed, &names, kind);
+                self.give_back(slot);
+                return result;
+            }
             Err(e) => {
                 self.give_back(slot);
                 return Err(raise("", &e));
@@ -264,6 +279,65 @@ impl Drop for PyEngine {
 }
 
 /// The bound-I/O description of a borrowed array.
+/// Whether `e` says an output's shape depends on input values, which only a run knows.
+fn needs_values(e: &torchtrt::Error) -> bool {
+    matches!(e, torchtrt::Error::Execution { message, .. }
+        if message.contains("cannot be known before the run"))
+}
+
+fn host_buffers_only(borrowed: &[Borrowed]) -> bool {
+    borrowed.iter().all(|b| b.device == Device::Cpu)
+}
+
+/// A run whose output shapes depend on input values (an `Expand` to a shape the caller
+/// passes, say): the host inputs are copied in, the engine allocates its outputs as it goes,
+/// and each output is copied into a new host array of `kind`.
+fn run_allocating<'py>(
+    py: Python<'py>,
+    slot: &mut Slot,
+    borrowed: &[Borrowed],
+    names: &[&str],
+    kind: Kind,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let inputs = borrowed
+        .iter()
+        .map(|b| {
+            let len = b.shape.iter().product::<usize>() * b.dtype.size();
+            let bytes = if len == 0 {
+                &[][..]
+            } else {
+                // SAFETY: `b` borrows a contiguous host array of its dtype and shape for the
+                // whole call.
+                unsafe { std::slice::from_raw_parts(b.ptr as *const u8, len) }
+            };
+            Tensor::from_bytes(b.dtype, &b.shape, bytes).map_err(|e| raise("", &e))
+        })
+        .collect::<PyResult<Vec<Tensor>>>()?;
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let outputs = py
+        .detach(|| slot.ctx.execute(&refs))
+        .map_err(|e| raise("", &e))?;
+    outputs
+        .into_iter()
+        .zip(names)
+        .map(|(t, name)| {
+            let o = arrays::empty(py, kind, Device::Cpu, t.dtype(), t.shape(), &name)?;
+            let dst = Borrowed::new(&o, None, &|| format!("output `{name}`"))?;
+            if !t.bytes().is_empty() {
+                // SAFETY: `o` is a new contiguous host array of `t`'s dtype and shape.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        t.bytes().as_ptr(),
+                        dst.ptr as *mut u8,
+                        t.bytes().len(),
+                    )
+                };
+            }
+            Ok(o)
+        })
+        .collect()
+}
+
 fn buffer(b: &Borrowed) -> IoBuffer {
     IoBuffer {
         memory: if b.device == Device::Cpu {

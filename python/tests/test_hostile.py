@@ -12,6 +12,7 @@ import pytest
 import torchtrt
 
 onnx = pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from conftest import make_onnx_mlp, mlp_weights  # noqa: E402
@@ -67,14 +68,19 @@ def test_enormous_shapes_are_refused_at_compile(name):
     assert "\n" not in str(e.value)
 
 
-def test_a_shape_from_an_input_value_is_refused_cleanly():
+def test_a_shape_from_an_input_value_is_checked_at_run_time():
     data = model([helper.make_node("Expand", ["x", "shape"], ["y"])], [],
                  [("x", F, [1]), ("shape", I, [1])], [("y", F)])
     engine = torchtrt.compile(data)
     x = np.array([0.25], np.float32)
-    with pytest.raises(torchtrt.Error, match=r"Expand#0") as e:
+    with pytest.raises(torchtrt.Error, match=r"Expand#0.*memory limit") as e:
         engine.run({"x": x, "shape": np.array([HUGE], np.int64)})
     assert "\n" not in str(e.value)
+    got = engine.run({"x": x, "shape": np.array([3], np.int64)})["y"]
+    np.testing.assert_array_equal(got, np.full(3, 0.25, np.float32))
+    got = engine(torch.tensor([0.5]), torch.tensor([2]))
+    assert isinstance(got, torch.Tensor)
+    torch.testing.assert_close(got, torch.full((2,), 0.5))
 
 
 def refused_quickly(call, match):

@@ -303,6 +303,7 @@ impl DeviceKernel for AttentionKernel {
             }
             let launch = FlashLaunch {
                 dims: [b, h, s, kv, h / hk],
+                head: d,
                 ptrs: [
                     inputs[0].ptr,
                     inputs[1].ptr,

@@ -19,8 +19,11 @@ use crate::stream::Stream;
 
 /// Head sizes the kernel is instantiated for.
 pub(crate) const HEADS: [usize; 2] = [64, 128];
-/// Query rows a block owns (16 per warp).
-const ROWS: usize = 64;
+/// Query m-tiles of 16 rows each warp of the four owns at head size `head`: two at 64 (each
+/// key and value fragment read serves 32 rows), one at 128 (the registers hold no more).
+fn m_tiles(head: usize) -> usize {
+    if head <= 64 { 2 } else { 1 }
+}
 
 pub(crate) static PROGRAM: Program = Program::new("core_flash_attention", || {
     let mut entries = String::new();
@@ -30,7 +33,8 @@ pub(crate) static PROGRAM: Program = Program::new("core_flash_attention", || {
                 let tag = if bf == 1 { "BF16" } else { "F16" };
                 entries.push_str(&format!(
                     "extern \"C\" __global__ void __launch_bounds__(128) flash_{dt}_{m}_d{d}(\
-                     FA_PARAMS) {{ flash<{tag}, {bf}, {code}, {d}>(FA_ARGS); }}\n"
+                     FA_PARAMS) {{ flash<{tag}, {bf}, {code}, {d}, {mt}>(FA_ARGS); }}\n",
+                    mt = m_tiles(d)
                 ));
             }
         }
@@ -144,35 +148,44 @@ __device__ __forceinline__ void fa_stage(u16 (*tile)[HD + 8], const u16* base, i
     }
 }
 
-template <typename D, int BF, int MASK, int HD>
+/* MT m-tiles of 16 query rows per warp, so the block owns 64·MT rows; each key and value
+   fragment read from shared memory serves all of them. */
+template <typename D, int BF, int MASK, int HD, int MT>
 __device__ __forceinline__ void flash(FA_PARAMS) {
 #if __CUDA_ARCH__ >= 800
     __shared__ __align__(16) u16 kt[FA_TILE][HD + 8];
     __shared__ __align__(16) u16 vt[FA_TILE][HD + 8];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / group;
-    const int q0 = blockIdx.x * FA_TILE + warp * 16;
+    const int rows = 64 * MT, q0 = blockIdx.x * rows + warp * 16 * MT;
     const float ninf = -__int_as_float(0x7f800000);
     const u16* qp = (const u16*)q + b * qb + h * qh;
     const u16* kp = (const u16*)k + b * kb + hk * kh;
     const u16* vp = (const u16*)v + b * vb + hk * vh;
 
-    unsigned qa[HD / 16][4];
+    unsigned qa[MT][HD / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            int row = q0 + g + 8 * (r & 1), col = 16 * kk + 2 * t + 8 * (r >> 1);
-            qa[kk][r] = row < S ? *(const unsigned*)(qp + (i64)row * qs + col) : 0u;
-        }
+        for (int kk = 0; kk < HD / 16; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                int row = q0 + 16 * mt + g + 8 * (r & 1), col = 16 * kk + 2 * t + 8 * (r >> 1);
+                qa[mt][kk][r] = row < S ? *(const unsigned*)(qp + (i64)row * qs + col) : 0u;
+            }
 
-    float o[HD / 8][4];
+    float o[MT][HD / 8][4];
+    float m[MT][2], l[MT][2];
 #pragma unroll
-    for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f};
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int n = 0; n < HD / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+        m[mt][0] = m[mt][1] = ninf;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
 
     int end = KV;
-    if (causal) end = min(end, (int)blockIdx.x * FA_TILE + FA_TILE);
+    if (causal) end = min(end, (int)blockIdx.x * rows + rows);
     const int tiles = (end + FA_TILE - 1) / FA_TILE, mat = lane >> 3;
     if (tiles > 0) {
         fa_stage<HD>(kt, kp, ks, 0, KV);
@@ -187,64 +200,72 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
         fa_stage<HD>(vt, vp, vs, j0, KV);
         fa_commit();
 
-        float s[8][4];
+        float s[MT][8][4];
 #pragma unroll
-        for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk)
 #pragma unroll
             for (int n = 0; n < 8; n += 2) {
                 unsigned f[4];
                 fa_ldmatrix<0>(f, kt[(n + (mat >> 1)) * 8 + (lane & 7)] + 16 * kk + (mat & 1) * 8);
-                fa_mma<BF>(s[n], qa[kk], f[0], f[1]);
-                fa_mma<BF>(s[n + 1], qa[kk], f[2], f[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fa_mma<BF>(s[mt][n], qa[mt][kk], f[0], f[1]);
+                    fa_mma<BF>(s[mt][n + 1], qa[mt][kk], f[2], f[3]);
+                }
             }
 
-        float best[2] = {ninf, ninf};
+        unsigned pa[MT][4][4];
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int mt = 0; mt < MT; ++mt) {
+            float best[2] = {ninf, ninf};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int row = q0 + g + 8 * (e >> 1), key = j0 + n * 8 + 2 * t + (e & 1);
-                float x = s[n][e] * scale_log2;
-                bool out = key >= KV || (causal && key > row);
-                if (MASK != 0 && !out) {
-                    if (key >= mlen) {
-                        out = true;
-                    } else if (row < S) {
-                        i64 at = b * mb + h * mh + row * mq + key * mk;
-                        if (MASK == 1) out = !((const unsigned char*)mask)[at];
-                        else x += LOAD(D, mask, at) * 1.4426950408889634f;
+            for (int n = 0; n < 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    int row = q0 + 16 * mt + g + 8 * (e >> 1), key = j0 + n * 8 + 2 * t + (e & 1);
+                    float x = s[mt][n][e] * scale_log2;
+                    bool out = key >= KV || (causal && key > row);
+                    if (MASK != 0 && !out) {
+                        if (key >= mlen) {
+                            out = true;
+                        } else if (row < S) {
+                            i64 at = b * mb + h * mh + row * mq + key * mk;
+                            if (MASK == 1) out = !((const unsigned char*)mask)[at];
+                            else x += LOAD(D, mask, at) * 1.4426950408889634f;
+                        }
                     }
+                    s[mt][n][e] = out ? ninf : x;
+                    best[e >> 1] = fmaxf(best[e >> 1], s[mt][n][e]);
                 }
-                s[n][e] = out ? ninf : x;
-                best[e >> 1] = fmaxf(best[e >> 1], s[n][e]);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                best[r] = fmaxf(best[r], __shfl_xor_sync(0xffffffffu, best[r], 1));
+                best[r] = fmaxf(best[r], __shfl_xor_sync(0xffffffffu, best[r], 2));
+                float mn = fmaxf(m[mt][r], best[r]);
+                float use = mn == ninf ? 0.0f : mn;
+                float c = fa_exp2(m[mt][r] - use);
+                l[mt][r] *= c;
+#pragma unroll
+                for (int n = 0; n < HD / 8; ++n) {
+                    o[mt][n][2 * r] *= c;
+                    o[mt][n][2 * r + 1] *= c;
+                }
+                m[mt][r] = mn;
+                best[r] = use;
             }
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            best[r] = fmaxf(best[r], __shfl_xor_sync(0xffffffffu, best[r], 1));
-            best[r] = fmaxf(best[r], __shfl_xor_sync(0xffffffffu, best[r], 2));
-            float mn = fmaxf(m[r], best[r]);
-            float use = mn == ninf ? 0.0f : mn;
-            float c = fa_exp2(m[r] - use);
-            l[r] *= c;
-#pragma unroll
-            for (int n = 0; n < HD / 8; ++n) {
-                o[n][2 * r] *= c;
-                o[n][2 * r + 1] *= c;
+            for (int n = 0; n < 8; ++n) {
+                float p0 = fa_exp2(s[mt][n][0] - best[0]), p1 = fa_exp2(s[mt][n][1] - best[0]);
+                float p2 = fa_exp2(s[mt][n][2] - best[1]), p3 = fa_exp2(s[mt][n][3] - best[1]);
+                l[mt][0] += p0 + p1;
+                l[mt][1] += p2 + p3;
+                pa[mt][n >> 1][2 * (n & 1)] = fa_pack<BF>(p0, p1);
+                pa[mt][n >> 1][2 * (n & 1) + 1] = fa_pack<BF>(p2, p3);
             }
-            m[r] = mn;
-            best[r] = use;
-        }
-        unsigned pa[4][4];
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            float p0 = fa_exp2(s[n][0] - best[0]), p1 = fa_exp2(s[n][1] - best[0]);
-            float p2 = fa_exp2(s[n][2] - best[1]), p3 = fa_exp2(s[n][3] - best[1]);
-            l[0] += p0 + p1;
-            l[1] += p2 + p3;
-            pa[n >> 1][2 * (n & 1)] = fa_pack<BF>(p0, p1);
-            pa[n >> 1][2 * (n & 1) + 1] = fa_pack<BF>(p2, p3);
         }
         /* This tile's values have landed and every warp is done with its keys: fetch the
            next tile's keys while the values are applied. */
@@ -260,23 +281,29 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
             for (int n = 0; n < HD / 8; n += 2) {
                 unsigned f[4];
                 fa_ldmatrix<1>(f, vt[16 * kk + (mat & 1) * 8 + (lane & 7)] + (n + (mat >> 1)) * 8);
-                fa_mma<BF>(o[n], pa[kk], f[0], f[1]);
-                fa_mma<BF>(o[n + 1], pa[kk], f[2], f[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    fa_mma<BF>(o[mt][n], pa[mt][kk], f[0], f[1]);
+                    fa_mma<BF>(o[mt][n + 1], pa[mt][kk], f[2], f[3]);
+                }
             }
     }
 
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        int row = q0 + g + 8 * r;
-        if (row >= S) continue;
-        float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        u16* yp = (u16*)y + b * yb + h * yh + (i64)row * ys + 2 * t;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < HD / 8; ++n)
-            *(unsigned*)(yp + 8 * n) = fa_pack<BF>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-    }
+        for (int r = 0; r < 2; ++r) {
+            float sum = l[mt][r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            int row = q0 + 16 * mt + g + 8 * r;
+            if (row >= S) continue;
+            float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            u16* yp = (u16*)y + b * yb + h * yh + (i64)row * ys + 2 * t;
+#pragma unroll
+            for (int n = 0; n < HD / 8; ++n)
+                *(unsigned*)(yp + 8 * n) = fa_pack<BF>(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+        }
 #endif
 }
 "#;
@@ -285,6 +312,8 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
 pub(crate) struct FlashLaunch {
     /// Batch, query heads, query length, key length, heads per key head.
     pub dims: [usize; 5],
+    /// Head size (of queries, keys and values).
+    pub head: usize,
     /// Base pointers of q, k, v, the mask (0 for none) and the output.
     pub ptrs: [u64; 5],
     /// Row strides (batch, head, position) of q, k, v and the output, then the mask's
@@ -318,7 +347,7 @@ impl FlashLaunch {
                 .ok_or_else(|| format!("flash attention: {v} exceeds the CUDA grid"))
         };
         let grid = (
-            u32::try_from(s.div_ceil(ROWS))
+            u32::try_from(s.div_ceil(64 * m_tiles(self.head)))
                 .map_err(|_| format!("flash attention: {s} query rows exceed the CUDA grid"))?,
             grid_dim(h)?,
             grid_dim(b)?,

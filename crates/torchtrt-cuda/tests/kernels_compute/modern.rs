@@ -309,7 +309,18 @@ fn flash_attention_matches_cpu() {
             (rand(dtype, &[1, 2, 150, 128], 44), false),
             (rand(dtype, &[1, 2, 150, 128], 45), false),
         ];
-        check(&dev, "flash causal d128", &LayerKind::from(causal), &long);
+        check(
+            &dev,
+            "flash causal d128",
+            &LayerKind::from(causal.clone()),
+            &long,
+        );
+        let long64 = [
+            (rand(dtype, &[1, 3, 200, 64], 50), false),
+            (rand(dtype, &[1, 3, 200, 64], 51), false),
+            (rand(dtype, &[1, 3, 200, 64], 52), false),
+        ];
+        check(&dev, "flash causal d64", &LayerKind::from(causal), &long64);
         let padded = Attention {
             mask: true,
             ..base.clone()
