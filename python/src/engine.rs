@@ -321,7 +321,7 @@ fn run_allocating<'py>(
         .into_iter()
         .zip(names)
         .map(|(t, name)| {
-            let o = arrays::empty(py, kind, Device::Cpu, t.dtype(), t.shape(), &name)?;
+            let o = arrays::empty(py, kind, Device::Cpu, t.dtype(), t.shape(), name)?;
             let dst = Borrowed::new(&o, None, &|| format!("output `{name}`"))?;
             if !t.bytes().is_empty() {
                 // SAFETY: `o` is a new contiguous host array of `t`'s dtype and shape.
