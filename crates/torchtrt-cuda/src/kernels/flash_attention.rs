@@ -1,7 +1,8 @@
 //! Flash attention on tensor cores (sm_80+) for the common f16/bf16 `Attention` layers:
 //! head sizes 64 or 128 (queries/keys and values alike), no past keys, valid-key counts,
-//! soft caps or windows. A block of four warps owns 64 query rows; each warp keeps its 16
-//! rows' queries as `mma` operands in registers and walks the keys in tiles of 64, staged in
+//! soft caps or windows. A block of four warps owns 64 query rows at head 128 and 128 at
+//! head 64 ([`m_tiles`]); each warp keeps its rows' queries as `mma` operands in registers
+//! and walks the keys in tiles of 64, staged in
 //! shared memory by `cp.async` (a tile's values load while its scores are computed, the
 //! next tile's keys while the values are applied) and read as `ldmatrix` fragments. Scores
 //! `Q·Kᵀ` and the output `P·V` are `mma.m16n8k16` products with f32 accumulation, the
