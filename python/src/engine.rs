@@ -278,13 +278,13 @@ impl Drop for PyEngine {
     }
 }
 
-/// The bound-I/O description of a borrowed array.
 /// Whether `e` says an output's shape depends on input values, which only a run knows.
 fn needs_values(e: &torchtrt::Error) -> bool {
     matches!(e, torchtrt::Error::Execution { message, .. }
         if message.contains("cannot be known before the run"))
 }
 
+/// Whether every array lies in host memory.
 fn host_buffers_only(borrowed: &[Borrowed]) -> bool {
     borrowed.iter().all(|b| b.device == Device::Cpu)
 }
@@ -338,6 +338,7 @@ fn run_allocating<'py>(
         .collect()
 }
 
+/// The bound-I/O description of a borrowed array.
 fn buffer(b: &Borrowed) -> IoBuffer {
     IoBuffer {
         memory: if b.device == Device::Cpu {
