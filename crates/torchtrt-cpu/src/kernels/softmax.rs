@@ -9,7 +9,9 @@ use torchtrt_core::layers::{Softmax, normalize_axis};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use super::reduce::fold::{ExpSumOf, Fold, MaxOf, SumOf, fold_rows, fold_run, map_fold_run};
+use super::reduce::fold::{
+    ExpSumOf, Fold, MaxOf, SHORT_RUN, SumOf, fold_rows, fold_run, fold_runs4, map_fold_run,
+};
 use crate::dispatch::with_float;
 use crate::parallel::{MIN_TASK, for_each_rows};
 use crate::scalar::{FloatElem, Real};
@@ -168,23 +170,42 @@ impl<C> BlockRows<C> for Sliced<'_, '_, C> {
 }
 
 multiversion! {
-    /// Softmax of the contiguous rows `first..` of `len` values, written back to back.
+    /// Softmax of the contiguous rows `first..` of `len` values, written back to back. Short
+    /// rows (a 64-wide last axis) take their maxima four at a time: four independent
+    /// compare-select chains instead of one row's chain and its horizontal merge.
     fn last_axis_rows<C: Real>(x: &[C], first: usize, len: usize, log: bool, dst: &mut [C]) {
-        for (j, d) in dst.chunks_exact_mut(len).enumerate() {
-            let src = &x[(first + j) * len..(first + j + 1) * len];
-            let m = fold_run(MaxOf, MaxOf.init(), src);
-            if log {
-                let shift = m + fold_run(ExpSumOf::<C, M>::new(m), C::ZERO, src).ln();
-                for (d, &v) in d.iter_mut().zip(src) {
-                    *d = v - shift;
-                }
-            } else {
-                let sum = map_fold_run(SumOf { mean: false }, C::ZERO, src, d, |v| (v - m).exp_with::<M>());
-                let inv = C::ONE / sum;
-                for d in d.iter_mut() {
-                    *d = *d * inv;
-                }
+        let row = |j: usize| &x[(first + j) * len..(first + j + 1) * len];
+        let quads = if len < SHORT_RUN { dst.len() / (4 * len) } else { 0 };
+        let (head, rest) = dst.split_at_mut(quads * 4 * len);
+        for (q, d) in head.chunks_exact_mut(4 * len).enumerate() {
+            let j = 4 * q;
+            let m = fold_runs4(MaxOf, [row(j), row(j + 1), row(j + 2), row(j + 3)]);
+            for (k, d) in d.chunks_exact_mut(len).enumerate() {
+                softmax_row::<C, M>(row(j + k), m[k], log, d);
             }
+        }
+        for (k, d) in rest.chunks_exact_mut(len).enumerate() {
+            let src = row(4 * quads + k);
+            softmax_row::<C, M>(src, fold_run(MaxOf, MaxOf.init(), src), log, d);
+        }
+    }
+}
+
+/// Softmax (or log-softmax) of one row `src` whose maximum is `m`, into `d`.
+#[inline(always)]
+fn softmax_row<C: Real, M: crate::simd::Madd>(src: &[C], m: C, log: bool, d: &mut [C]) {
+    if log {
+        let shift = m + fold_run(ExpSumOf::<C, M>::new(m), C::ZERO, src).ln();
+        for (d, &v) in d.iter_mut().zip(src) {
+            *d = v - shift;
+        }
+    } else {
+        let sum = map_fold_run(SumOf { mean: false }, C::ZERO, src, d, |v| {
+            (v - m).exp_with::<M>()
+        });
+        let inv = C::ONE / sum;
+        for d in d.iter_mut() {
+            *d = *d * inv;
         }
     }
 }
