@@ -295,12 +295,12 @@ impl DeviceKernel for AttentionKernel {
             return Ok(());
         }
         let scale = l.scale.unwrap_or(1.0 / (d as f32).sqrt());
+        let mut strides = [0i64; 17];
+        let all = qs.iter().chain(&ks).chain(&vs).chain(&ys).chain(&mstrides);
+        for (slot, &v) in strides.iter_mut().zip(all.chain([&mlen])) {
+            *slot = v;
+        }
         if let Some((_, f)) = self.flash.iter().find(|(head, _)| *head == d && dv == d) {
-            let mut all = [0i64; 17];
-            let rows = qs.iter().chain(&ks).chain(&vs).chain(&ys).chain(&mstrides);
-            for (slot, &v) in all.iter_mut().zip(rows.chain([&mlen])) {
-                *slot = v;
-            }
             let launch = FlashLaunch {
                 dims: [b, h, s, kv, h / hk],
                 head: d,
@@ -311,7 +311,7 @@ impl DeviceKernel for AttentionKernel {
                     mask_ptr,
                     outputs[0].ptr,
                 ],
-                strides: all,
+                strides,
                 scale_log2: scale * std::f32::consts::LOG2_E,
                 causal: l.causal,
             };
@@ -344,8 +344,7 @@ impl DeviceKernel for AttentionKernel {
             .ptr(nonpad)
             .i32(window(l.left_window))
             .i32(window(l.right_window));
-        let strides = qs.iter().chain(&ks).chain(&vs).chain(&ys).chain(&mstrides);
-        let mut args = strides.fold(args, |a, &v| a.i64(v)).i64(mlen);
+        let mut args = strides.iter().fold(args, |a, &v| a.i64(v));
         let grid = u32::try_from(rows.div_ceil(WARPS as usize))
             .map_err(|_| format!("{WHAT}: {rows} query rows exceed the CUDA grid"))?;
         // SAFETY: the arguments match `attention_*`; every operand holds the elements its
