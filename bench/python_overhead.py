@@ -16,6 +16,9 @@ also report the launch time alone (`launch_us`: calls queued back to back, the c
 once the work is queued).
 
     python bench/python_overhead.py [--device cpu|cuda] [--rounds 50] [--batch 100] [--json]
+
+On the CPU both numpy arrays and torch tensors are passed (a row each); on a GPU, CUDA
+tensors.
 """
 
 from __future__ import annotations
@@ -64,19 +67,21 @@ def per_call(fn, n, sync=None):
     return times
 
 
-def bench(name, model, shape, device, rounds, batch):
+def bench(name, model, shape, device, rounds, batch, kind):
     """Interleaves batches of the paths (so drifting load hits them alike); per path, the
-    median and the minimum of single calls."""
+    median and the minimum of single calls. `kind`: the arrays passed, `numpy` or `torch`."""
     import torchtrt
 
     engine = torchtrt.compile(model, device=device)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     sync = None
     arg = x
-    if device != "cpu":
+    if kind == "torch":
         import torch
 
-        arg = torch.from_numpy(x).cuda()
+        arg = torch.from_numpy(x)
+    if device != "cpu":
+        arg = arg.cuda()
         sync = torch.cuda.synchronize
     out = engine(arg)
     native = engine._native
@@ -95,7 +100,7 @@ def bench(name, model, shape, device, rounds, batch):
             samples[k].extend(f())
             if sync:
                 sync()
-    row = {"model": name, "device": engine.device}
+    row = {"model": name, "device": engine.device, "arrays": kind}
     for k, v in samples.items():
         row[f"{k}_us"] = statistics.median(v) * 1e6
         row[f"{k}_min_us"] = min(v) * 1e6
@@ -112,14 +117,15 @@ def main():
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
-    rows = [bench(n, m, s, a.device, a.rounds, a.batch) for n, (m, s) in models().items()]
+    kinds = ["numpy", "torch"] if a.device == "cpu" else ["torch"]
+    rows = [bench(n, m, s, a.device, a.rounds, a.batch, k) for n, (m, s) in models().items() for k in kinds]
     if a.json:
         print(json.dumps(rows))
         return
-    cols = ["model", "device", "call_us", "rust_us", "overhead_us", "call_min_us", "prealloc_min_us",
+    cols = ["model", "device", "arrays", "call_us", "rust_us", "overhead_us", "call_min_us", "prealloc_min_us",
             "rust_min_us", "overhead_min_us", "overhead_prealloc_min_us"]
     if a.device != "cpu":
-        cols.insert(5, "launch_us")
+        cols.insert(6, "launch_us")
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

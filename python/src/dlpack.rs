@@ -146,6 +146,15 @@ impl Borrowed {
                 return Err(msg(format!("{}: the array cannot be shared ({e})", what())));
             }
         };
+        Borrowed::from_capsule(capsule, what)
+    }
+
+    /// Borrows the memory a DLPack capsule (legacy or versioned, not yet consumed) describes;
+    /// the capsule is kept alive with it.
+    pub fn from_capsule(
+        capsule: Bound<'_, PyAny>,
+        what: &dyn Fn() -> String,
+    ) -> PyResult<Borrowed> {
         let cap = capsule
             .cast::<PyCapsule>()
             .map_err(|_| msg(format!("{}: __dlpack__ did not return a capsule", what())))?;

@@ -8,8 +8,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use torchtrt::plugin_api::DType;
 use torchtrt::{Dim, Engine, ExecutionContext, IoBuffer, MemoryKind, Tensor};
 
-use crate::arrays::{self, Kind};
-use crate::dlpack::{self, Borrowed, Device};
+use crate::arrays::{self, CallStream, Kind};
+use crate::dlpack::{Borrowed, Device};
 use crate::error::{msg, raise};
 
 /// A context kept for reuse, with the CUDA stream its last run was queued on and the output
@@ -131,30 +131,19 @@ impl PyEngine {
         }
         let mut kind = Kind::Numpy;
         let mut out_device = Device::Cpu;
-        let mut stream = None;
+        let mut stream = CallStream::default();
         let mut host_buffers = false;
         let mut borrowed = Vec::with_capacity(inputs.len());
         for (k, (x, spec)) in inputs.iter().zip(&plan.inputs).enumerate() {
             let what = || format!("input `{}`", spec.name);
-            let this = arrays::kind_of(x, &what())?;
-            let device = match this {
-                Kind::Numpy => Device::Cpu,
-                Kind::Torch => dlpack::device_of(x, &what)?,
-            };
-            self.check_device(device, &what)?;
+            let (this, b) =
+                arrays::borrow(x, &mut stream, &what, &|d| self.check_device(d, &what))?;
             if k == 0 {
                 kind = this;
-                out_device = device;
+                out_device = b.device;
             }
-            if let (Device::Cuda(n), None) = (device, stream) {
-                stream = Some(arrays::torch_stream(py, n)?);
-            }
-            host_buffers |= device == Device::Cpu;
-            let consumer = match device {
-                Device::Cuda(_) => stream.map(|(s, _)| s),
-                _ => None,
-            };
-            borrowed.push(Borrowed::new(x, consumer, &what)?);
+            host_buffers |= b.device == Device::Cpu;
+            borrowed.push(b);
         }
         let mut slot = self.take()?;
         let metas: Vec<(DType, &[usize])> = borrowed
@@ -184,8 +173,8 @@ impl PyEngine {
             }
         };
         let made = match given {
-            Some(given) => self.check_outputs(given, &shapes, stream.map(|(s, _)| s)),
-            None => self.new_outputs(py, kind, out_device, &shapes, stream.map(|(s, _)| s)),
+            Some(given) => self.check_outputs(given, &shapes, &mut stream),
+            None => self.new_outputs(py, kind, out_device, &shapes, &mut stream),
         };
         let (outputs, out_borrowed) = match made {
             Ok(m) => m,
@@ -207,7 +196,7 @@ impl PyEngine {
             .zip(&out_borrowed)
             .map(|((n, _), b)| (n.as_str(), buffer(b)))
             .collect();
-        let native = stream.map(|(_, p)| p);
+        let native = stream.native();
         let result = py.detach(|| -> torchtrt::Result<Vec<Vec<usize>>> {
             if slot.stream.is_some() && slot.stream != native {
                 slot.ctx.synchronize()?;
@@ -363,7 +352,7 @@ impl PyEngine {
         kind: Kind,
         device: Device,
         shapes: &[Vec<usize>],
-        stream: Option<i64>,
+        stream: &mut CallStream,
     ) -> PyResult<Outputs<'py>> {
         let plan = self.engine.plan();
         let mut outputs = Vec::with_capacity(shapes.len());
@@ -371,8 +360,9 @@ impl PyEngine {
         for ((name, t), shape) in plan.outputs.iter().zip(shapes) {
             let dtype = self.engine.tensor_types()[t.index()].dtype;
             let o = arrays::empty(py, kind, device, dtype, shape, name)?;
-            let consumer = if device == Device::Cpu { None } else { stream };
-            borrowed.push(Borrowed::new(&o, consumer, &|| format!("output `{name}`"))?);
+            let what = || format!("output `{name}`");
+            let (_, b) = arrays::borrow(&o, stream, &what, &|_| Ok(()))?;
+            borrowed.push(b);
             outputs.push(o);
         }
         Ok((outputs, borrowed))
@@ -383,7 +373,7 @@ impl PyEngine {
         &self,
         given: Vec<Bound<'py, PyAny>>,
         shapes: &[Vec<usize>],
-        stream: Option<i64>,
+        stream: &mut CallStream,
     ) -> PyResult<Outputs<'py>> {
         let plan = self.engine.plan();
         if given.len() != plan.outputs.len() {
@@ -396,13 +386,7 @@ impl PyEngine {
         let mut borrowed = Vec::with_capacity(given.len());
         for ((o, (name, t)), shape) in given.iter().zip(&plan.outputs).zip(shapes) {
             let what = || format!("output `{name}`");
-            let device = match arrays::kind_of(o, &what())? {
-                Kind::Numpy => Device::Cpu,
-                Kind::Torch => dlpack::device_of(o, &what)?,
-            };
-            self.check_device(device, &what)?;
-            let consumer = if device == Device::Cpu { None } else { stream };
-            let b = Borrowed::new(o, consumer, &what)?;
+            let (_, b) = arrays::borrow(o, stream, &what, &|d| self.check_device(d, &what))?;
             let dtype = self.engine.tensor_types()[t.index()].dtype;
             if b.dtype != dtype || &b.shape != shape {
                 return Err(msg(format!(
@@ -473,31 +457,20 @@ impl PyEngine {
     ) -> PyResult<Vec<f64>> {
         let outputs = self.run_arrays(py, &inputs, None)?;
         let plan = self.engine.plan();
-        let mut stream = None;
-        let mut bind = |x: &Bound<'py, PyAny>, what: String| -> PyResult<Borrowed> {
-            let device = match arrays::kind_of(x, &what)? {
-                Kind::Numpy => Device::Cpu,
-                Kind::Torch => dlpack::device_of(x, &|| what.clone())?,
-            };
-            if let (Device::Cuda(n), None) = (device, stream) {
-                stream = Some(arrays::torch_stream(py, n)?);
-            }
-            let consumer = if device == Device::Cpu {
-                None
-            } else {
-                stream.map(|(s, _)| s)
-            };
-            Borrowed::new(x, consumer, &|| what.clone())
+        let mut stream = CallStream::default();
+        let mut bind = |x: &Bound<'py, PyAny>, what: &str| -> PyResult<Borrowed> {
+            let what = || what.to_string();
+            Ok(arrays::borrow(x, &mut stream, &what, &|d| self.check_device(d, &what))?.1)
         };
         let ins = inputs
             .iter()
-            .map(|x| bind(x, "input".into()))
+            .map(|x| bind(x, "input"))
             .collect::<PyResult<Vec<_>>>()?;
         let outs = outputs
             .iter()
-            .map(|x| bind(x, "output".into()))
+            .map(|x| bind(x, "output"))
             .collect::<PyResult<Vec<_>>>()?;
-        let native = stream.map(|(_, p)| p);
+        let native = stream.native();
         let mut ctx = self
             .engine
             .create_context()

@@ -51,6 +51,22 @@ def test_side_stream_is_respected(cuda_engine, weights, rng):
     np.testing.assert_allclose(y.cpu().numpy(), mlp_reference(x, weights), rtol=1e-4, atol=1e-4)
 
 
+def test_subclass_views_and_grad_tensors_on_a_side_stream(cuda_engine, weights, rng):
+    x = rng.standard_normal((33, 16)).astype(np.float32)
+    want = mlp_reference(x[1:], weights)
+
+    class Tagged(torch.Tensor):
+        pass
+
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        base = torch.from_numpy(x).cuda()
+        for t in (base[1:], base[1:].clone().requires_grad_(), base[1:].clone().as_subclass(Tagged)):
+            y = cuda_engine(t)
+            assert y.is_cuda and type(y) is torch.Tensor
+            np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 def test_f16_module_on_cuda(two_heads):
     model = two_heads.cuda()
     compiled = torchtrt.compile(model, [torchtrt.Input(min_shape=(1, 12), opt_shape=(4, 12), max_shape=(16, 12)),

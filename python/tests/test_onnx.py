@@ -53,6 +53,24 @@ def test_cpu_torch_tensors_in_give_torch_tensors_out(onnx_engine, weights, rng):
     np.testing.assert_allclose(y.numpy(), mlp_reference(x, weights), rtol=1e-5, atol=1e-5)
 
 
+def test_grad_tensors_parameters_views_and_subclasses_are_read(onnx_engine, weights, rng):
+    x = rng.standard_normal((5, 16)).astype(np.float32)
+    want = mlp_reference(x[1:], weights)
+    grad = torch.from_numpy(x[1:].copy()).requires_grad_()
+    param = torch.nn.Parameter(torch.from_numpy(x[1:].copy()))
+    view = torch.from_numpy(x)[1:]
+    assert view.storage_offset() == 16
+
+    class Tagged(torch.Tensor):
+        pass
+
+    tagged = torch.from_numpy(x[1:].copy()).as_subclass(Tagged)
+    for t in (grad, param, view, tagged):
+        y = onnx_engine(t)
+        assert type(y) is torch.Tensor and not y.requires_grad
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_outputs_are_fresh_arrays_every_call(onnx_engine, rng):
     x1 = rng.standard_normal((2, 16)).astype(np.float32)
     x2 = rng.standard_normal((2, 16)).astype(np.float32)
