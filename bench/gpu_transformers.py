@@ -8,7 +8,9 @@ same weights in f16 with its default attention (SDPA), eager and `torch.compile`
 mode), timed with CUDA events (median). Errors are relative L2 of the last hidden state
 against the f32 PyTorch model in eval mode, ours and eager f16's. `--attention` adds the attention kernel
 alone: a one-node ONNX `Attention` (opset 23) at [B, H, S, D] f16 against
-`F.scaled_dot_product_attention` with the flash backend.
+`F.scaled_dot_product_attention` with the flash backend; where the `torchtrt` Python package
+is installed, the engine is also timed through it as SDPA is (CUDA events around back-to-back
+calls on CUDA tensors), with and without CUDA graphs.
 
     python3 bench/gpu_transformers.py --torchtrtc torchtrtc [--batches 1 32] [--seq 128]
         [--iters 100] [--warmup 20] [--attention 32 12 512 64] [--profile]
@@ -160,8 +162,32 @@ def attention(exe, shape, iters, warmup, work):
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             flash = F.scaled_dot_product_attention(q, k, v).float().cpu().numpy()
             flash_ms = cuda_median_ms(lambda: F.scaled_dot_product_attention(q, k, v), iters, warmup)
-    return {"attention": dims, "ours_ms": stats["median_ms"], "flash_ms": flash_ms,
-            "rel_err": relative_error(ours, ref32), "flash_rel_err": relative_error(flash, ref32)}
+    row = {"attention": dims, "ours_ms": stats["median_ms"], "flash_ms": flash_ms,
+           "rel_err": relative_error(ours, ref32), "flash_rel_err": relative_error(flash, ref32)}
+    row.update(python_timings(engine, [q, k, v], iters, warmup))
+    return row
+
+
+def python_timings(engine, args, iters, warmup):
+    """The engine through the Python package on CUDA tensors, timed as SDPA is (CUDA events
+    around each call, calls back to back): with CUDA graphs (each replay copies its inputs
+    and outputs) and without (the kernels alone on the caller's buffers). Empty when the
+    package is not installed."""
+    try:
+        import torchtrt
+    except ImportError:
+        return {}
+    out = {}
+    for key, graphs in (("python_graphs_ms", "1"), ("python_no_graphs_ms", "0")):
+        os.environ["TORCHTRT_CUDA_GRAPHS"] = graphs
+        try:
+            native = torchtrt.load(engine)._native
+        finally:
+            del os.environ["TORCHTRT_CUDA_GRAPHS"]
+        outs = native.run_list(args)
+        with torch.no_grad():
+            out[key] = cuda_median_ms(lambda: native.run_list(args, outs), iters, warmup)
+    return out
 
 
 def markdown(rows):
@@ -183,6 +209,9 @@ def markdown(rows):
             lines.append(f"\nAttention {r['attention']} f16: ours {r['ours_ms']:.4f} ms, SDPA flash "
                          f"{r['flash_ms']:.4f} ms, ours/flash {r['ours_ms'] / r['flash_ms']:.2f}; "
                          f"rel. error {r['rel_err']:.1e} (flash {r['flash_rel_err']:.1e})")
+            for key in ("python_graphs_ms", "python_no_graphs_ms"):
+                if key in r:
+                    lines.append(f"{key}: {r[key]:.4f} ms, /flash {r[key] / r['flash_ms']:.2f}")
     return "\n".join(lines)
 
 
