@@ -659,6 +659,142 @@ fn exported_attention_becomes_one_layer() {
     }
 }
 
+/// Exported multi-head attention over projections `[batch, seq, heads · head]` (3 heads of
+/// 8, values of 6, a dynamic batch): each operand split by `Reshape` + `Transpose`, the
+/// output joined back by `Transpose` + `Reshape`, an additive padding mask. With
+/// `leak_heads`, the attention's `[batch, heads, seq, 6]` output is a network output too.
+fn heads_network(leak_heads: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let batch = Dim::Dynamic {
+        name: "batch".into(),
+        min: 1,
+        opt: 2,
+        max: 4,
+    };
+    let dims = |rest: &[i64]| {
+        std::iter::once(batch.clone())
+            .chain(rest.iter().map(|&v| Dim::Fixed(v)))
+            .collect::<Vec<_>>()
+    };
+    let xq = net.add_input("xq", DType::F32, &dims(&[5, 24])).unwrap();
+    let xk = net.add_input("xk", DType::F32, &dims(&[7, 24])).unwrap();
+    let xv = net.add_input("xv", DType::F32, &dims(&[7, 18])).unwrap();
+    let m = net.add_input("m", DType::F32, &dims(&[1, 1, 7])).unwrap();
+    let mut split = |name: &str, x, head: i64, perm: Vec<usize>| {
+        let r = net
+            .add(
+                &format!("{name}_split"),
+                Reshape::new(vec![0, 0, 3, head]),
+                &[x],
+            )
+            .unwrap();
+        net.add(&format!("{name}_heads"), Transpose { perm }, &[r])
+            .unwrap()
+    };
+    let q = split("q", xq, 8, vec![0, 2, 1, 3]);
+    let kt = split("k", xk, 8, vec![0, 2, 3, 1]);
+    let v = split("v", xv, 6, vec![0, 2, 1, 3]);
+    let qk = net.add("qk", MatMul::default(), &[q, kt]).unwrap();
+    let c = net
+        .add_constant("c", Tensor::from_vec(&[], vec![0.3f32]).unwrap())
+        .unwrap();
+    let s = net
+        .add("scaled", Elementwise::new(ElementwiseOp::Mul), &[qk, c])
+        .unwrap();
+    let s = net
+        .add("masked", Elementwise::new(ElementwiseOp::Add), &[s, m])
+        .unwrap();
+    let p = net
+        .add(
+            "p",
+            Softmax {
+                axis: -1,
+                log: false,
+            },
+            &[s],
+        )
+        .unwrap();
+    let y = net.add("y", MatMul::default(), &[p, v]).unwrap();
+    let t = net
+        .add(
+            "join",
+            Transpose {
+                perm: vec![0, 2, 1, 3],
+            },
+            &[y],
+        )
+        .unwrap();
+    let out = net
+        .add("joined", Reshape::new(vec![0, 0, 18]), &[t])
+        .unwrap();
+    net.mark_output(out, "out").unwrap();
+    if leak_heads {
+        net.mark_output(y, "heads").unwrap();
+    }
+    net
+}
+
+#[test]
+fn heads_split_and_joined_by_reshapes_fold_into_attention() {
+    for leak in [false, true] {
+        let net = heads_network(leak);
+        let fused = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+        let plain = torchtrt::compile(
+            &net,
+            &BuildConfig {
+                fuse_attention: false,
+                ..BuildConfig::default()
+            },
+        )
+        .unwrap();
+        let ks = kinds(&fused);
+        let attention = fused
+            .plan()
+            .layers
+            .iter()
+            .find_map(|l| match &l.kind {
+                LayerKind::Attention(a) => Some(a.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no attention: {ks:?}"));
+        if leak {
+            assert_eq!(attention.q_heads, 0, "{ks:?}");
+        } else {
+            assert_eq!((attention.q_heads, attention.kv_heads), (3, 3));
+            assert_eq!(ks, ["Attention"], "every reshape and transpose folded");
+        }
+        for batch in [1usize, 3] {
+            let seed = 70 + batch as u64;
+            let xq = Tensor::from_vec(&[batch, 5, 24], random_f32(batch * 120, seed)).unwrap();
+            let xk = Tensor::from_vec(&[batch, 7, 24], random_f32(batch * 168, seed + 1)).unwrap();
+            let xv = Tensor::from_vec(&[batch, 7, 18], random_f32(batch * 126, seed + 2)).unwrap();
+            let mask: Vec<f32> = (0..batch * 7)
+                .map(|j| {
+                    if j % 7 >= 5 + j / 7 % 2 {
+                        -1e9
+                    } else {
+                        0.1 * (j % 3) as f32
+                    }
+                })
+                .collect();
+            let m = Tensor::from_vec(&[batch, 1, 1, 7], mask).unwrap();
+            let inputs = [&xq, &xk, &xv, &m];
+            let got = fused.create_context().unwrap().execute(&inputs).unwrap();
+            let want = plain.create_context().unwrap().execute(&inputs).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.shape(), w.shape());
+                assert_close(
+                    g.as_slice::<f32>().unwrap(),
+                    w.as_slice::<f32>().unwrap(),
+                    1e-5,
+                    1e-4,
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn attention_whose_scores_are_read_elsewhere_stays_apart() {
     let net = sdpa_network(

@@ -2,6 +2,7 @@
 //! layer), drops layers no output needs, folds constant sub-graphs, converts precision,
 //! negotiates plugin formats, orders execution and plans activation memory.
 
+mod attention_heads;
 mod fold;
 mod fold_transpose;
 mod fuse;
@@ -316,12 +317,24 @@ fn use_counts(network: &NetworkDefinition, live: &[bool]) -> Vec<usize> {
 
 /// Marks the layers some output depends on.
 fn live_layers(network: &NetworkDefinition) -> Vec<bool> {
-    let mut needed = vec![false; network.num_tensors()];
-    for (_, t) in network.outputs() {
+    let outputs: Vec<TensorId> = network.outputs().iter().map(|(_, t)| *t).collect();
+    live(network.layers(), network.num_tensors(), &outputs)
+}
+
+/// Marks the layers of `work` some output depends on.
+pub(super) fn live_work_layers(work: &Work, outputs: &[(String, TensorId)]) -> Vec<bool> {
+    let outputs: Vec<TensorId> = outputs.iter().map(|(_, t)| *t).collect();
+    live(&work.layers, work.tensors.len(), &outputs)
+}
+
+/// Marks the layers (over `tensors` tensors) that `outputs` depend on, walking back.
+fn live(layers: &[Layer], tensors: usize, outputs: &[TensorId]) -> Vec<bool> {
+    let mut needed = vec![false; tensors];
+    for t in outputs {
         needed[t.index()] = true;
     }
-    let mut live = vec![false; network.layers().len()];
-    for (i, layer) in network.layers().iter().enumerate().rev() {
+    let mut live = vec![false; layers.len()];
+    for (i, layer) in layers.iter().enumerate().rev() {
         if layer.outputs.iter().any(|t| needed[t.index()]) {
             live[i] = true;
             for t in &layer.inputs {
@@ -340,19 +353,7 @@ fn compact(
     config: &BuildConfig,
     backend: &Arc<dyn Backend>,
 ) -> Result<EnginePlan> {
-    let mut needed = vec![false; work.tensors.len()];
-    for (_, t) in &outputs {
-        needed[t.index()] = true;
-    }
-    let mut keep = vec![false; work.layers.len()];
-    for (i, layer) in work.layers.iter().enumerate().rev() {
-        if layer.outputs.iter().any(|t| needed[t.index()]) {
-            keep[i] = true;
-            for t in &layer.inputs {
-                needed[t.index()] = true;
-            }
-        }
-    }
+    let keep = live_work_layers(&work, &outputs);
     let mut new_id: Vec<Option<TensorId>> = vec![None; work.tensors.len()];
     let mut names = Vec::new();
     let mut dtypes = Vec::new();

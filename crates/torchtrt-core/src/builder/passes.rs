@@ -4,7 +4,10 @@
 
 use torchtrt_plugin_api::DeviceKind;
 
-use super::{BuildConfig, Work, fold, fold_transpose, fuse, fuse_attention, fuse_elementwise};
+use super::{
+    BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
+    fuse_elementwise,
+};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::layers::{LayerKind, TypeShape};
@@ -85,6 +88,11 @@ const GRAPH_PASSES: &[GraphPass] = &[
         run: |w, outputs, _| fuse_attention::run(w, outputs),
     },
     GraphPass {
+        name: "attention_heads",
+        enabled: |c, _| c.fuse_attention,
+        run: |w, outputs, _| attention_heads::run(w, outputs),
+    },
+    GraphPass {
         name: "fold_transpose",
         enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
         run: |w, outputs, _| fold_transpose::run(w, outputs),
@@ -141,6 +149,7 @@ mod tests {
                 "fuse_matmul_bias",
                 "fuse_activation",
                 "fuse_attention",
+                "attention_heads",
                 "fold_transpose",
                 "fuse_elementwise",
             ]

@@ -1,0 +1,158 @@
+//! The heads' layout changes around a fused `Attention` folded into the layer: exported
+//! attention splits each projection `[batch, seq, heads · head]` by a `Reshape` to
+//! `[batch, seq, heads, head]` and a `Transpose` to `[batch, heads, seq, head]`, and joins the
+//! output back by the inverse `Transpose` and `Reshape`. The attention kernels read and write
+//! the `[batch, seq, heads · head]` layout as well (the layer's rank-3 form, by strides), so
+//! when all three operands come that way and the output leaves that way, the layer reads the
+//! projections and writes the joined output itself: four copies of every operand's bytes
+//! fewer per attention. The layers bypassed are left unread, for `compact` to drop.
+
+use torchtrt_plugin_api::DimExpr;
+
+use super::Work;
+use crate::layers::{Attention, LayerKind, TypeShape};
+use crate::network::TensorId;
+
+/// The permutation between `[batch, heads, seq, head]` and `[batch, seq, heads, head]` (its
+/// own inverse).
+const SWAP_HEADS: [usize; 4] = [0, 2, 1, 3];
+
+/// Live readers and producers of each tensor: layers that an output depends on (outputs
+/// count as readers).
+struct Live {
+    readers: Vec<Vec<usize>>,
+    producer: Vec<Option<usize>>,
+    outputs: Vec<bool>,
+}
+
+impl Live {
+    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Live {
+        let n = work.tensors.len();
+        let mut producer = vec![None; n];
+        for (i, layer) in work.layers.iter().enumerate() {
+            for t in &layer.outputs {
+                producer[t.index()] = Some(i);
+            }
+        }
+        let mut is_output = vec![false; n];
+        for (_, t) in outputs {
+            is_output[t.index()] = true;
+        }
+        let live = super::live_work_layers(work, outputs);
+        let mut readers = vec![Vec::new(); n];
+        for (i, layer) in work.layers.iter().enumerate().filter(|(i, _)| live[*i]) {
+            for t in &layer.inputs {
+                readers[t.index()].push(i);
+            }
+        }
+        Live {
+            readers,
+            producer,
+            outputs: is_output,
+        }
+    }
+
+    /// The one live layer reading `t`, when `t` is not a network output.
+    fn only_reader(&self, t: TensorId) -> Option<usize> {
+        match self.readers[t.index()][..] {
+            [r] if !self.outputs[t.index()] => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `t` is `[d0, d1, d2 · d3]` of a `[d0, d1, d2, d3]` with a known `d2 · d3`.
+fn joins(t: &TypeShape, split: &[DimExpr]) -> bool {
+    let (Some(h), Some(d)) = (split[2].as_const(), split[3].as_const()) else {
+        return false;
+    };
+    t.shape.len() == 3
+        && t.shape[..2] == split[..2]
+        && t.shape[2].as_const() == h.checked_mul(d)
+        && t.dtype.is_float()
+}
+
+/// The projection `[batch, seq, heads · head]` an operand `[batch, heads, seq, head]` is
+/// split from, with its head count.
+fn projection(work: &Work, live: &Live, operand: TensorId) -> Option<(TensorId, usize)> {
+    let tr = live.producer[operand.index()]?;
+    let LayerKind::Transpose(t) = &work.layers[tr].kind else {
+        return None;
+    };
+    if t.perm != SWAP_HEADS {
+        return None;
+    }
+    let split = work.layers[tr].inputs[0];
+    let rs = live.producer[split.index()]?;
+    if !matches!(work.layers[rs].kind, LayerKind::Reshape(_)) {
+        return None;
+    }
+    let joined = work.layers[rs].inputs[0];
+    let shape = &work.ty(split).shape;
+    (shape.len() == 4 && joins(work.ty(joined), shape))
+        .then(|| Some((joined, usize::try_from(shape[2].as_const()?).ok()?)))?
+}
+
+/// The tensor the output `[batch, heads, seq, head]` of layer `a` is joined into, with the
+/// `Reshape` that joins it, when nothing else reads the output or its transpose.
+fn joined_output(work: &Work, live: &Live, a: usize) -> Option<(TensorId, usize)> {
+    let out = work.layers[a].outputs[0];
+    let tr = live.only_reader(out)?;
+    let LayerKind::Transpose(t) = &work.layers[tr].kind else {
+        return None;
+    };
+    let swapped = work.layers[tr].outputs[0];
+    let rs = live.only_reader(swapped)?;
+    if t.perm != SWAP_HEADS || !matches!(work.layers[rs].kind, LayerKind::Reshape(_)) {
+        return None;
+    }
+    let joined = work.layers[rs].outputs[0];
+    let shape = &work.ty(swapped).shape;
+    (shape.len() == 4 && joins(work.ty(joined), shape)).then_some((joined, rs))
+}
+
+/// Folds the heads' layout changes into every `Attention` layer of `work` whose operands and
+/// output allow it.
+pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
+    for a in 0..work.layers.len() {
+        let LayerKind::Attention(att) = &work.layers[a].kind else {
+            continue;
+        };
+        if att.q_heads != 0 || att.past || att.nonpad || att.scores.is_some() {
+            continue;
+        }
+        let live = Live::new(work, outputs);
+        let ins = &work.layers[a].inputs;
+        let (Some((q, hq)), Some((k, hk)), Some((v, hv))) = (
+            projection(work, &live, ins[0]),
+            projection(work, &live, ins[1]),
+            projection(work, &live, ins[2]),
+        ) else {
+            continue;
+        };
+        let Some((joined, reshape)) = joined_output(work, &live, a) else {
+            continue;
+        };
+        if hk != hv {
+            continue;
+        }
+        let kind = LayerKind::Attention(Attention {
+            q_heads: hq,
+            kv_heads: hk,
+            ..att.clone()
+        });
+        let mut inputs = vec![q, k, v];
+        inputs.extend_from_slice(&ins[3..]);
+        let types = work.infer_inputs(&inputs);
+        if kind.op().infer(&types).ok().as_deref() != Some(std::slice::from_ref(work.ty(joined))) {
+            continue;
+        }
+        let unread = work.new_tensor(format!("{}/unread", work.layers[reshape].name));
+        work.tensors[unread.index()].ty = Some(work.ty(joined).clone());
+        work.layers[reshape].outputs[0] = unread;
+        let layer = &mut work.layers[a];
+        layer.kind = kind;
+        layer.inputs = inputs;
+        layer.outputs[0] = joined;
+    }
+}
