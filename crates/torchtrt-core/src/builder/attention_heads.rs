@@ -1,16 +1,18 @@
 //! The heads' layout changes around a fused `Attention` folded into the layer: exported
 //! attention splits each projection `[batch, seq, heads · head]` by a `Reshape` to
 //! `[batch, seq, heads, head]` and a `Transpose` to `[batch, heads, seq, head]`, and joins the
-//! output back by the inverse `Transpose` and `Reshape`. The attention kernels read and write
-//! the `[batch, seq, heads · head]` layout as well (the layer's rank-3 form, by strides), so
-//! when all three operands come that way and the output leaves that way, the layer reads the
-//! projections and writes the joined output itself: four copies of every operand's bytes
-//! fewer per attention. The layers bypassed are left unread, for `compact` to drop.
+//! output back by the inverse `Transpose` (then a `Reshape` of any shape). The attention
+//! kernels read and write the `[batch, seq, heads · head]` layout as well (the layer's rank-3
+//! form, by strides), so when all three operands come that way and only that `Transpose`
+//! reads the output, the layer reads the projections itself and its output is joined
+//! already: the `Transpose` becomes a `Reshape` to `[batch, seq, heads, head]`, a view. Four
+//! transposed copies fewer per attention. The layers bypassed are left unread, for
+//! `compact` to drop.
 
 use torchtrt_plugin_api::DimExpr;
 
 use super::Work;
-use crate::layers::{Attention, LayerKind, TypeShape};
+use crate::layers::{Attention, InferInput, LayerKind, Reshape, TypeShape};
 use crate::network::TensorId;
 
 /// The permutation between `[batch, heads, seq, head]` and `[batch, seq, heads, head]` (its
@@ -93,22 +95,13 @@ fn projection(work: &Work, live: &Live, operand: TensorId) -> Option<(TensorId, 
         .then(|| Some((joined, usize::try_from(shape[2].as_const()?).ok()?)))?
 }
 
-/// The tensor the output `[batch, heads, seq, head]` of layer `a` is joined into, with the
-/// `Reshape` that joins it, when nothing else reads the output or its transpose.
-fn joined_output(work: &Work, live: &Live, a: usize) -> Option<(TensorId, usize)> {
-    let out = work.layers[a].outputs[0];
-    let tr = live.only_reader(out)?;
-    let LayerKind::Transpose(t) = &work.layers[tr].kind else {
-        return None;
-    };
-    let swapped = work.layers[tr].outputs[0];
-    let rs = live.only_reader(swapped)?;
-    if t.perm != SWAP_HEADS || !matches!(work.layers[rs].kind, LayerKind::Reshape(_)) {
-        return None;
+/// The `Transpose` to `[batch, seq, heads, head]` that alone reads the output of layer `a`.
+fn joining_transpose(work: &Work, live: &Live, a: usize) -> Option<usize> {
+    let tr = live.only_reader(work.layers[a].outputs[0])?;
+    match &work.layers[tr].kind {
+        LayerKind::Transpose(t) if t.perm == SWAP_HEADS => Some(tr),
+        _ => None,
     }
-    let joined = work.layers[rs].outputs[0];
-    let shape = &work.ty(swapped).shape;
-    (shape.len() == 4 && joins(work.ty(joined), shape)).then_some((joined, rs))
 }
 
 /// Folds the heads' layout changes into every `Attention` layer of `work` whose operands and
@@ -130,7 +123,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
         ) else {
             continue;
         };
-        let Some((joined, reshape)) = joined_output(work, &live, a) else {
+        let Some(tr) = joining_transpose(work, &live, a) else {
             continue;
         };
         if hk != hv {
@@ -143,16 +136,30 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
         });
         let mut inputs = vec![q, k, v];
         inputs.extend_from_slice(&ins[3..]);
-        let types = work.infer_inputs(&inputs);
-        if kind.op().infer(&types).ok().as_deref() != Some(std::slice::from_ref(work.ty(joined))) {
+        let Ok(mut out) = kind.op().infer(&work.infer_inputs(&inputs)) else {
+            continue;
+        };
+        let swapped = work.layers[tr].outputs[0];
+        let Some(head) = work.ty(swapped).shape[3].as_const() else {
+            continue;
+        };
+        let view = LayerKind::Reshape(Reshape::new(vec![0, 0, hq as i64, head]));
+        let heads = InferInput {
+            dtype: out[0].dtype,
+            shape: &out[0].shape,
+            value: None,
+        };
+        if view.op().infer(&[heads]).ok().as_deref() != Some(std::slice::from_ref(work.ty(swapped)))
+        {
             continue;
         }
-        let unread = work.new_tensor(format!("{}/unread", work.layers[reshape].name));
-        work.tensors[unread.index()].ty = Some(work.ty(joined).clone());
-        work.layers[reshape].outputs[0] = unread;
+        let joined = work.new_tensor(format!("{}/joined", work.layers[a].name));
+        work.tensors[joined.index()].ty = Some(out.remove(0));
         let layer = &mut work.layers[a];
         layer.kind = kind;
         layer.inputs = inputs;
         layer.outputs[0] = joined;
+        work.layers[tr].kind = view;
+        work.layers[tr].inputs = vec![joined];
     }
 }
