@@ -14,7 +14,9 @@ use torchtrt::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
     PluginKey, PluginResult, PortDesc, ShapeExpr,
 };
-use torchtrt::{BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, Tensor, registry};
+use torchtrt::{
+    BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, Tensor, TensorId, registry,
+};
 
 fn kinds(engine: &Engine) -> Vec<&'static str> {
     engine
@@ -488,6 +490,21 @@ struct Sdpa {
     bool_mask: bool,
 }
 
+/// `MatMul(Softmax(s), v)`, the softmax over the last axis: the end of an exported attention.
+fn attend(net: &mut NetworkDefinition, s: TensorId, v: TensorId) -> TensorId {
+    let p = net
+        .add(
+            "p",
+            Softmax {
+                axis: -1,
+                log: false,
+            },
+            &[s],
+        )
+        .unwrap();
+    net.add("y", MatMul::default(), &[p, v]).unwrap()
+}
+
 /// `MatMul(Softmax(mask(q · kᵀ / 8)), v)` over `[2, 3, 5, 8]` operands, the key given as
 /// `[2, 5, 3, 8]` and moved into place by one `Transpose` (as exporters write it); the
 /// scores are an output too when `leak`.
@@ -562,22 +579,26 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
             .unwrap();
         s = net.add("kept", Select, &[keep, s, fill]).unwrap();
     }
-    let p = net
-        .add(
-            "p",
-            Softmax {
-                axis: -1,
-                log: false,
-            },
-            &[s],
-        )
-        .unwrap();
-    let y = net.add("y", MatMul::default(), &[p, v]).unwrap();
+    let y = attend(&mut net, s, v);
     net.mark_output(y, "y").unwrap();
     if leak {
         net.mark_output(qk, "scores").unwrap();
     }
     net
+}
+
+/// `net` compiled with attention fusion (the default) and without.
+fn fused_and_plain(net: &NetworkDefinition) -> (Engine, Engine) {
+    let fused = torchtrt::compile(net, &BuildConfig::default()).unwrap();
+    let plain = torchtrt::compile(
+        net,
+        &BuildConfig {
+            fuse_attention: false,
+            ..BuildConfig::default()
+        },
+    )
+    .unwrap();
+    (fused, plain)
 }
 
 #[test]
@@ -610,16 +631,7 @@ fn exported_attention_becomes_one_layer() {
         },
     ];
     for (i, form) in forms.into_iter().enumerate() {
-        let net = sdpa_network(form, false);
-        let fused = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
-        let plain = torchtrt::compile(
-            &net,
-            &BuildConfig {
-                fuse_attention: false,
-                ..BuildConfig::default()
-            },
-        )
-        .unwrap();
+        let (fused, plain) = fused_and_plain(&sdpa_network(form, false));
         let ks = kinds(&fused);
         if form.mask_first {
             assert!(!ks.contains(&"Attention"), "form {i}: {ks:?}");
@@ -704,17 +716,7 @@ fn heads_network(leak_heads: bool, join: &[i64]) -> NetworkDefinition {
     let s = net
         .add("masked", Elementwise::new(ElementwiseOp::Add), &[s, m])
         .unwrap();
-    let p = net
-        .add(
-            "p",
-            Softmax {
-                axis: -1,
-                log: false,
-            },
-            &[s],
-        )
-        .unwrap();
-    let y = net.add("y", MatMul::default(), &[p, v]).unwrap();
+    let y = attend(&mut net, s, v);
     let t = net
         .add(
             "join",
@@ -741,16 +743,7 @@ fn heads_split_and_joined_by_reshapes_fold_into_attention() {
         (false, &[-1, 18]),
         (true, &[0, 0, 18]),
     ] {
-        let net = heads_network(leak, join);
-        let fused = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
-        let plain = torchtrt::compile(
-            &net,
-            &BuildConfig {
-                fuse_attention: false,
-                ..BuildConfig::default()
-            },
-        )
-        .unwrap();
+        let (fused, plain) = fused_and_plain(&heads_network(leak, join));
         let ks = kinds(&fused);
         let attention = fused
             .plan()
