@@ -79,6 +79,18 @@ def test_wrong_device(onnx_engine):
         onnx_engine(torch.zeros(2, 16, device="meta"))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: torch.zeros(2, 16).to_sparse(),
+    lambda: torch.quantize_per_tensor(torch.zeros(2, 16), 0.1, 0, torch.quint8),
+    lambda: torch.zeros(2, 16, dtype=torch.complex64).conj(),
+    lambda: torch.zeros(2, 16).to(torch.float8_e4m3fn),
+    lambda: torch.nested.nested_tensor([torch.zeros(16), torch.zeros(16)], layout=torch.jagged),
+], ids=["sparse", "quantized", "complex_conj", "float8", "nested"])
+def test_tensors_dlpack_cannot_describe_are_refused(onnx_engine, make):
+    with pytest.raises(torchtrt.Error, match=r"input `x`"):
+        onnx_engine(make())
+
+
 def test_readonly_numpy_input_is_fine(onnx_engine, weights):
     x = np.random.default_rng(3).standard_normal((2, 16)).astype(np.float32)
     x.setflags(write=False)
