@@ -4,7 +4,8 @@
 //! `RmsNormalization` is the same with the mean taken as 0 and no bias. Axis
 //! sets that are not consecutive run on the host. Layer norm over contiguous rows of up to
 //! [`REG_ROW_MAX`] elements, with scale and bias (if any) indexed by the position in the row,
-//! keeps each row in one warp's registers (`norm_regs`): x is read once, and no broadcast
+//! keeps each row in one warp's registers (`norm_regs`, or `norm_packs` moving 16-byte packs
+//! when the row is whole packs and the operands aligned): x is read once, and no broadcast
 //! index is computed per element.
 
 use torchtrt_core::layers::{InferInput, LayerKind, Normalization};
@@ -30,13 +31,15 @@ const ARGS: &str = ", eps, rms, Bcast{s0, s1, s2, s3, s4, s5, s6, s7, s8}, \
 static PROGRAM: Program = Program::new("core_normalization", || {
     let ep = entry_points("norm", PTRS, "x, y, scale, bias", PARAMS, ARGS);
     let mut regs = String::new();
-    for n in REG_COUNTS {
-        for (dt, d) in [("f32", "F32"), ("f16", "F16"), ("bf16", "BF16")] {
-            regs.push_str(&format!(
-                "extern \"C\" __global__ void __launch_bounds__(128) norm_regs_{n}_{dt}({PTRS}, \
-                 i64 outer, int R, float eps, int rms) \
-                 {{ norm_regs<{d}, {n}>(x, y, scale, bias, outer, R, eps, rms); }}\n"
-            ));
+    for (kind, counts) in [("regs", &REG_COUNTS), ("packs", &PACK_COUNTS)] {
+        for n in counts {
+            for (dt, d) in [("f32", "F32"), ("f16", "F16"), ("bf16", "BF16")] {
+                regs.push_str(&format!(
+                    "extern \"C\" __global__ void __launch_bounds__(128) norm_{kind}_{n}_{dt}({PTRS}, \
+                     i64 outer, int R, float eps, int rms) \
+                     {{ norm_{kind}<{d}, {n}>(x, y, scale, bias, outer, R, eps, rms); }}\n"
+                ));
+            }
         }
     }
     with_prelude(&format!("{ROWS}{BODY}{ep}{regs}"))
@@ -45,6 +48,10 @@ static PROGRAM: Program = Program::new("core_normalization", || {
 /// Elements per lane of the register-row kernels (`norm_regs_<n>_<dt>`): rows of up to
 /// 32 · n elements.
 const REG_COUNTS: [usize; 4] = [4, 8, 16, 32];
+
+/// 16-byte packs per lane of the packed register-row kernels (`norm_packs_<n>_<dt>`): rows
+/// of up to 32 · n packs.
+const PACK_COUNTS: [usize; 4] = [1, 2, 4, 8];
 
 /// The longest row the register kernels take.
 pub(crate) const REG_ROW_MAX: usize = 32 * 32;
@@ -131,6 +138,61 @@ __device__ __forceinline__ void norm_regs(const void* x, void* y, const void* sc
     }
 }
 
+/* As norm_regs, the row moved in 16-byte packs of V elements (R a multiple of V, every
+   operand 16-byte aligned): lane l holds packs l, l + 32, ... — up to P of them. */
+template <typename D, int P>
+__device__ __forceinline__ void norm_packs(const void* x, void* y, const void* scale,
+    const void* bias, i64 outer, int R, float eps, int rms) {
+    typedef typename D::T T;
+    const int V = 16 / sizeof(T);
+    union Pack { uint4 q; T e[V]; };
+    i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= outer) return;
+    const int lane = threadIdx.x & 31, packs = R / V;
+    const uint4* xp = reinterpret_cast<const uint4*>((const T*)x + row * R);
+    float v[P][V];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        Pack p;
+        p.q = lane + 32 * k < packs ? xp[lane + 32 * k] : uint4{0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            v[k][j] = Elem<D>::load(p.e, j);
+            s += v[k][j];
+        }
+    }
+    float mean = rms ? 0.0f : warp_reduce(0, s) / (float)R;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        if (lane + 32 * k >= packs) break;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            float d = v[k][j] - mean;
+            q += d * d;
+        }
+    }
+    float inv = 1.0f / sqrtf(warp_reduce(0, q) / (float)R + eps);
+    uint4* yp = reinterpret_cast<uint4*>((T*)y + row * R);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+        int c = lane + 32 * k;
+        if (c >= packs) break;
+        Pack sc, bi, o;
+        if (scale) sc.q = reinterpret_cast<const uint4*>(scale)[c];
+        if (bias) bi.q = reinterpret_cast<const uint4*>(bias)[c];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            float r = (v[k][j] - mean) * inv;
+            if (scale) r *= Elem<D>::load(sc.e, j);
+            if (bias) r += Elem<D>::load(bi.e, j);
+            Elem<D>::store(o.e, j, r);
+        }
+        yp[c] = o.q;
+    }
+}
+
 template <typename D>
 __device__ __forceinline__ void norm_cols(const void* x, void* y, const void* scale,
     const void* bias, i64 outer, int R, int inner, float eps, int rms, Bcast sb, Bcast bb) {
@@ -163,6 +225,8 @@ struct NormKernel {
     rows: RowKernels,
     /// `norm_regs_<n>_<dt>` for each of [`REG_COUNTS`].
     regs: Vec<Function>,
+    /// `norm_packs_<n>_<dt>` for each of [`PACK_COUNTS`].
+    packs: Vec<Function>,
 }
 
 pub(super) fn prepare(
@@ -188,15 +252,18 @@ pub(super) fn prepare(
     axis_run(&l.resolved_axes(x.shape.len()).ok()?)?;
     let rows = RowKernels::load(ctx, &PROGRAM.source(), "norm", x.dtype)?;
     let suffix = dtype_suffix(x.dtype)?;
-    let regs = REG_COUNTS
-        .iter()
-        .map(|n| {
-            let entry = format!("norm_regs_{n}_{suffix}");
-            ctx.programs
-                .function(&PROGRAM.source(), &entry)
-                .map_err(|e| format!("loading {entry}: {e}"))
-        })
-        .collect::<Result<Vec<_>, String>>();
+    let load = |kind: &str, counts: &[usize]| {
+        counts
+            .iter()
+            .map(|n| {
+                let entry = format!("norm_{kind}_{n}_{suffix}");
+                ctx.programs
+                    .function(&PROGRAM.source(), &entry)
+                    .map_err(|e| format!("loading {entry}: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    };
+    let (regs, packs) = (load("regs", &REG_COUNTS), load("packs", &PACK_COUNTS));
     Some(rows.and_then(|rows| {
         Ok(Box::new(NormKernel {
             dtype: x.dtype,
@@ -204,6 +271,7 @@ pub(super) fn prepare(
             rms,
             rows,
             regs: regs?,
+            packs: packs?,
         }) as Box<dyn DeviceKernel>)
     }))
 }
@@ -306,7 +374,9 @@ impl DeviceKernel for NormKernel {
 }
 
 impl NormKernel {
-    /// Queues `norm_regs` with the fewest elements per lane that hold a row of `r`.
+    /// Queues the register-row kernel with the fewest elements per lane that hold a row of
+    /// `r`: `norm_packs` when the row is whole 16-byte packs and every operand is aligned to
+    /// them, else `norm_regs`.
     fn launch_regs(
         &self,
         stream: &Stream,
@@ -315,9 +385,16 @@ impl NormKernel {
         r: usize,
         eps: f32,
     ) -> Result<(), String> {
-        let k = REG_COUNTS
+        let per_pack = 16 / self.dtype.size();
+        let packed = r % per_pack == 0 && ptrs.iter().all(|p| p % 16 == 0);
+        let (kernels, counts, per_lane) = if packed {
+            (&self.packs, &PACK_COUNTS[..], per_pack)
+        } else {
+            (&self.regs, &REG_COUNTS[..], 1)
+        };
+        let k = counts
             .iter()
-            .position(|&n| r <= 32 * n)
+            .position(|&n| r <= 32 * n * per_lane)
             .ok_or_else(|| format!("{WHAT}: a row of {r} is too long for the register kernel"))?;
         let mut args = ptrs
             .iter()
@@ -328,10 +405,11 @@ impl NormKernel {
             .i32(i32::from(self.rms));
         let grid = u32::try_from(outer.div_ceil(4))
             .map_err(|_| format!("{WHAT}: {outer} rows exceed the CUDA grid"))?;
-        // SAFETY: `norm_regs` takes the four pointers, `i64 outer`, `int R`, `float eps`,
-        // `int rms`; the
-        // tensors hold `outer · r` elements (scale and bias `r`), checked by `execute`.
-        unsafe { self.regs[k].launch(stream, (grid, 1, 1), (128, 1, 1), 0, &mut args) }
+        // SAFETY: `norm_regs` and `norm_packs` take the four pointers, `i64 outer`, `int R`,
+        // `float eps`, `int rms`; the tensors hold `outer · r` elements (scale and bias `r`),
+        // checked by `execute`; `norm_packs` only for rows of whole packs from aligned
+        // pointers (null ones included).
+        unsafe { kernels[k].launch(stream, (grid, 1, 1), (128, 1, 1), 0, &mut args) }
             .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
