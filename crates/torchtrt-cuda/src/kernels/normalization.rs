@@ -386,7 +386,7 @@ impl NormKernel {
         eps: f32,
     ) -> Result<(), String> {
         let per_pack = 16 / self.dtype.size();
-        let packed = r % per_pack == 0 && ptrs.iter().all(|p| p % 16 == 0);
+        let packed = r.is_multiple_of(per_pack) && ptrs.iter().all(|p| p.is_multiple_of(16));
         let (kernels, counts, per_lane) = if packed {
             (&self.packs, &PACK_COUNTS[..], per_pack)
         } else {
