@@ -335,6 +335,12 @@ fn normalization_matches_cpu() {
             bias: None,
         },
         Case {
+            x: &[3, 5, 90],
+            axes: &[-1],
+            scale: Some(&[90]),
+            bias: Some(&[90]),
+        },
+        Case {
             x: &[2, 3, 64],
             axes: &[-1],
             scale: Some(&[1]),
