@@ -19,24 +19,6 @@ pub(crate) static CONV: Program = Program::new("core_convolution", || {
 
 const BODY: &str = r#"
 
-/* Elements of a 16-byte vector of D, and its lanes as floats. */
-template <typename D> struct Lanes {
-    static const int V = 16 / sizeof(typename D::T);
-    union U { uint4 q; typename D::T e[V]; };
-    static __device__ __forceinline__ void load(const void* p, unsigned long long i, float* out) {
-        U u;
-        u.q = *reinterpret_cast<const uint4*>((const typename D::T*)p + i);
-#pragma unroll
-        for (int j = 0; j < V; ++j) out[j] = Elem<D>::load(u.e, j);
-    }
-    static __device__ __forceinline__ void store(void* p, unsigned long long i, const float* in) {
-        U u;
-#pragma unroll
-        for (int j = 0; j < V; ++j) Elem<D>::store(u.e, j, in[j]);
-        *reinterpret_cast<uint4*>((typename D::T*)p + i) = u.q;
-    }
-};
-
 /* Where a flat output element lies: plane (image·M + m) position p, and its source element
    (the same, or for a wide product [M][NB][HW] element (m·NB + image)·HW + p). */
 template <typename I>

@@ -143,24 +143,24 @@ __device__ __forceinline__ void norm_regs(const void* x, void* y, const void* sc
 template <typename D, int P>
 __device__ __forceinline__ void norm_packs(const void* x, void* y, const void* scale,
     const void* bias, i64 outer, int R, float eps, int rms) {
-    typedef typename D::T T;
-    const int V = 16 / sizeof(T);
-    union Pack { uint4 q; T e[V]; };
+    const int V = Lanes<D>::V;
     i64 row = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= outer) return;
     const int lane = threadIdx.x & 31, packs = R / V;
-    const uint4* xp = reinterpret_cast<const uint4*>((const T*)x + row * R);
+    const i64 base = row * R;
     float v[P][V];
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-        Pack p;
-        p.q = lane + 32 * k < packs ? xp[lane + 32 * k] : uint4{0u, 0u, 0u, 0u};
+        int c = lane + 32 * k;
+        if (c < packs) {
+            Lanes<D>::load(x, base + (i64)c * V, v[k]);
+        } else {
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-            v[k][j] = Elem<D>::load(p.e, j);
-            s += v[k][j];
+            for (int j = 0; j < V; ++j) v[k][j] = 0.0f;
         }
+#pragma unroll
+        for (int j = 0; j < V; ++j) s += v[k][j];
     }
     float mean = rms ? 0.0f : warp_reduce(0, s) / (float)R;
     float q = 0.0f;
@@ -174,22 +174,20 @@ __device__ __forceinline__ void norm_packs(const void* x, void* y, const void* s
         }
     }
     float inv = 1.0f / sqrtf(warp_reduce(0, q) / (float)R + eps);
-    uint4* yp = reinterpret_cast<uint4*>((T*)y + row * R);
 #pragma unroll
     for (int k = 0; k < P; ++k) {
         int c = lane + 32 * k;
         if (c >= packs) break;
-        Pack sc, bi, o;
-        if (scale) sc.q = reinterpret_cast<const uint4*>(scale)[c];
-        if (bias) bi.q = reinterpret_cast<const uint4*>(bias)[c];
+        float sc[V], bi[V];
+        if (scale) Lanes<D>::load(scale, (i64)c * V, sc);
+        if (bias) Lanes<D>::load(bias, (i64)c * V, bi);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-            float r = (v[k][j] - mean) * inv;
-            if (scale) r *= Elem<D>::load(sc.e, j);
-            if (bias) r += Elem<D>::load(bi.e, j);
-            Elem<D>::store(o.e, j, r);
+            v[k][j] = (v[k][j] - mean) * inv;
+            if (scale) v[k][j] *= sc[j];
+            if (bias) v[k][j] += bi[j];
         }
-        yp[c] = o.q;
+        Lanes<D>::store(y, base + (i64)c * V, v[k]);
     }
 }
 

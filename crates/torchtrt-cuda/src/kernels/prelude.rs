@@ -51,6 +51,25 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     return warp_max(v);
 }
 
+/* Elements of a 16-byte vector of D, and its lanes as floats: element `i` of `p` (a multiple
+   of V from a 16-byte-aligned base) and the V after it. */
+template <typename D> struct Lanes {
+    static const int V = 16 / sizeof(typename D::T);
+    union U { uint4 q; typename D::T e[V]; };
+    static __device__ __forceinline__ void load(const void* p, unsigned long long i, float* out) {
+        U u;
+        u.q = *reinterpret_cast<const uint4*>((const typename D::T*)p + i);
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[j] = Elem<D>::load(u.e, j);
+    }
+    static __device__ __forceinline__ void store(void* p, unsigned long long i, const float* in) {
+        U u;
+#pragma unroll
+        for (int j = 0; j < V; ++j) Elem<D>::store(u.e, j, in[j]);
+        *reinterpret_cast<uint4*>((typename D::T*)p + i) = u.q;
+    }
+};
+
 /* A grid-stride loop of `i` (i64) over `0..total`. */
 #define GRID_LOOP(i, total) \
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (total); \
