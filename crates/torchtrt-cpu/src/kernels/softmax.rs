@@ -12,9 +12,10 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 use super::reduce::fold::{
     ExpSumOf, Fold, MaxOf, SHORT_RUN, SumOf, fold_rows, fold_run, fold_runs4, map_fold_run,
 };
+use super::reduce::short_rows;
 use crate::dispatch::with_float;
 use crate::parallel::{MIN_TASK, for_each_rows};
-use crate::scalar::{FloatElem, Real};
+use crate::scalar::{FloatElem, Real, as_f32, as_f32_mut};
 use crate::scratch::Kept;
 use crate::simd::multiversion;
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
@@ -68,6 +69,16 @@ fn softmax<C: Real>(x: &[C], out: &mut [C], len: usize, inner: usize, log: bool)
         return;
     }
     if inner == 1 {
+        if let (Some(x), Some(out)) = (as_f32(x), as_f32_mut(out))
+            && short_rows::takes(len)
+        {
+            for_each_rows(out, len, 4 * len, |first, dst| {
+                let src = &x[first * len..first * len + dst.len()];
+                let taken = short_rows::softmax(src, len, log, dst);
+                debug_assert!(taken, "short rows refused {len}");
+            });
+            return;
+        }
         for_each_rows(out, len, 4 * len, |first, dst| {
             last_axis_rows(x, first, len, log, dst)
         });

@@ -10,6 +10,7 @@ pub(crate) mod fold;
 mod int;
 mod plan;
 mod rows;
+pub(crate) mod short_rows;
 
 use columns::reduce_columns;
 use int::reduce_int;

@@ -9,13 +9,17 @@ use super::fold::{
     log_sum_exp,
 };
 use super::plan::ReducePlan;
+use super::short_rows::{self, RowFold};
 use crate::parallel::{for_each_rows, split_parts};
-use crate::scalar::Real;
+use crate::scalar::{Real, as_f32, as_f32_mut};
 use crate::scratch::Kept;
 use crate::simd::multiversion;
 
 /// Reduces every row of `plan` (which has `inner == 1`) into one element of `out`.
 pub(crate) fn reduce_rows<C: Real>(plan: &ReducePlan, op: ReduceOp, x: &[C], out: &mut [C]) {
+    if short_f32_rows(plan, op, x, out) {
+        return;
+    }
     match op {
         ReduceOp::Sum => rows(SumOf { mean: false }, plan, x, out),
         ReduceOp::Mean => rows(SumOf { mean: true }, plan, x, out),
@@ -32,6 +36,34 @@ pub(crate) fn reduce_rows<C: Real>(plan: &ReducePlan, op: ReduceOp, x: &[C], out
             });
         }
     }
+}
+
+/// Sums, means, maxima and minima of short f32 rows stored back to back, in registers
+/// ([`short_rows`]); `false` (nothing written) for anything else.
+fn short_f32_rows<C: Real>(plan: &ReducePlan, op: ReduceOp, x: &[C], out: &mut [C]) -> bool {
+    let fold = match op {
+        ReduceOp::Sum => RowFold::Sum,
+        ReduceOp::Mean => RowFold::Mean,
+        ReduceOp::Max => RowFold::Max,
+        ReduceOp::Min => RowFold::Min,
+        _ => return false,
+    };
+    let count = plan.count();
+    let back_to_back = plan.is_one_run()
+        && plan.starts.get(0) == 0
+        && plan.rows().checked_mul(count) == Some(x.len())
+        && out.len() == plan.rows();
+    let (Some(x), Some(out)) = (as_f32(x), as_f32_mut(out)) else {
+        return false;
+    };
+    if !back_to_back || !short_rows::takes(count) {
+        return false;
+    }
+    for_each_rows(out, 1, count, |first, dst| {
+        let taken = short_rows::reduce(fold, &x[first * count..], count, dst);
+        debug_assert!(taken, "short rows refused {count}");
+    });
+    true
 }
 
 /// The fold of every row, split into parts when there are few rows.
