@@ -14,6 +14,21 @@ const MR: usize = 6;
 const LANES: usize = 16;
 /// Columns of one panel and one register tile: four vectors.
 const NR: usize = 4 * LANES;
+/// Row `r0` and the row count of tile `tile` of `tiles`, the rows spread evenly (tiles of
+/// [`MR`] and `MR − 1` rows rather than a last tile of one or two).
+fn row_split(rows: usize, tiles: usize, tile: usize) -> (usize, usize) {
+    let (base, extra) = (rows / tiles, rows % tiles);
+    (
+        tile * base + tile.min(extra),
+        base + usize::from(tile < extra),
+    )
+}
+
+/// f32 values in one cache line.
+const LINE: usize = 16;
+/// Steps ahead a tile whose panel is not in cache fetches it.
+#[cfg(target_arch = "x86_64")]
+const COLD_AHEAD: usize = 16;
 
 /// The right operand of a product, `depth × cols`, packed into column panels.
 pub(crate) struct PackedRhs {
@@ -110,25 +125,36 @@ impl PackedRhs {
             }
             let row_tiles = rows.div_ceil(MR);
             let work = self.panels * row_tiles;
+            let panel_len = depth * NR;
+            let share = panel_len.div_ceil(row_tiles).next_multiple_of(LINE);
             let tasks = work.min(threads.max(1) * 4).max(1);
             let out_ptr = SendPtr(out.as_mut_ptr());
             let run = |t: usize| {
                 let (from, to) = (work * t / tasks, work * (t + 1) / tasks);
                 for w in from..to {
                     let (panel, tile) = (w / row_tiles, w % row_tiles);
-                    let r0 = tile * MR;
+                    let (r0, tile_rows) = row_split(rows, row_tiles, tile);
                     let j0 = panel * NR;
                     let width = NR.min(cols - j0);
                     let vectors = width.div_ceil(LANES);
+                    let ahead = match panel + 1 < self.panels {
+                        true => &self.data[(panel + 1) * panel_len..(panel + 2) * panel_len],
+                        false => &[],
+                    };
+                    let ahead = &ahead[(tile * share).min(ahead.len())..];
+                    let ahead = &ahead[..share.min(ahead.len())];
                     let step = Step {
                         a: a[r0 * lda..].as_ptr(),
                         lda,
+                        ahead: ahead.as_ptr(),
+                        ahead_lines: ahead.len() / LINE,
+                        cold: w == from,
                         b: self.data[panel * depth * NR..].as_ptr(),
                         depth,
                         bias: bias.map(|b| b[j0..].as_ptr()),
                         c: out_ptr.at(r0 * cols + j0),
                         ldc: cols,
-                        rows: MR.min(rows - r0),
+                        rows: tile_rows,
                         mask: u16::MAX >> (vectors * LANES - width),
                     };
                     // SAFETY: the checks above keep the reads of `a` (rows r0.., `depth`
@@ -172,6 +198,15 @@ struct Step {
     /// The tile's first row of the left operand; rows `lda` apart.
     a: *const f32,
     lda: usize,
+    /// The tile's share of the next panel, `ahead_lines` cache lines, fetched into L2
+    /// while this tile computes when the same task goes on to that panel: its first tile
+    /// then finds it there instead of waiting on memory for every step (weights read once
+    /// per run come from DRAM). Tasks take whole panels when there are enough of them.
+    ahead: *const f32,
+    ahead_lines: usize,
+    /// No earlier tile fetched this tile's panel ahead (the first tile of a task): the tile
+    /// then fetches its own panel [`COLD_AHEAD`] steps ahead.
+    cold: bool,
     /// The panel: `depth` steps of [`NR`] values.
     b: *const f32,
     depth: usize,
@@ -231,7 +266,24 @@ unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
     unsafe {
         let rows: [*const f32; R] = std::array::from_fn(|r| s.a.add(r * s.lda));
         let mut b = s.b;
+        let every = (s.depth / s.ahead_lines.max(1)).max(1);
+        let (mut countdown, mut fetched) = (0, 0);
         for k in 0..s.depth {
+            if countdown == 0 {
+                if fetched < s.ahead_lines {
+                    _mm_prefetch::<_MM_HINT_T1>(s.ahead.add(fetched * LINE).cast());
+                    fetched += 1;
+                }
+                countdown = every;
+            }
+            countdown -= 1;
+            if s.cold {
+                for line in 0..NR / LINE {
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        b.wrapping_add(COLD_AHEAD * NR + line * LINE).cast(),
+                    );
+                }
+            }
             let bv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(b.add(v * LANES)));
             for (r, row) in acc.iter_mut().enumerate() {
                 let w = _mm512_set1_ps(*rows[r].add(k));
@@ -287,7 +339,7 @@ mod tests {
         let mut case = 0u64;
         for rows in [1, 5, 6, 7, 13] {
             for cols in [1, 15, 16, 17, 64, 65, 100, 200] {
-                for depth in [1, 3, 70] {
+                for depth in [1, 3, 70, 300] {
                     for transposed in [false, true] {
                         case += 1;
                         let lda = depth + (case as usize % 3);
