@@ -6,12 +6,14 @@ use torchtrt_core::layers::Convolution;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
+use super::conv_channels::{self, conv_channels};
 use super::conv_direct::conv_direct;
 use super::conv_packed::conv_packed;
 use super::conv_winograd::Winograd;
 use crate::dispatch::with_float;
 use crate::linalg::{
-    Epilogue, GemmElem, MatRef, PackedLhs, Window, WindowParams, gemm_into, im2col, via_f32,
+    Epilogue, GemmElem, MatRef, PackedLhs, PackedRhs, Window, WindowParams, gemm_into, im2col,
+    via_f32,
 };
 use crate::scratch::with_scratch;
 use crate::tensor_access::{check_bias, check_output, elems, elems_mut, weighted_inputs};
@@ -26,6 +28,9 @@ struct ConvKernel {
     winograd: Option<Winograd>,
     /// f32 weights packed for the AVX-512 product, when the CPU has it.
     packed: Option<PackedLhs>,
+    /// f32 weights packed with the output channels along the lanes, for layers whose
+    /// images have few output positions ([`conv_channels`]).
+    channels: Option<PackedRhs>,
 }
 
 pub(super) fn prepare(
@@ -43,8 +48,13 @@ pub(super) fn prepare(
         }
         _ => None,
     };
-    let packed = match (inputs[0].dtype, inputs.get(1).and_then(|w| w.value)) {
-        (DType::F32, Some(w)) => pack(layer, w),
+    let weights = match inputs[0].dtype {
+        DType::F32 => inputs.get(1).and_then(|w| w.value),
+        _ => None,
+    };
+    let channels = weights.and_then(|w| pack_channels(layer, &inputs[0], w));
+    let packed = match (weights, &channels) {
+        (Some(w), None) => pack(layer, w),
         _ => None,
     };
     Ok(Box::new(ConvKernel {
@@ -53,6 +63,7 @@ pub(super) fn prepare(
         epilogue,
         winograd,
         packed,
+        channels,
     }))
 }
 
@@ -71,6 +82,24 @@ fn pack(layer: &Convolution, w: &Tensor) -> Option<PackedLhs> {
         out_channels / groups,
         depth,
     )
+}
+
+/// The f32 weights `w` packed for [`conv_channels`] when `x`'s dims are known and its
+/// images have few output positions (the layer's shape is then fixed, so the
+/// position-vectorised weights are not packed as well).
+fn pack_channels(layer: &Convolution, x: &InferInput<'_>, w: &Tensor) -> Option<PackedRhs> {
+    let dims: Vec<usize> = x
+        .shape
+        .iter()
+        .map(|d| d.as_const().and_then(|v| usize::try_from(v).ok()))
+        .collect::<Option<_>>()?;
+    let geom = ConvGeom::new(layer, &dims, w.shape()).ok()?;
+    let outputs = geom.window.output_len();
+    if !conv_channels::takes(geom.groups, geom.out_channels, outputs) {
+        return None;
+    }
+    let taps = geom.channels * geom.window.kernel_len();
+    conv_channels::pack(w.as_slice::<f32>().ok()?, geom.out_channels, taps)
 }
 
 /// Outputs per side from which a 3×3 layer with [`WIDE_CHANNELS`] input and output channels
@@ -196,9 +225,9 @@ impl ConvKernel {
     /// fused; `false` when another path takes the layer (no packed weights, depthwise,
     /// Winograd).
     fn convolve_packed(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<bool, String> {
-        let Some(packed) = &self.packed else {
+        if self.packed.is_none() && self.channels.is_none() {
             return Ok(false);
-        };
+        }
         let (main, residual) = match inputs {
             [x, w, b, r] => (&[*x, *w, *b][..], Some(*r)),
             _ => (inputs, None),
@@ -206,6 +235,8 @@ impl ConvKernel {
         let (x, w, bias) = weighted_inputs(WHAT, main, outputs, self.dtype)?;
         let geom = ConvGeom::new(&self.layer, x.shape(), w.shape())?;
         let direct = geom.groups > 1 && geom.channels == geom.groups;
+        let channels = self.channels.is_some()
+            && conv_channels::takes(geom.groups, geom.out_channels, geom.window.output_len());
         if self.dtype != DType::F32
             || direct
             || self.winograd.as_ref().is_some_and(|w| w.applies(&geom))
@@ -222,6 +253,14 @@ impl ConvKernel {
         }
         let bias = bias.map(elems).transpose()?;
         let residual = residual.map(elems).transpose()?;
+        if let Some(rhs) = self.channels.as_ref().filter(|_| channels) {
+            let (x, out) = (elems(x)?, elems_mut(out)?);
+            conv_channels(&geom, x, rhs, bias, residual, self.epilogue, out)?;
+            return Ok(true);
+        }
+        let Some(packed) = &self.packed else {
+            return Ok(false);
+        };
         conv_packed(
             &geom,
             elems(x)?,

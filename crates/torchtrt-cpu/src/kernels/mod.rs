@@ -6,6 +6,7 @@ mod attention;
 mod cast;
 mod concat;
 mod constant_of_shape;
+mod conv_channels;
 mod conv_direct;
 mod conv_packed;
 mod conv_winograd;

@@ -1,7 +1,9 @@
-//! f32 convolutions on the packed (AVX-512) product, or its fallback elsewhere: output
+//! f32 convolutions on the packed (AVX-512) products, or their fallback elsewhere: output
 //! channels, positions and taps that are not multiples of the register tile (8 × 48) or
 //! of the inner block (128), strides, padding, dilations and groups, with or without bias,
-//! every fused activation, a residual input, on one, two and three threads.
+//! every fused activation, a residual input, on one, two and three threads; and layers of
+//! 64 output channels or more on small images, which take the channel-vectorised product
+//! (up to 64 output positions) or not (more).
 
 use std::sync::OnceLock;
 
@@ -23,11 +25,13 @@ fn threads(n: usize) -> &'static CpuBackend {
 }
 
 /// A random 2-D layer: input shape, weight shape and parameters; `pointwise` asks for 1×1
-/// stride 1 without padding (the input read in place).
-fn case(rng: &mut Rng, pointwise: bool) -> (Vec<usize>, Vec<usize>, ConvParams) {
+/// stride 1 without padding (the input read in place), `wide` for one group of 64 to 140
+/// output channels on images of at most 10×10.
+fn case(rng: &mut Rng, pointwise: bool, wide: bool) -> (Vec<usize>, Vec<usize>, ConvParams) {
     let mut r = |lo: i64, hi: i64| rng.int(lo, hi) as usize;
-    let groups = if r(0, 3) == 0 { r(2, 3) } else { 1 };
-    let (cg, mg) = (r(1, 40), r(1, 27));
+    let groups = if !wide && r(0, 3) == 0 { r(2, 3) } else { 1 };
+    let (cg, mg) = (r(1, 40), if wide { r(64, 140) } else { r(1, 27) });
+    let side = if wide { 10 } else { 17 };
     let mut x = vec![r(1, 2), cg * groups];
     let mut w = vec![mg * groups, cg];
     let mut p = ConvParams {
@@ -50,7 +54,7 @@ fn case(rng: &mut Rng, pointwise: bool) -> (Vec<usize>, Vec<usize>, ConvParams) 
         };
         let span = d * (k - 1) + 1;
         let min_in = span.saturating_sub(pb + pe).max(1);
-        x.push(r(min_in as i64, 17.max(min_in as i64)));
+        x.push(r(min_in as i64, side.max(min_in as i64)));
         w.push(k);
         p.strides.push(s);
         p.dilations.push(d);
@@ -78,43 +82,65 @@ fn activation(which: usize) -> (Option<ActivationKind>, fn(f64) -> f64) {
     }
 }
 
+/// One random layer against the reference (see [`case`]).
+fn matches(
+    seed: u64,
+    (pointwise, wide): (bool, bool),
+    (bias, residual): (bool, bool),
+    which: usize,
+    pool: usize,
+) -> Result<(), TestCaseError> {
+    let mut rng = Rng::new(seed);
+    let (xs, ws, p) = case(&mut rng, pointwise, wide);
+    let x = random(DType::F32, &xs, &mut rng, -1.0, 1.0);
+    let w = random(DType::F32, &ws, &mut rng, -1.0, 1.0);
+    let b = random(DType::F32, &[ws[0]], &mut rng, -1.0, 1.0);
+    let mut want = conv(&nd(&x), &nd(&w), bias.then(|| nd(&b)).as_ref(), &p);
+    let r = random(DType::F32, &want.shape, &mut rng, -1.0, 1.0);
+    let (kind, f) = activation(which);
+    let rv = r.to_f64_vec();
+    for (i, v) in want.data.iter_mut().enumerate() {
+        *v = f(*v + if residual { rv[i] } else { 0.0 });
+    }
+    let layer = Convolution {
+        strides: p.strides.iter().map(|&v| v as i64).collect(),
+        pads_begin: p.pads_begin.iter().map(|&v| v as i64).collect(),
+        pads_end: p.pads_end.iter().map(|&v| v as i64).collect(),
+        dilations: p.dilations.iter().map(|&v| v as i64).collect(),
+        groups: p.groups as i64,
+        activation: kind,
+    };
+    let no_bias = Tensor::zeros(DType::F32, &[ws[0]]);
+    let inputs = match (bias, residual) {
+        (true, true) => vec![&x, &w, &b, &r],
+        (false, true) => vec![&x, &w, &no_bias, &r],
+        (true, false) => vec![&x, &w, &b],
+        (false, false) => vec![&x, &w],
+    };
+    let backend: &dyn torchtrt_core::Backend = if pool == 3 { pooled() } else { threads(pool) };
+    let got = run_on(backend, layer, &inputs).map_err(TestCaseError::fail)?;
+    let taps: usize = ws[1..].iter().product();
+    check(
+        &got[0],
+        &want,
+        Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0),
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
     fn matches_reference(pointwise: bool, bias: bool, residual: bool, which in 0usize..4,
                          pool in 1usize..=3, seed: u64) {
-        let mut rng = Rng::new(seed);
-        let (xs, ws, p) = case(&mut rng, pointwise);
-        let x = random(DType::F32, &xs, &mut rng, -1.0, 1.0);
-        let w = random(DType::F32, &ws, &mut rng, -1.0, 1.0);
-        let b = random(DType::F32, &[ws[0]], &mut rng, -1.0, 1.0);
-        let mut want = conv(&nd(&x), &nd(&w), bias.then(|| nd(&b)).as_ref(), &p);
-        let r = random(DType::F32, &want.shape, &mut rng, -1.0, 1.0);
-        let (kind, f) = activation(which);
-        let rv = r.to_f64_vec();
-        for (i, v) in want.data.iter_mut().enumerate() {
-            *v = f(*v + if residual { rv[i] } else { 0.0 });
-        }
-        let layer = Convolution {
-            strides: p.strides.iter().map(|&v| v as i64).collect(),
-            pads_begin: p.pads_begin.iter().map(|&v| v as i64).collect(),
-            pads_end: p.pads_end.iter().map(|&v| v as i64).collect(),
-            dilations: p.dilations.iter().map(|&v| v as i64).collect(),
-            groups: p.groups as i64,
-            activation: kind,
-        };
-        let no_bias = Tensor::zeros(DType::F32, &[ws[0]]);
-        let inputs = match (bias, residual) {
-            (true, true) => vec![&x, &w, &b, &r],
-            (false, true) => vec![&x, &w, &no_bias, &r],
-            (true, false) => vec![&x, &w, &b],
-            (false, false) => vec![&x, &w],
-        };
-        let backend: &dyn torchtrt_core::Backend = if pool == 3 { pooled() } else { threads(pool) };
-        let got = run_on(backend, layer, &inputs).map_err(TestCaseError::fail)?;
-        let taps: usize = ws[1..].iter().product();
-        check(&got[0], &want, Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0))?;
+        matches(seed, (pointwise, false), (bias, residual), which, pool)?;
+    }
+
+    #[test]
+    fn wide_layers_on_small_images_match_reference(pointwise: bool, bias: bool, residual: bool,
+                                                   which in 0usize..4, pool in 1usize..=3,
+                                                   seed: u64) {
+        matches(seed, (pointwise, true), (bias, residual), which, pool)?;
     }
 }
 
