@@ -12,9 +12,10 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, LayerOp, Tensor};
 
 use super::reduce::fold::{Fold, MaxOf, SumOf, fold_run, map_fold_mut};
+use super::reduce::short_rows::{self, RowFold};
 use crate::dispatch::with_float;
 use crate::linalg::{GemmElem, MatRef, gemm};
-use crate::scalar::{FloatElem, Real};
+use crate::scalar::{FloatElem, Real, as_f32, as_f32_mut};
 use crate::simd::multiversion;
 use crate::strided::broadcast_strides;
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
@@ -449,7 +450,9 @@ multiversion! {
     /// Turns a block's scores (`rows × n`) into weights for the values: soft cap, then for
     /// the keys the rules allow (one range a row, [`Attention::keys_allowed`]) the mask and
     /// `e^(s − max)` with each row's running maximum and sum updated and its output row
-    /// rescaled; every other weight is zero. Returns whether any weight is non-zero.
+    /// rescaled; every other weight is zero. Returns whether any weight is non-zero. The
+    /// rows' maxima are all taken before any exponential, so that rows overlap instead of
+    /// each waiting on its own maximum.
     fn update_rows<C: AttnElem>(
         p: &Problem<'_, C>,
         at: &BlockRows,
@@ -463,7 +466,9 @@ multiversion! {
         let mut any = false;
         let j0 = at.j0 as i64;
         let keys = p.bias.as_ref().map_or(i64::MAX, |m| m.len as i64);
-        for (r, s) in scores.chunks_exact_mut(n).enumerate() {
+        let mut live = [(0usize, 0usize, <C as Real>::NEG_INFINITY); Q_BLOCK];
+        debug_assert!(scores.len() <= Q_BLOCK * n, "more than Q_BLOCK query rows");
+        for ((r, s), live) in scores.chunks_exact_mut(n).enumerate().zip(&mut live) {
             let i = at.i0 + r;
             if p.softcap > <C as Real>::ZERO {
                 for o in s.iter_mut() {
@@ -492,15 +497,17 @@ multiversion! {
                 }
             };
             state.allowed[r] |= allowed;
-            let live = &mut s[first..end];
-            let block_max = fold_run(MaxOf, MaxOf.init(), live);
-            if !allowed || block_max == <C as Real>::NEG_INFINITY {
+            let block_max = if allowed { row_max(&s[first..end]) } else { <C as Real>::NEG_INFINITY };
+            *live = (first, end, block_max);
+        }
+        for ((r, s), &(first, end, block_max)) in scores.chunks_exact_mut(n).enumerate().zip(&live) {
+            if block_max == <C as Real>::NEG_INFINITY {
                 s.fill(<C as Real>::ZERO);
                 continue;
             }
             let m = if block_max > state.max[r] { block_max } else { state.max[r] };
             let correction = (state.max[r] - m).exp_with::<M>();
-            let block_sum = map_fold_mut(SumOf { mean: false }, <C as Real>::ZERO, live, |v| (v - m).exp_with::<M>());
+            let block_sum = exp_sum::<C, M>(&mut s[first..end], m);
             s[..first].fill(<C as Real>::ZERO);
             s[end..].fill(<C as Real>::ZERO);
             state.sum[r] = state.sum[r] * correction + block_sum;
@@ -514,4 +521,31 @@ multiversion! {
         }
         any
     }
+}
+
+/// The maximum of a row of scores (NaN if any is NaN): in registers for f32 rows
+/// [`short_rows`] takes, else through the lane folds.
+#[inline(always)]
+fn row_max<C: AttnElem>(row: &[C]) -> C {
+    if let Some(x) = as_f32(row) {
+        let mut m = [0f32];
+        if short_rows::reduce(RowFold::Max, x, x.len(), &mut m) {
+            return C::from_f64(f64::from(m[0]));
+        }
+    }
+    fold_run(MaxOf, MaxOf.init(), row)
+}
+
+/// `row[k] = e^(row[k] − m)` in place and their sum: in registers for f32 rows
+/// [`short_rows`] takes, else through the lane folds.
+#[inline(always)]
+fn exp_sum<C: AttnElem, M: crate::simd::Madd>(row: &mut [C], m: C) -> C {
+    if let (Some(x), Some(shift)) = (as_f32_mut(row), as_f32(&[m]).map(|v| v[0]))
+        && let Some(sum) = short_rows::exp_shifted(x, shift)
+    {
+        return C::from_f64(f64::from(sum));
+    }
+    map_fold_mut(SumOf { mean: false }, <C as Real>::ZERO, row, |v| {
+        (v - m).exp_with::<M>()
+    })
 }

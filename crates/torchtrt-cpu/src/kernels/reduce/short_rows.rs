@@ -95,6 +95,25 @@ pub(crate) fn softmax(x: &[f32], len: usize, log: bool, out: &mut [f32]) -> bool
     }
 }
 
+/// `x[k] = e^(x[k] − shift)` in place, returning their sum; `None` (nothing written) when
+/// [`takes`] refuses `x.len()`.
+pub(crate) fn exp_shifted(x: &mut [f32], shift: f32) -> Option<f32> {
+    if !takes(x.len()) {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let len = x.len();
+        // SAFETY: AVX-512 is available (`takes`) and `x` is one row of `len` values.
+        Some(unsafe { by_vectors!(len, exp_shifted_row, x, shift) })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = shift;
+        None
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
@@ -229,6 +248,20 @@ unsafe fn softmax_rows<const NV: usize>(x: &[f32], len: usize, log: bool, out: &
             unsafe { store_row(d.as_mut_ptr().add(r * len), mask, y) };
         }
     }
+}
+
+/// # Safety
+/// AVX-512F; `x.len()` as in [`load_row`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn exp_shifted_row<const NV: usize>(x: &mut [f32], shift: f32) -> f32 {
+    let mask = last_mask(x.len());
+    // SAFETY: `x` is one row of the length `NV` was chosen for.
+    let row = unsafe { load_row::<NV>(x.as_ptr(), mask, _mm512_set1_ps(f32::NEG_INFINITY)) };
+    let e = row.map(|v| exp(_mm512_sub_ps(v, _mm512_set1_ps(shift))));
+    // SAFETY: as above.
+    unsafe { store_row(x.as_mut_ptr(), mask, e) };
+    _mm512_reduce_add_ps(tree(e, |a, b| _mm512_add_ps(a, b)))
 }
 
 /// `eˣ` lane by lane, the steps of [`crate::math::exp_f32_with`] with fused multiply-adds
