@@ -17,6 +17,8 @@ mod scratch;
 mod simd;
 mod strided;
 mod tensor_access;
+#[cfg(test)]
+mod test_values;
 
 pub use backend::CpuBackend;
 

@@ -17,19 +17,24 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     exp_f32_with::<Unfused>(x)
 }
 
-/// [`exp_f32`] with the multiply-adds `M` compiles (fused where the caller has FMA).
-#[inline(always)]
-pub(crate) fn exp_f32_with<M: Madd>(x: f32) -> f32 {
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    const ROUND: f32 = 12_582_912.0;
-    const LOWEST: f32 = -87.336_55;
-    let xc = x.clamp(LOWEST, 88.75);
-    let shifted = M::madd(xc, std::f32::consts::LOG2_E, ROUND);
-    let n = shifted - ROUND;
-    let r = M::madd(-n, LN2_LO, M::madd(-n, LN2_HI, xc));
-    let mut p = 1.0 / 5040.0;
-    for c in [
+/// The constants of [`exp_f32_with`]: `x = n·ln 2 + r` with `ln 2` split in two for an
+/// exact product, `n` rounded by adding [`ROUND`] (1.5·2²³), `eʳ` by its Taylor polynomial
+/// (highest power first), the argument clamped to `[LOWEST, HIGHEST]`. The AVX-512 softmax
+/// takes the same steps on vectors.
+pub(crate) mod exp_f32_steps {
+    /// High part of ln 2 (exact in a product with `n`).
+    pub(crate) const LN2_HI: f32 = 0.693_145_75;
+    /// ln 2 − [`LN2_HI`].
+    pub(crate) const LN2_LO: f32 = 1.428_606_8e-6;
+    /// Added and subtracted to round to an integer.
+    pub(crate) const ROUND: f32 = 12_582_912.0;
+    /// Below this `eˣ` is 0 (the smallest normal result's logarithm).
+    pub(crate) const LOWEST: f32 = -87.336_55;
+    /// The argument's upper clamp (the result overflows to ∞ past it).
+    pub(crate) const HIGHEST: f32 = 88.75;
+    /// `1/7!, 1/6!, …, 1/2, 1, 1`: the polynomial's coefficients, highest power first.
+    pub(crate) const TAYLOR: [f32; 8] = [
+        1.0 / 5040.0,
         1.0 / 720.0,
         1.0 / 120.0,
         1.0 / 24.0,
@@ -37,7 +42,19 @@ pub(crate) fn exp_f32_with<M: Madd>(x: f32) -> f32 {
         0.5,
         1.0,
         1.0,
-    ] {
+    ];
+}
+
+/// [`exp_f32`] with the multiply-adds `M` compiles (fused where the caller has FMA).
+#[inline(always)]
+pub(crate) fn exp_f32_with<M: Madd>(x: f32) -> f32 {
+    use exp_f32_steps::*;
+    let xc = x.clamp(LOWEST, HIGHEST);
+    let shifted = M::madd(xc, std::f32::consts::LOG2_E, ROUND);
+    let n = shifted - ROUND;
+    let r = M::madd(-n, LN2_LO, M::madd(-n, LN2_HI, xc));
+    let mut p = TAYLOR[0];
+    for &c in &TAYLOR[1..] {
         p = M::madd(p, r, c);
     }
     let ni = (shifted.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);

@@ -315,18 +315,7 @@ unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_values::values;
 
     /// Every tile shape — rows 1..2·MR+1, columns across vector and panel edges, depth 1 and
     /// long, transposed weights, a bias, strided left rows — against the naive sum in f64.

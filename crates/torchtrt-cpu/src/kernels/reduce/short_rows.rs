@@ -269,26 +269,15 @@ unsafe fn exp_shifted_row<const NV: usize>(x: &mut [f32], shift: f32) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn exp(x: __m512) -> __m512 {
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    const ROUND: f32 = 12_582_912.0;
-    const LOWEST: f32 = -87.336_55;
+    use crate::math::exp_f32_steps::*;
     let splat = _mm512_set1_ps;
     // max/min return their second operand when either is NaN: NaN passes through.
-    let xc = _mm512_min_ps(splat(88.75), _mm512_max_ps(splat(LOWEST), x));
+    let xc = _mm512_min_ps(splat(HIGHEST), _mm512_max_ps(splat(LOWEST), x));
     let shifted = _mm512_fmadd_ps(xc, splat(std::f32::consts::LOG2_E), splat(ROUND));
     let n = _mm512_sub_ps(shifted, splat(ROUND));
     let r = _mm512_fnmadd_ps(n, splat(LN2_LO), _mm512_fnmadd_ps(n, splat(LN2_HI), xc));
-    let mut p = splat(1.0 / 5040.0);
-    for c in [
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ] {
+    let mut p = splat(TAYLOR[0]);
+    for &c in &TAYLOR[1..] {
         p = _mm512_fmadd_ps(p, r, splat(c));
     }
     let ni = _mm512_sub_epi32(
@@ -313,15 +302,11 @@ mod tests {
     use crate::math::exp_f32_with;
     use crate::simd::Fused;
 
+    /// Values in [-4, 4).
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 4.0
-            })
+        crate::test_values::values(n, seed)
+            .into_iter()
+            .map(|v| v * 4.0)
             .collect()
     }
 
