@@ -17,8 +17,6 @@ mod scratch;
 mod simd;
 mod strided;
 mod tensor_access;
-#[cfg(test)]
-mod test_values;
 
 pub use backend::CpuBackend;
 

@@ -315,7 +315,7 @@ unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_values::values;
+    use torchtrt_testing::values;
 
     /// Every tile shape — rows 1..2·MR+1, columns across vector and panel edges, depth 1 and
     /// long, transposed weights, a bias, strided left rows — against the naive sum in f64.

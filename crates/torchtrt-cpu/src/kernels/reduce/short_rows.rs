@@ -304,7 +304,7 @@ mod tests {
 
     /// Values in [-4, 4).
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        crate::test_values::values(n, seed)
+        torchtrt_testing::values(n, seed)
             .into_iter()
             .map(|v| v * 4.0)
             .collect()

@@ -1,7 +1,7 @@
-//! Values for the crate's unit tests: a fixed xorshift stream per seed, never zeros.
+//! Inputs for tests: a fixed xorshift stream per seed, never all zeros.
 
 /// `n` values in [-1, 1), the same for the same `seed`.
-pub(crate) fn values(n: usize, seed: u64) -> Vec<f32> {
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..n)
         .map(|_| {
