@@ -14,6 +14,12 @@ const MR: usize = 6;
 const LANES: usize = 16;
 /// Columns of one panel and one register tile: four vectors.
 const NR: usize = 4 * LANES;
+/// f32 values in one cache line.
+const LINE: usize = 16;
+/// Steps ahead a tile whose panel is not in cache fetches it.
+#[cfg(target_arch = "x86_64")]
+const COLD_AHEAD: usize = 16;
+
 /// Row `r0` and the row count of tile `tile` of `tiles`, the rows spread evenly (tiles of
 /// [`MR`] and `MR − 1` rows rather than a last tile of one or two).
 fn row_split(rows: usize, tiles: usize, tile: usize) -> (usize, usize) {
@@ -23,12 +29,6 @@ fn row_split(rows: usize, tiles: usize, tile: usize) -> (usize, usize) {
         base + usize::from(tile < extra),
     )
 }
-
-/// f32 values in one cache line.
-const LINE: usize = 16;
-/// Steps ahead a tile whose panel is not in cache fetches it.
-#[cfg(target_arch = "x86_64")]
-const COLD_AHEAD: usize = 16;
 
 /// The right operand of a product, `depth × cols`, packed into column panels.
 pub(crate) struct PackedRhs {
@@ -199,9 +199,9 @@ struct Step {
     a: *const f32,
     lda: usize,
     /// The tile's share of the next panel, `ahead_lines` cache lines, fetched into L2
-    /// while this tile computes when the same task goes on to that panel: its first tile
-    /// then finds it there instead of waiting on memory for every step (weights read once
-    /// per run come from DRAM). Tasks take whole panels when there are enough of them.
+    /// while this tile computes (one line every few steps): the next panel's first tile
+    /// then finds it in cache instead of waiting on memory at every step (weights read
+    /// once per run come from DRAM).
     ahead: *const f32,
     ahead_lines: usize,
     /// No earlier tile fetched this tile's panel ahead (the first tile of a task): the tile
