@@ -52,7 +52,10 @@ pub(super) fn prepare(
         DType::F32 => inputs.get(1).and_then(|w| w.value),
         _ => None,
     };
-    let channels = weights.and_then(|w| pack_channels(layer, &inputs[0], w));
+    let channels = match winograd {
+        Some(_) => None,
+        None => weights.and_then(|w| pack_channels(layer, &inputs[0], w)),
+    };
     let packed = match (weights, &channels) {
         (Some(w), None) => pack(layer, w),
         _ => None,
