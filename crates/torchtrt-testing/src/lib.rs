@@ -8,7 +8,7 @@
 //! - [`sentinel`]: what fills an output before a kernel runs (a NaN for floats, `0xA5` bytes
 //!   for integers and bools), so an element the kernel never writes fails the comparison.
 //! - [`tensor`]: both applied to core [`Tensor`](torchtrt_core::Tensor)s.
-//! - [`values`]: a seeded stream of inputs in [-1, 1).
+//! - [`values`]: seeded streams of inputs, uniform in a range.
 
 pub mod compare;
 pub mod sentinel;
@@ -17,4 +17,4 @@ pub mod values;
 
 pub use compare::{Mismatch, Tol, check_exact, check_floats, check_floats_by, close};
 pub use tensor::{check_tensor, fill_sentinel, sentinel_like, sentinel_tensor};
-pub use values::values;
+pub use values::{uniform, values};

@@ -15,15 +15,7 @@ pub const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 /// Deterministic pseudo-random values in `[lo, hi)` (xorshift; never all zeros).
 pub fn values(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
+    torchtrt_testing::uniform(n, seed, lo, hi)
 }
 
 /// The bytes of `v` in `dtype` (rounded to nearest even).
