@@ -19,15 +19,7 @@ fn encode(v: &[f32], ty: GemmType) -> Vec<u8> {
 
 /// `n` pseudo-random floats in [-2, 2) from `seed` (xorshift).
 fn random_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-        })
-        .collect()
+    torchtrt_testing::uniform(n, seed, -2.0, 2.0)
 }
 
 fn main() {

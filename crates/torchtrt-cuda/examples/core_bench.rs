@@ -144,18 +144,12 @@ fn cases() -> Vec<Case> {
 }
 
 fn random_bytes(dtype: DType, n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .flat_map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let v = ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
-            match dtype {
-                DType::F16 => f16::from_f32(v).to_le_bytes().to_vec(),
-                DType::BF16 => bf16::from_f32(v).to_le_bytes().to_vec(),
-                _ => v.to_le_bytes().to_vec(),
-            }
+    torchtrt_testing::uniform(n, seed, -0.5, 0.5)
+        .into_iter()
+        .flat_map(|v| match dtype {
+            DType::F16 => f16::from_f32(v).to_le_bytes().to_vec(),
+            DType::BF16 => bf16::from_f32(v).to_le_bytes().to_vec(),
+            _ => v.to_le_bytes().to_vec(),
         })
         .collect()
 }

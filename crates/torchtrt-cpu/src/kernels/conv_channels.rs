@@ -1,11 +1,12 @@
-//! f32 convolution of images with few output positions (a network's last stages: 14×14 and
-//! 7×7 outputs of hundreds of channels) with the output channels along the vector lanes:
+//! f32 convolution of images with few output positions (a network's last stage: 7×7
+//! outputs of hundreds of channels) with the output channels along the vector lanes:
 //! the weights are packed once as the constant right operand of [`PackedRhs`] (taps ×
 //! output channels), the unfolded input is turned into one row of taps per output
 //! position, and the product's rows of channels are turned back into the channels' planes
 //! with the residual and activation applied. The position-vectorised product
-//! ([`super::conv_packed`]) leaves most lanes of its last vector idle on 49 or 196
-//! positions and streams every weight once per column tile.
+//! ([`super::conv_packed`]) leaves most lanes of its last vector idle on 49 positions.
+//! On 14×14 (196 positions) the two transposes cost more than they save, hence
+//! [`MAX_OUTPUTS`].
 
 use rayon::prelude::*;
 
@@ -60,19 +61,17 @@ pub(super) fn conv_channels(
         ));
     }
     let threads = rayon::current_num_threads();
-    let unfold = if win.is_pointwise() {
-        0
-    } else {
-        taps * outputs
-    };
+    let pointwise = win.is_pointwise();
+    let unfold = if pointwise { 0 } else { taps * outputs };
+    let scratch_len = taps * outputs + unfold + image_out;
     for (image, dst) in out.chunks_exact_mut(image_out).enumerate() {
         let src = &x[image * image_in..(image + 1) * image_in];
         let residual = residual.map(|r| &r[image * image_out..(image + 1) * image_out]);
-        with_scratch(2 * taps * outputs + image_out, |scratch: &mut [f32]| {
+        with_scratch(scratch_len, |scratch: &mut [f32]| {
             let (rows, rest) = scratch.split_at_mut(taps * outputs);
             let (cols, product) = rest.split_at_mut(unfold);
             let product = &mut product[..image_out];
-            let cols: &[f32] = if win.is_pointwise() {
+            let cols: &[f32] = if pointwise {
                 src
             } else {
                 let kernel = win.kernel_len();
