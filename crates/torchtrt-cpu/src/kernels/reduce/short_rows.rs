@@ -359,7 +359,7 @@ mod tests {
                 x[len + len / 2] = f32::NAN;
             }
             for fold in [RowFold::Sum, RowFold::Mean, RowFold::Max, RowFold::Min] {
-                let mut out = vec![0.0; rows];
+                let mut out = vec![1.0e30; rows];
                 assert!(reduce(fold, &x, len, &mut out));
                 for (j, &got) in out.iter().enumerate() {
                     let row = &x[j * len..(j + 1) * len];
