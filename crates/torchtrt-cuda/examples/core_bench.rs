@@ -228,6 +228,7 @@ fn main() -> Result<(), AnyError> {
                 device: &dev,
                 programs: &programs,
                 tf32: false,
+                conv_tactic: None,
             };
             let kernel = kernels::prepare(&case.layer, &infer, &ctx).ok_or("no CUDA kernel")??;
             let size = if dtype == DType::F32 { 4 } else { 2 };

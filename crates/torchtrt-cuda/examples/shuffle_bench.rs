@@ -167,6 +167,7 @@ fn run(device: &CudaDevice, iters: usize) -> Result<(), AnyError> {
         device,
         programs: &programs,
         tf32: false,
+        conv_tactic: None,
     };
     let stream = device.new_stream()?;
     let timer = Timer {

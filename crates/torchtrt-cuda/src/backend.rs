@@ -128,6 +128,7 @@ impl Backend for CudaBackend {
             device: &self.device,
             programs: &self.programs,
             tf32: options.tf32,
+            conv_tactic: kernels::ConvTactic::from_env(),
         };
         match kernels::prepare(layer, inputs, &ctx) {
             None => self.host.prepare(layer, inputs),

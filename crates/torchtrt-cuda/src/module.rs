@@ -137,6 +137,23 @@ impl Function {
         (!sizes.is_empty()).then_some(sizes)
     }
 
+    /// Lets launches of this kernel take up to `bytes` of dynamic shared memory (above the
+    /// 48 KiB every kernel may take; up to the device's opt-in limit).
+    pub fn allow_shared(&self, bytes: u32) -> CudaResult<()> {
+        self.module.inner.device.bind()?;
+        let value = i32::try_from(bytes)
+            .map_err(|_| CudaError::Invalid(format!("{bytes} bytes of shared memory")))?;
+        // SAFETY: a loaded kernel with its context current.
+        unsafe {
+            result::function::set_function_attribute(
+                self.raw,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                value,
+            )
+        }
+        .map_err(driver("cuFuncSetAttribute"))
+    }
+
     /// Blocks of `threads` threads with `shared_bytes` of dynamic shared memory that one
     /// multiprocessor keeps resident at once.
     pub fn resident_blocks_per_sm(&self, threads: u32, shared_bytes: u32) -> CudaResult<u32> {

@@ -65,6 +65,18 @@ impl Stream {
         unsafe { result::stream::synchronize(self.raw) }.map_err(driver("cuStreamSynchronize"))
     }
 
+    /// Whether work queued on this stream is being captured into a graph (where nothing
+    /// may wait for it).
+    pub fn is_capturing(&self) -> CudaResult<bool> {
+        self.device.bind()?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: `raw` is a live stream of the bound context; `status` is written once.
+        unsafe { sys::cuStreamIsCapturing(self.raw, &mut status) }
+            .result()
+            .map_err(driver("cuStreamIsCapturing"))?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
     /// Makes later work on this stream wait for `event`.
     pub fn wait(&self, event: &Event) -> CudaResult<()> {
         self.device.bind()?;

@@ -92,6 +92,7 @@ impl Gpu {
             device: &self.device,
             programs: &self.programs,
             tf32: false,
+            conv_tactic: None,
         }
     }
 

@@ -21,9 +21,11 @@ use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::conv_cuda::CONV;
+use super::conv_tactic::{Tactic, Tactics};
 use super::depthwise::Tiling;
 use super::epilogue::Epilogue;
 use super::im2col::{Gather, Im2col};
+use super::implicit_gemm::{ImplicitGemm, Problem};
 use super::matmul::{BlasScope, shared_blas};
 use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs, grid_for};
 use super::prelude::dtype_suffix;
@@ -82,6 +84,10 @@ struct ConvKernel {
     /// (zeros appended) for 16-bit GEMMs that go through im2col, so the operands stay
     /// aligned for tensor cores; the im2col rows are padded to match.
     packed_rows: Option<usize>,
+    /// The tensor-core kernel, where it applies (`implicit_gemm`).
+    implicit: Option<ImplicitGemm>,
+    /// Which of the implicit GEMM and im2col + cuBLAS runs each input shape.
+    tactics: Tactics,
 }
 
 pub(super) fn prepare(
@@ -125,6 +131,9 @@ pub(super) fn prepare(
                 .map(|k8| upload_padded(ctx, inputs, k8))
                 .transpose()?,
             packed_rows,
+            implicit: ImplicitGemm::prepare(ctx, dtype, l.groups, inputs[1].value, epilogue)
+                .transpose()?,
+            tactics: Tactics::new(ctx.conv_tactic),
         }) as Box<dyn DeviceKernel>)
     })())
 }
@@ -248,6 +257,21 @@ impl ConvKernel {
             ));
         }
         Ok((s, k))
+    }
+
+    /// The sizes of a run as the implicit GEMM takes them.
+    fn problem(&self, s: &Shape, kernel: [usize; 2]) -> Problem {
+        Problem {
+            n: s.n,
+            c: s.c,
+            input: [s.h, s.w],
+            m: s.m,
+            output: [s.oh, s.ow],
+            kernel,
+            stride: self.geo.stride,
+            pad: self.geo.pad,
+            dilation: self.geo.dilation,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -590,6 +614,30 @@ impl DeviceKernel for ConvKernel {
         let (x, y) = (inputs[0].ptr, outputs[0].ptr);
         if s.cg == 1 && self.groups > 1 {
             self.run_direct(&s, k, x, w, bias, res, y, stream)
+        } else if let Some(ig) = &self.implicit {
+            let p = self.problem(&s, k);
+            let bytes = s.n * s.m * s.oh * s.ow * self.dtype.size();
+            let mut scratch = None;
+            let tactic = self
+                .tactics
+                .choose([s.n, s.h, s.w], k[0] * k[1], stream, |t| {
+                    if scratch.is_none() {
+                        let out = stream.device().allocator().alloc(bytes);
+                        scratch = Some(out.map_err(|e| format!("{WHAT}: tactic scratch: {e}"))?);
+                    }
+                    let out = scratch.as_ref().map_or(y, |b| b.ptr());
+                    match t {
+                        Tactic::Implicit => ig.run(&p, [x, bias, res, out], stream),
+                        Tactic::Gemm => self
+                            .run_gemm(&s, k, x, w, bias, res, out, stream)
+                            .map(|()| true),
+                    }
+                })?;
+            drop(scratch);
+            if tactic == Tactic::Implicit && ig.run(&p, [x, bias, res, y], stream)? {
+                return Ok(());
+            }
+            self.run_gemm(&s, k, x, w, bias, res, y, stream)
         } else {
             self.run_gemm(&s, k, x, w, bias, res, y, stream)
         }

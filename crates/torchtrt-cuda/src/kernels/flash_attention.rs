@@ -13,6 +13,7 @@
 
 use torchtrt_plugin_api::DType;
 
+use super::mma::TENSOR_CORES;
 use super::prelude::{Program, with_prelude};
 use crate::launch::KernelArgs;
 use crate::module::Function;
@@ -40,7 +41,7 @@ pub(crate) static PROGRAM: Program = Program::new("core_flash_attention", || {
             }
         }
     }
-    with_prelude(&format!("{BODY}{entries}"))
+    with_prelude(&format!("{TENSOR_CORES}{BODY}{entries}"))
 });
 
 /// The entry point for `dtype`, mask kind and head size.
@@ -64,77 +65,10 @@ const BODY: &str = r#"
     vb, vh, vs, yb, yh, ys, mb, mh, mq, mk, mlen
 #define FA_TILE 64
 
-template <int BF>
-__device__ __forceinline__ void fa_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-#if __CUDA_ARCH__ >= 800
-    if (BF)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-/* Two floats rounded to nearest even into one f16x2 / bf16x2 word, `lo` in the low half. */
-template <int BF>
-__device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
-    unsigned r = 0;
-#if __CUDA_ARCH__ >= 800
-    if (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
-
 __device__ __forceinline__ float fa_exp2(float x) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
-}
-
-__device__ __forceinline__ unsigned fa_shared(const void* p) {
-    unsigned long long a;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-    return (unsigned)a;
-}
-
-/* 16 bytes from `src` into shared `dst`, or zeros when `ok` is false (nothing is read). */
-__device__ __forceinline__ void fa_copy16(void* dst, const void* src, bool ok) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(fa_shared(dst)), "l"(src), "r"(ok ? 16 : 0));
-#endif
-}
-
-__device__ __forceinline__ void fa_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-__device__ __forceinline__ void fa_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 0;\n" ::);
-#endif
-}
-
-/* Four 8×8 matrices of 16-bit elements from shared memory, rows addressed by lanes 8m..8m+7
-   for matrix m; transposed with TRANS. */
-template <int TRANS>
-__device__ __forceinline__ void fa_ldmatrix(unsigned* r, const u16* row) {
-#if __CUDA_ARCH__ >= 800
-    if (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_shared(row)));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_shared(row)));
-#endif
 }
 
 /* A 64-row tile of keys or values (rows from `first`, `stride` apart) into shared memory. */
@@ -145,7 +79,7 @@ __device__ __forceinline__ void fa_stage(u16 (*tile)[HD + 8], const u16* base, i
     for (int c = threadIdx.x; c < FA_TILE * chunks; c += 128) {
         int r = c / chunks, col = (c % chunks) * 8;
         bool ok = first + r < count;
-        fa_copy16(&tile[r][col], ok ? base + (i64)(first + r) * stride + col : base, ok);
+        tc_copy16(&tile[r][col], ok ? base + (i64)(first + r) * stride + col : base, ok);
     }
 }
 
@@ -190,16 +124,16 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
     const int tiles = (end + FA_TILE - 1) / FA_TILE, mat = lane >> 3;
     if (tiles > 0) {
         fa_stage<HD>(kt, kp, ks, 0, KV);
-        fa_commit();
+        tc_commit();
     }
     for (int it = 0; it < tiles; ++it) {
         const int j0 = it * FA_TILE;
         /* Keys j0.. have landed and every warp is done with the last tile's values: fetch
            this tile's values while the scores are computed. */
-        fa_wait();
+        tc_wait();
         __syncthreads();
         fa_stage<HD>(vt, vp, vs, j0, KV);
-        fa_commit();
+        tc_commit();
 
         float s[MT][8][4];
 #pragma unroll
@@ -211,11 +145,11 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
 #pragma unroll
             for (int n = 0; n < 8; n += 2) {
                 unsigned f[4];
-                fa_ldmatrix<0>(f, kt[(n + (mat >> 1)) * 8 + (lane & 7)] + 16 * kk + (mat & 1) * 8);
+                tc_ldmatrix<0>(f, kt[(n + (mat >> 1)) * 8 + (lane & 7)] + 16 * kk + (mat & 1) * 8);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    fa_mma<BF>(s[mt][n], qa[mt][kk], f[0], f[1]);
-                    fa_mma<BF>(s[mt][n + 1], qa[mt][kk], f[2], f[3]);
+                    tc_mma<BF>(s[mt][n], qa[mt][kk], f[0], f[1]);
+                    tc_mma<BF>(s[mt][n + 1], qa[mt][kk], f[2], f[3]);
                 }
             }
 
@@ -264,28 +198,28 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
                 float p2 = fa_exp2(s[mt][n][2] - best[1]), p3 = fa_exp2(s[mt][n][3] - best[1]);
                 l[mt][0] += p0 + p1;
                 l[mt][1] += p2 + p3;
-                pa[mt][n >> 1][2 * (n & 1)] = fa_pack<BF>(p0, p1);
-                pa[mt][n >> 1][2 * (n & 1) + 1] = fa_pack<BF>(p2, p3);
+                pa[mt][n >> 1][2 * (n & 1)] = tc_pack<BF>(p0, p1);
+                pa[mt][n >> 1][2 * (n & 1) + 1] = tc_pack<BF>(p2, p3);
             }
         }
         /* This tile's values have landed and every warp is done with its keys: fetch the
            next tile's keys while the values are applied. */
-        fa_wait();
+        tc_wait();
         __syncthreads();
         if (it + 1 < tiles) {
             fa_stage<HD>(kt, kp, ks, j0 + FA_TILE, KV);
-            fa_commit();
+            tc_commit();
         }
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
             for (int n = 0; n < HD / 8; n += 2) {
                 unsigned f[4];
-                fa_ldmatrix<1>(f, vt[16 * kk + (mat & 1) * 8 + (lane & 7)] + (n + (mat >> 1)) * 8);
+                tc_ldmatrix<1>(f, vt[16 * kk + (mat & 1) * 8 + (lane & 7)] + (n + (mat >> 1)) * 8);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    fa_mma<BF>(o[mt][n], pa[mt][kk], f[0], f[1]);
-                    fa_mma<BF>(o[mt][n + 1], pa[mt][kk], f[2], f[3]);
+                    tc_mma<BF>(o[mt][n], pa[mt][kk], f[0], f[1]);
+                    tc_mma<BF>(o[mt][n + 1], pa[mt][kk], f[2], f[3]);
                 }
             }
     }
@@ -303,7 +237,7 @@ __device__ __forceinline__ void flash(FA_PARAMS) {
             u16* yp = (u16*)y + b * yb + h * yh + (i64)row * ys + 2 * t;
 #pragma unroll
             for (int n = 0; n < HD / 8; ++n)
-                *(unsigned*)(yp + 8 * n) = fa_pack<BF>(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+                *(unsigned*)(yp + 8 * n) = tc_pack<BF>(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
         }
 #endif
 }

@@ -12,6 +12,7 @@ mod attention;
 mod cast;
 mod concat;
 mod conv_cuda;
+mod conv_tactic;
 mod convolution;
 mod copy;
 mod depthwise;
@@ -23,9 +24,11 @@ mod fused;
 mod gather;
 mod gather_nd;
 mod im2col;
+mod implicit_gemm;
 mod layout;
 mod map;
 mod matmul;
+mod mma;
 mod non_zero;
 mod normalization;
 mod operands;
@@ -43,6 +46,8 @@ mod softmax;
 mod transpose;
 mod unary;
 mod value_test;
+
+pub use conv_tactic::Tactic as ConvTactic;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
@@ -76,6 +81,9 @@ pub struct PrepareCtx<'a> {
     pub programs: &'a Programs,
     /// f32 matrix products may use TF32 tensor cores (the engine's `BuildConfig::tf32`).
     pub tf32: bool,
+    /// The tactic every convolution with a tensor-core kernel takes; `None`: each times
+    /// its tactics on the first run of an input shape.
+    pub conv_tactic: Option<ConvTactic>,
 }
 
 impl PrepareCtx<'_> {

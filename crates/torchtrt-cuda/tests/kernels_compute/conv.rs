@@ -4,9 +4,10 @@
 use torchtrt_core::LayerKind;
 use torchtrt_core::layers::{ActivationKind, Convolution};
 use torchtrt_core::plugin_api::DType;
+use torchtrt_cuda::kernels::ConvTactic;
 
 use crate::common::device_or_skip;
-use crate::harness::{check, gpu, rand, supported};
+use crate::harness::{check, check_against_f32, forcing, gpu, rand, supported};
 
 struct Case {
     x: &'static [usize],
@@ -358,6 +359,141 @@ fn depthwise_tiles_match_cpu() {
                 inputs.push((rand(dtype, out[0].shape(), 7 * case + 3), false));
                 check(&dev, &format!("{what} with a residual"), &l, &inputs);
                 case += 1;
+            }
+        }
+    }
+}
+
+/// Shapes the tensor-core implicit GEMM takes (f16/bf16, one group, channels a multiple of
+/// 32), the tactic forced: output channels and columns that leave partial tiles, odd and
+/// even output planes (single and paired stores), 1×1 at strides 1 and 2, 3×3 with padding,
+/// stride and dilation, uneven padding, a 7×7 window of 49 taps, 1-D, and problems large
+/// enough for each of the three tiles; each with and without bias, then with a residual,
+/// through every activation.
+#[test]
+fn implicit_gemm_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    let conv = |x, w, strides, pads, dilations| Case {
+        x,
+        w,
+        groups: 1,
+        strides,
+        pads,
+        dilations,
+        bias: true,
+        activation: None,
+    };
+    let cases = [
+        conv(
+            &[2, 32, 13, 11],
+            &[40, 32, 3, 3],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+            &[1, 1],
+        ),
+        conv(
+            &[3, 64, 7, 7],
+            &[136, 64, 1, 1],
+            &[1, 1],
+            (&[0, 0], &[0, 0]),
+            &[1, 1],
+        ),
+        conv(
+            &[2, 32, 16, 16],
+            &[64, 32, 3, 3],
+            &[2, 2],
+            (&[1, 1], &[1, 1]),
+            &[1, 1],
+        ),
+        conv(
+            &[1, 96, 9, 10],
+            &[32, 96, 3, 3],
+            &[1, 1],
+            (&[2, 1], &[2, 3]),
+            &[2, 2],
+        ),
+        conv(
+            &[2, 32, 15, 15],
+            &[48, 32, 1, 1],
+            &[2, 2],
+            (&[0, 0], &[0, 0]),
+            &[1, 1],
+        ),
+        conv(
+            &[1, 32, 8, 8],
+            &[300, 32, 7, 7],
+            &[1, 1],
+            (&[3, 3], &[3, 3]),
+            &[1, 1],
+        ),
+        conv(
+            &[4, 64, 28, 28],
+            &[128, 64, 3, 3],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+            &[1, 1],
+        ),
+        conv(&[2, 32, 20], &[16, 32, 5], &[1], (&[2], &[2]), &[1]),
+        conv(
+            &[4, 32, 96, 96],
+            &[128, 32, 3, 3],
+            &[1, 1],
+            (&[1, 1], &[1, 1]),
+            &[1, 1],
+        ),
+        conv(
+            &[4, 64, 96, 96],
+            &[64, 64, 1, 1],
+            &[1, 1],
+            (&[0, 0], &[0, 0]),
+            &[1, 1],
+        ),
+    ];
+    let activations = [
+        None,
+        Some(ActivationKind::Relu),
+        Some(ActivationKind::Clip {
+            min: -0.5,
+            max: 2.0,
+        }),
+        Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
+    ];
+    for dtype in [DType::F16, DType::BF16] {
+        for (i, c) in cases.iter().enumerate() {
+            let seed = 5000 + 10 * i as u64;
+            let out = crate::harness::cpu(
+                &layer(c),
+                &[
+                    (rand(dtype, c.x, seed), false),
+                    (rand(dtype, c.w, seed + 1), true),
+                ],
+            );
+            for (j, act) in activations.iter().enumerate() {
+                let l = layer(&Case {
+                    activation: *act,
+                    ..conv(c.x, c.w, c.strides, c.pads, c.dilations)
+                });
+                let mut inputs = vec![
+                    (rand(dtype, c.x, seed), false),
+                    (rand(dtype, c.w, seed + 1), true),
+                ];
+                if j % 2 == 0 {
+                    inputs.push((rand(dtype, &[c.w[0]], seed + 2), true));
+                }
+                let what = format!(
+                    "implicit GEMM case {i} x{:?} w{:?} {act:?} {dtype}",
+                    c.x, c.w
+                );
+                forcing(ConvTactic::Implicit, || {
+                    check_against_f32(&dev, &what, &l, &inputs)
+                });
+                if j % 2 == 1 {
+                    inputs.push((rand(dtype, &[c.w[0]], seed + 2), true));
+                }
+                inputs.push((rand(dtype, out[0].shape(), seed + 3), false));
+                forcing(ConvTactic::Implicit, || {
+                    check_against_f32(&dev, &format!("{what} with a residual"), &l, &inputs)
+                });
             }
         }
     }

@@ -1,14 +1,29 @@
 //! Runs one layer on the GPU through `kernels::prepare` and on the CPU backend, and
 //! compares the outputs.
 
+use std::cell::Cell;
+
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, bf16, f16};
 use torchtrt_core::{Backend, Tensor};
 use torchtrt_cpu::CpuBackend;
-use torchtrt_cuda::kernels::{self, DeviceKernel, PrepareCtx, Programs};
+use torchtrt_cuda::kernels::{self, ConvTactic, DeviceKernel, PrepareCtx, Programs};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer};
 
 use crate::common::random_f32;
+
+thread_local! {
+    /// The convolution tactic layers prepared on this thread are forced to ([`forcing`]).
+    static TACTIC: Cell<Option<ConvTactic>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with convolutions prepared on this thread forced to `tactic`.
+pub fn forcing<R>(tactic: ConvTactic, f: impl FnOnce() -> R) -> R {
+    let before = TACTIC.with(|t| t.replace(Some(tactic)));
+    let r = f();
+    TACTIC.with(|t| t.set(before));
+    r
+}
 
 /// A random tensor of `dtype` with values in [-2, 2).
 pub fn rand(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
@@ -108,6 +123,7 @@ fn prepare(
         device: dev,
         programs: &programs,
         tf32: false,
+        conv_tactic: TACTIC.with(Cell::get),
     };
     kernels::prepare(layer, &infer, &ctx)
 }
@@ -176,10 +192,14 @@ pub fn gpu(
 /// The bound for outputs of `want`: [`tolerance`] relative to each element, with an absolute
 /// floor of the same times the root-mean-square of `want`'s finite values (at least 1e-3).
 pub fn bound(want: &Tensor) -> torchtrt_testing::Tol {
+    bound_at(want, tolerance(want.dtype()))
+}
+
+/// [`bound`] with the relative tolerance `t`.
+fn bound_at(want: &Tensor, t: f64) -> torchtrt_testing::Tol {
     let v = want.to_f64_vec();
     let finite: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
     let rms = (finite.iter().map(|x| x * x).sum::<f64>() / finite.len().max(1) as f64).sqrt();
-    let t = tolerance(want.dtype());
     torchtrt_testing::Tol::new(t, t * rms.max(1e-3))
 }
 
@@ -191,6 +211,33 @@ pub fn check(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) 
     for (g, w) in got.iter().zip(&want) {
         if let Err(e) = torchtrt_testing::check_tensor(g, w, bound(w)) {
             panic!("{what}: the GPU against the CPU: {e}");
+        }
+    }
+}
+
+/// `t`'s values as an f32 tensor.
+fn widened(t: &Tensor) -> Tensor {
+    let bytes: Vec<u8> = t
+        .to_f64_vec()
+        .into_iter()
+        .flat_map(|v| (v as f32).to_le_bytes())
+        .collect();
+    Tensor::from_bytes(DType::F32, t.shape(), &bytes).expect("f32 tensor")
+}
+
+/// [`check`] for 16-bit layers whose GPU kernel rounds once, at the end, against the CPU
+/// computing the same values in f32: the bound is the output dtype's [`tolerance`], with the
+/// floor taken from the f32 result (a CPU run in the 16-bit dtype rounds intermediates too,
+/// which can exceed that bound where an activation clips the output's spread).
+pub fn check_against_f32(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) {
+    let shapes = cpu(layer, inputs);
+    let wide: Vec<Input> = inputs.iter().map(|(t, c)| (widened(t), *c)).collect();
+    let want = cpu(layer, &wide);
+    let got = gpu(dev, layer, inputs, &shapes).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for ((g, w), s) in got.iter().zip(&want).zip(&shapes) {
+        let tol = bound_at(w, tolerance(s.dtype()));
+        if let Err(e) = torchtrt_testing::check_tensor(&widened(g), w, tol) {
+            panic!("{what}: the GPU against the CPU in f32: {e}");
         }
     }
 }
