@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import gpu_networks as nets
-from gpu_depthwise import ours_ms
+from gpu_depthwise import ours_cells, time_exes
 
 # (batch, in channels, out channels, size, kernel, stride)
 SHAPES = [
@@ -74,11 +74,7 @@ def layer_rows(exes, iters, work):
             "cudnn_nchw_ms": nets.cuda_median_ms(lambda: F.conv2d(x, wt, bt, stride, pad), iters, 20),
             "cudnn_nhwc_ms": nets.cuda_median_ms(lambda: F.conv2d(xc, wc, bt, stride, pad), iters, 20),
         }
-        for i, exe in enumerate(exes):
-            try:
-                row[f"ours{i}_ms"] = ours_ms(exe, model, os.path.join(work, f"{name}_{i}.engine"), iters)
-            except Exception as e:  # noqa: BLE001 - report and go on
-                row[f"ours{i}_error"] = str(e)[-200:]
+        time_exes(row, exes, model, os.path.join(work, name), iters)
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -95,12 +91,10 @@ def main():
     print("| layer | GFLOP | " + " | ".join(f"torchtrtc {i} ms" for i in range(len(args.exe)))
           + " | cuDNN NCHW ms | cuDNN NHWC ms | TFLOP/s (0) | cuDNN NHWC / ours (0) |")
     for r in rows:
-        ours = [f"{r[f'ours{i}_ms']:.4f}" if f"ours{i}_ms" in r else r.get(f"ours{i}_error", "")
-                for i in range(len(args.exe))]
         o = r.get("ours0_ms")
         tail = f"{r['gflop'] / o:.0f} | {r['cudnn_nhwc_ms'] / o:.2f}" if o else " | "
-        print(f"| {r['layer']} | {r['gflop']:.2f} | {' | '.join(ours)} | {r['cudnn_nchw_ms']:.4f} | "
-              f"{r['cudnn_nhwc_ms']:.4f} | {tail} |")
+        print(f"| {r['layer']} | {r['gflop']:.2f} | {ours_cells(r, len(args.exe))} | "
+              f"{r['cudnn_nchw_ms']:.4f} | {r['cudnn_nhwc_ms']:.4f} | {tail} |")
 
 
 if __name__ == "__main__":

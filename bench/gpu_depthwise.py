@@ -63,6 +63,21 @@ def ours_ms(exe, model, engine, iters, *flags):
     return json.loads(out.strip().splitlines()[-1])["median_ms"]
 
 
+def time_exes(row, exes, model, stem, iters):
+    """`ours{i}_ms` (or `ours{i}_error`) in `row` for each executable, engines at `stem_{i}`."""
+    for i, exe in enumerate(exes):
+        try:
+            row[f"ours{i}_ms"] = ours_ms(exe, model, f"{stem}_{i}.engine", iters)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            row[f"ours{i}_error"] = str(e)[-200:]
+
+
+def ours_cells(row, count):
+    """The table cells of the executables' times (or their errors)."""
+    return " | ".join(f"{row[f'ours{i}_ms']:.4f}" if f"ours{i}_ms" in row
+                      else row.get(f"ours{i}_error", "") for i in range(count))
+
+
 def layer_rows(exes, iters, work):
     torch.backends.cudnn.benchmark = True
     rows = []
@@ -83,11 +98,7 @@ def layer_rows(exes, iters, work):
             "cudnn_nhwc_ms": nets.cuda_median_ms(lambda: F.conv2d(xc, wt, bt, stride, k // 2, 1, c), iters, 20),
             "copy_ms": nets.cuda_median_ms(lambda: buf.copy_(src), iters, 20),
         }
-        for i, exe in enumerate(exes):
-            try:
-                row[f"ours{i}_ms"] = ours_ms(exe, model, os.path.join(work, f"{name}_{i}.engine"), iters)
-            except Exception as e:  # noqa: BLE001 - report and go on
-                row[f"ours{i}_error"] = str(e)[-200:]
+        time_exes(row, exes, model, os.path.join(work, name), iters)
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -121,11 +132,9 @@ def main():
     print("| layer | " + " | ".join(f"torchtrtc {i} ms" for i in range(len(args.exe)))
           + " | cuDNN NCHW ms | cuDNN NHWC ms | copy ms | of copy (0) | cuDNN NHWC / ours (0) |")
     for r in rows:
-        ours = [f"{r[f'ours{i}_ms']:.4f}" if f"ours{i}_ms" in r else r.get(f"ours{i}_error", "")
-                for i in range(len(args.exe))]
         o = r.get("ours0_ms")
         tail = f"{r['copy_ms'] / o:.2f} | {r['cudnn_nhwc_ms'] / o:.2f}" if o else " | "
-        print(f"| {r['layer']} | {' | '.join(ours)} | {r['cudnn_nchw_ms']:.4f} | "
+        print(f"| {r['layer']} | {ours_cells(r, len(args.exe))} | {r['cudnn_nchw_ms']:.4f} | "
               f"{r['cudnn_nhwc_ms']:.4f} | {r['copy_ms']:.4f} | {tail} |")
     if args.networks:
         for r in network_rows(args.exe, args.networks, args.iterations, args.work):
