@@ -22,8 +22,9 @@ use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_
 
 const WHAT: &str = "Attention";
 
-/// Queries per task.
-const Q_BLOCK: usize = 64;
+/// Queries per task (128 measured faster than 64 for BERT-sized heads at 128 and 512
+/// positions: fewer products, each of the keys packed once per task).
+const Q_BLOCK: usize = 128;
 /// Keys per block of scores.
 const K_BLOCK: usize = 128;
 
@@ -450,7 +451,8 @@ multiversion! {
     /// Turns a block's scores (`rows × n`) into weights for the values: soft cap, then for
     /// the keys the rules allow (one range a row, [`Attention::keys_allowed`]) the mask and
     /// `e^(s − max)` with each row's running maximum and sum updated and its output row
-    /// rescaled; every other weight is zero. Returns whether any weight is non-zero. The
+    /// rescaled (a row's first block with any weight has nothing to rescale: its output
+    /// and sum are still zero); every other weight is zero. Returns whether any weight is non-zero. The
     /// rows' maxima are all taken before any exponential, so that rows overlap instead of
     /// each waiting on its own maximum.
     fn update_rows<C: AttnElem>(
@@ -506,11 +508,17 @@ multiversion! {
                 continue;
             }
             let m = if block_max > state.max[r] { block_max } else { state.max[r] };
-            let correction = (state.max[r] - m).exp_with::<M>();
             let block_sum = exp_sum::<C, M>(&mut s[first..end], m);
             s[..first].fill(<C as Real>::ZERO);
             s[end..].fill(<C as Real>::ZERO);
-            state.sum[r] = state.sum[r] * correction + block_sum;
+            let earlier = state.max[r] != <C as Real>::NEG_INFINITY
+                || state.sum[r] != <C as Real>::ZERO;
+            let correction = if earlier {
+                (state.max[r] - m).exp_with::<M>()
+            } else {
+                <C as Real>::ONE
+            };
+            state.sum[r] = if earlier { state.sum[r] * correction + block_sum } else { block_sum };
             state.max[r] = m;
             if correction != <C as Real>::ONE {
                 for a in dst[r * dv..(r + 1) * dv].iter_mut() {
