@@ -356,11 +356,6 @@ impl ImplicitGemm {
         };
         let pairs = ohw.is_multiple_of(2) && y % 4 == 0 && res % 4 == 0;
         let i = |v: usize| arg_i32(v, what);
-        let nhwc = stream
-            .device()
-            .allocator()
-            .alloc(p.n * p.c * hw * 2)
-            .map_err(|e| format!("{what}: channels-last scratch: {e}"))?;
         let grid = (
             u32::try_from(hw.div_ceil(32)).map_err(|_| format!("{what}: {hw} positions"))?,
             u32::try_from(p.c / 32).map_err(|_| format!("{what}: {} channels", p.c))?,
@@ -369,6 +364,11 @@ impl ImplicitGemm {
         if grid.1 > 65_535 || grid.2 > 65_535 {
             return Ok(false);
         }
+        let nhwc = stream
+            .device()
+            .allocator()
+            .alloc(p.n * p.c * hw * 2)
+            .map_err(|e| format!("{what}: channels-last scratch: {e}"))?;
         let mut args = KernelArgs::new()
             .ptr(x)
             .ptr(nhwc.ptr())

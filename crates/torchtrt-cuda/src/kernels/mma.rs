@@ -51,12 +51,6 @@ __device__ __forceinline__ void tc_commit() {
 #endif
 }
 
-__device__ __forceinline__ void tc_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 0;\n" ::);
-#endif
-}
-
 /* Waits until at most N of this thread's committed groups of copies are still in flight. */
 template <int N>
 __device__ __forceinline__ void tc_wait_group() {
@@ -64,6 +58,9 @@ __device__ __forceinline__ void tc_wait_group() {
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 #endif
 }
+
+/* Waits until every committed group of copies has landed. */
+__device__ __forceinline__ void tc_wait() { tc_wait_group<0>(); }
 
 /* Four 8×8 matrices of 16-bit elements from shared memory, rows addressed by lanes 8m..8m+7
    for matrix m; transposed with TRANS. */

@@ -217,12 +217,8 @@ pub fn check(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) 
 
 /// `t`'s values as an f32 tensor.
 fn widened(t: &Tensor) -> Tensor {
-    let bytes: Vec<u8> = t
-        .to_f64_vec()
-        .into_iter()
-        .flat_map(|v| (v as f32).to_le_bytes())
-        .collect();
-    Tensor::from_bytes(DType::F32, t.shape(), &bytes).expect("f32 tensor")
+    let values: Vec<f32> = t.to_f64_vec().into_iter().map(|v| v as f32).collect();
+    Tensor::from_vec(t.shape(), values).expect("f32 tensor")
 }
 
 /// [`check`] for 16-bit layers whose GPU kernel rounds once, at the end, against the CPU
