@@ -273,25 +273,18 @@ fn exp(x: __m512) -> __m512 {
     let splat = _mm512_set1_ps;
     // max/min return their second operand when either is NaN: NaN passes through.
     let xc = _mm512_min_ps(splat(HIGHEST), _mm512_max_ps(splat(LOWEST), x));
-    let shifted = _mm512_fmadd_ps(xc, splat(std::f32::consts::LOG2_E), splat(ROUND));
-    let n = _mm512_sub_ps(shifted, splat(ROUND));
+    let n = _mm512_sub_ps(
+        _mm512_fmadd_ps(xc, splat(std::f32::consts::LOG2_E), splat(ROUND)),
+        splat(ROUND),
+    );
     let r = _mm512_fnmadd_ps(n, splat(LN2_LO), _mm512_fnmadd_ps(n, splat(LN2_HI), xc));
     let mut p = splat(TAYLOR[0]);
     for &c in &TAYLOR[1..] {
         p = _mm512_fmadd_ps(p, r, splat(c));
     }
-    let ni = _mm512_sub_epi32(
-        _mm512_castps_si512(shifted),
-        _mm512_set1_epi32(ROUND.to_bits() as i32),
-    );
-    let over = _mm512_cmpgt_epi32_mask(ni, _mm512_set1_epi32(127));
-    let top = _mm512_mask_blend_ps(over, splat(1.0), splat(2.0));
-    let ni = _mm512_min_epi32(ni, _mm512_set1_epi32(127));
-    let pow = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
-        ni,
-        _mm512_set1_epi32(127),
-    )));
-    let y = _mm512_mul_ps(_mm512_mul_ps(p, pow), top);
+    // p·2ⁿ rounded once, as the scalar p·2^min(n, 127)·(1 or 2) is: both products are exact
+    // but where the result is subnormal or overflows.
+    let y = _mm512_scalef_ps(p, n);
     let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, splat(LOWEST));
     _mm512_mask_blend_ps(under, y, _mm512_setzero_ps())
 }
