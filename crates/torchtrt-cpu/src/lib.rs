@@ -12,6 +12,7 @@ mod kernels;
 mod linalg;
 mod math;
 mod parallel;
+mod pool;
 mod scalar;
 mod scratch;
 mod simd;

@@ -1,0 +1,121 @@
+//! The threads a CPU backend's kernels run on, one of which polls for a while after each call.
+//!
+//! A call from outside hands its work to a worker and waits; a sleeping worker takes tens of
+//! microseconds to wake (more on a virtual machine, whose idle processors halt), which a
+//! call of a fraction of a millisecond feels. After a call, one worker on a processor other
+//! than the caller's stays awake ([`LINGER`] after the last job it took, or until it is moved
+//! to the caller's processor), so back-to-back calls start at once. The others sleep: a
+//! worker spinning where the caller is woken holds it off for tens of microseconds, as the
+//! scheduler lets it run on.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use rayon::{BroadcastContext, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder, Yield};
+
+/// How long a worker keeps polling for the next call after the last job it ran.
+const LINGER: Duration = Duration::from_micros(200);
+
+/// rayon's global pool or one of a backend's own, and whether one of its workers polls.
+pub(crate) struct Pool {
+    own: Option<ThreadPool>,
+    polling: Arc<AtomicBool>,
+}
+
+impl Pool {
+    /// rayon's global pool (one handle, shared by every backend that uses it).
+    pub(crate) fn global() -> Arc<Pool> {
+        static GLOBAL: OnceLock<Arc<Pool>> = OnceLock::new();
+        GLOBAL
+            .get_or_init(|| {
+                Arc::new(Pool {
+                    own: None,
+                    polling: Arc::default(),
+                })
+            })
+            .clone()
+    }
+
+    /// A pool of its own with `threads` workers (`0`: one per core).
+    pub(crate) fn owned(threads: usize) -> Result<Pool, ThreadPoolBuildError> {
+        let own = ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("torchtrt-cpu-{i}"))
+            .build()?;
+        Ok(Pool {
+            own: Some(own),
+            polling: Arc::default(),
+        })
+    }
+
+    /// Whether the pool is rayon's global one.
+    pub(crate) fn is_global(&self) -> bool {
+        self.own.is_none()
+    }
+
+    /// Workers of the pool.
+    pub(crate) fn num_threads(&self) -> usize {
+        match &self.own {
+            Some(pool) => pool.current_num_threads(),
+            None => rayon::current_num_threads(),
+        }
+    }
+
+    /// Runs `f` on a worker of the pool (in place when the caller already is one: of this
+    /// pool, or of any pool for the global one), then keeps a worker polling.
+    pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        let result = match &self.own {
+            Some(pool) if pool.current_thread_index().is_some() => return f(),
+            Some(pool) => pool.install(f),
+            None if rayon::current_thread_index().is_some() => return f(),
+            None => rayon::scope(|_| f()),
+        };
+        self.keep_one_awake();
+        result
+    }
+
+    fn keep_one_awake(&self) {
+        let workers = self.num_threads();
+        if workers < 2 || self.polling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let caller = current_cpu();
+        let polling = self.polling.clone();
+        let claimed = AtomicBool::new(false);
+        let left = AtomicUsize::new(workers);
+        let poll = move |_: BroadcastContext<'_>| {
+            let elsewhere = |cpu: Option<usize>| cpu.is_none() || cpu != caller;
+            if elsewhere(current_cpu()) && !claimed.swap(true, Ordering::AcqRel) {
+                let mut last_job = Instant::now();
+                while last_job.elapsed() < LINGER && elsewhere(current_cpu()) {
+                    match rayon::yield_now() {
+                        Some(Yield::Executed) => last_job = Instant::now(),
+                        _ => std::hint::spin_loop(),
+                    }
+                }
+            }
+            if left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                polling.store(false, Ordering::Release);
+            }
+        };
+        match &self.own {
+            Some(pool) => pool.spawn_broadcast(poll),
+            None => rayon::spawn_broadcast(poll),
+        }
+    }
+}
+
+/// The processor the calling thread is on, where the system says.
+fn current_cpu() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's state.
+        let cpu = unsafe { libc::sched_getcpu() };
+        usize::try_from(cpu).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
