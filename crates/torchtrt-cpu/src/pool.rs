@@ -119,3 +119,81 @@ fn current_cpu() -> Option<usize> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rayon::prelude::*;
+
+    fn sum_of_squares(pool: &Pool, n: u64) -> u64 {
+        pool.install(|| (0..n).into_par_iter().map(|i| i * i).sum())
+    }
+
+    fn expected(n: u64) -> u64 {
+        (0..n).map(|i| i * i).sum()
+    }
+
+    /// Calls from several threads at once, back to back, each get their own answer.
+    #[test]
+    fn calls_from_many_threads_all_complete() {
+        let pool = Arc::new(Pool::owned(2).unwrap());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    for k in 0..200 {
+                        let n = 1000 + 37 * t + k;
+                        assert_eq!(sum_of_squares(&pool, n), expected(n));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    /// A call that panics reaches its caller, and the pool serves the next call.
+    #[test]
+    fn a_panicking_call_leaves_the_pool_usable() {
+        let pool = Pool::owned(2).unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.install(|| panic!("kernel failed"))
+        }));
+        assert!(caught.is_err());
+        assert_eq!(sum_of_squares(&pool, 5000), expected(5000));
+    }
+
+    /// A call from inside the pool runs in place, without waiting on the pool.
+    #[test]
+    fn a_call_from_a_worker_runs_in_place() {
+        let pool = Pool::owned(2).unwrap();
+        let nested = pool.install(|| sum_of_squares(&pool, 3000));
+        assert_eq!(nested, expected(3000));
+    }
+
+    /// The polling worker goes back to sleep once calls stop coming.
+    #[test]
+    fn polling_stops_when_calls_stop() {
+        let pool = Pool::owned(2).unwrap();
+        for n in 0..50 {
+            sum_of_squares(&pool, 2000 + n);
+        }
+        let start = Instant::now();
+        while pool.polling.load(Ordering::Acquire) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "a worker still polls 10 s after the last call"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The global pool's handle is one, whoever asks.
+    #[test]
+    fn the_global_pool_is_shared() {
+        assert!(Arc::ptr_eq(&Pool::global(), &Pool::global()));
+        assert!(Pool::global().is_global());
+        assert_eq!(sum_of_squares(&Pool::global(), 4000), expected(4000));
+    }
+}
