@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
     Activation, ActivationKind, Cast, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul,
-    Reshape, Select, Softmax, Transpose,
+    Reshape, Select, Shape, Softmax, Transpose, Unary, UnaryOp,
 };
 use torchtrt::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
@@ -392,6 +392,69 @@ fn reduced_precision_converts_constant_fills() {
         .execute(&[&Tensor::from_vec(&[3], vec![1.0f32, -1.0, 0.5]).unwrap()])
         .unwrap();
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[3.5, 1.5, 3.0]);
+}
+
+/// Attention's scale as PyTorch exports it: `1 / sqrt(float(q.shape[-1]))`, from the shape's
+/// integers through a cast to f32, multiplying the f32 activations. In reduced precision the
+/// cast yields the reduced type, and an output read from it still comes back in f32.
+#[test]
+fn reduced_precision_casts_to_f32_meet_reduced_tensors() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("n", 1, 2, 4), Dim::Fixed(9)],
+        )
+        .unwrap();
+    let dims = net
+        .add(
+            "shape",
+            Shape {
+                start: -1,
+                end: None,
+            },
+            &[x],
+        )
+        .unwrap();
+    let width = net.add("cast", Cast { to: DType::F32 }, &[dims]).unwrap();
+    let root = net
+        .add("sqrt", Unary { op: UnaryOp::Sqrt }, &[width])
+        .unwrap();
+    let one = net
+        .add_constant("one", Tensor::from_vec(&[1], vec![1.0f32]).unwrap())
+        .unwrap();
+    let scale = net
+        .add("div", Elementwise::new(ElementwiseOp::Div), &[one, root])
+        .unwrap();
+    let y = net
+        .add("mul", Elementwise::new(ElementwiseOp::Mul), &[x, scale])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    net.mark_output(width, "width").unwrap();
+    for precision in [DType::F16, DType::BF16] {
+        let engine = torchtrt::compile(
+            &net,
+            &BuildConfig {
+                precision,
+                fold_constants: false,
+                ..BuildConfig::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{precision}: {e}"));
+        let values = random_f32(18, 21);
+        let x = Tensor::from_vec(&[2, 9], values.clone()).unwrap();
+        let out = engine.create_context().unwrap().execute(&[&x]).unwrap();
+        assert_eq!(out[1].as_slice::<f32>().unwrap(), &[9.0], "{precision}");
+        let want: Vec<f32> = values.iter().map(|v| v / 3.0).collect();
+        let got = out[0].as_slice::<f32>().unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-2 * (1.0 + w.abs()),
+                "{precision}: {g} vs {w}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -241,7 +241,7 @@ pub fn build(
         if reduced {
             reduce_precision(&mut kind, config.precision).map_err(|message| Error::Layer {
                 layer: layer.name.clone(),
-                kind: "ConstantOfShape",
+                kind: layer.kind.op().kind(),
                 message,
             })?;
         }
@@ -411,22 +411,25 @@ fn compact(
 }
 
 /// Whether `layer` computes in f32 in the network as defined, so that its outputs in the
-/// reduced precision stand for f32 values: constants and fills of f32, and layers reading a
-/// tensor that does (`demoted`), except casts, whose target is what the network asked for.
-/// Only such outputs are cast back to f32 when marked as network outputs; an output the
-/// network declares in f16 stays f16.
+/// reduced precision stand for f32 values: constants and fills of f32, casts to f32, and
+/// layers reading a tensor that does (`demoted`), except casts to other types, whose target
+/// is what the network asked for. Only such outputs are cast back to f32 when marked as
+/// network outputs; an output the network declares in f16 stays f16.
 fn computes_in_f32(layer: &Layer, inputs: &[TensorId], demoted: &HashSet<TensorId>) -> bool {
     match &layer.kind {
-        LayerKind::Cast(_) => false,
+        LayerKind::Cast(c) => c.to == DType::F32,
         LayerKind::Constant(c) => c.value.dtype() == DType::F32,
         LayerKind::ConstantOfShape(c) => c.dtype == DType::F32,
         _ => inputs.iter().any(|t| demoted.contains(t)),
     }
 }
 
-/// Converts the f32 values a layer produces by itself (constants, fills) to `precision`.
+/// Converts the f32 values a layer produces by itself (constants, fills, casts) to
+/// `precision`: a cast to f32 (of a shape's integers, say, scaling an f32 tensor) would
+/// otherwise meet the reduced tensors it was meant to match.
 fn reduce_precision(kind: &mut LayerKind, precision: DType) -> Result<(), String> {
     match kind {
+        LayerKind::Cast(c) if c.to == DType::F32 => c.to = precision,
         LayerKind::Constant(c) if c.value.dtype() == DType::F32 => {
             *c = Constant::new(convert_f32(&c.value, precision).map_err(|e| e.to_string())?);
         }
