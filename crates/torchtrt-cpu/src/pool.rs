@@ -21,6 +21,8 @@ const LINGER: Duration = Duration::from_micros(200);
 pub(crate) struct Pool {
     own: Option<ThreadPool>,
     polling: Arc<AtomicBool>,
+    /// Where a thread runs: [`current_cpu`] (tests place every thread apart).
+    place: fn() -> Option<usize>,
 }
 
 impl Pool {
@@ -32,6 +34,7 @@ impl Pool {
                 Arc::new(Pool {
                     own: None,
                     polling: Arc::default(),
+                    place: current_cpu,
                 })
             })
             .clone()
@@ -46,6 +49,7 @@ impl Pool {
         Ok(Pool {
             own: Some(own),
             polling: Arc::default(),
+            place: current_cpu,
         })
     }
 
@@ -80,15 +84,16 @@ impl Pool {
         if workers < 2 || self.polling.swap(true, Ordering::AcqRel) {
             return;
         }
-        let caller = current_cpu();
+        let place = self.place;
+        let caller = place();
         let polling = self.polling.clone();
         let claimed = AtomicBool::new(false);
         let left = AtomicUsize::new(workers);
         let poll = move |_: BroadcastContext<'_>| {
             let elsewhere = |cpu: Option<usize>| cpu.is_none() || cpu != caller;
-            if elsewhere(current_cpu()) && !claimed.swap(true, Ordering::AcqRel) {
+            if elsewhere(place()) && !claimed.swap(true, Ordering::AcqRel) {
                 let mut last_job = Instant::now();
-                while last_job.elapsed() < LINGER && elsewhere(current_cpu()) {
+                while last_job.elapsed() < LINGER && elsewhere(place()) {
                     match rayon::yield_now() {
                         Some(Yield::Executed) => last_job = Instant::now(),
                         _ => std::hint::spin_loop(),
@@ -172,10 +177,12 @@ mod tests {
         assert_eq!(nested, expected(3000));
     }
 
-    /// The polling worker goes back to sleep once calls stop coming.
+    /// The polling worker goes back to sleep once calls stop coming. Every thread is placed
+    /// apart from the caller, so that a worker does poll whatever processors the test gets.
     #[test]
     fn polling_stops_when_calls_stop() {
-        let pool = Pool::owned(2).unwrap();
+        let mut pool = Pool::owned(2).unwrap();
+        pool.place = || None;
         for n in 0..50 {
             sum_of_squares(&pool, 2000 + n);
         }
