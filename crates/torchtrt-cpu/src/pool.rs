@@ -29,15 +29,7 @@ impl Pool {
     /// rayon's global pool (one handle, shared by every backend that uses it).
     pub(crate) fn global() -> Arc<Pool> {
         static GLOBAL: OnceLock<Arc<Pool>> = OnceLock::new();
-        GLOBAL
-            .get_or_init(|| {
-                Arc::new(Pool {
-                    own: None,
-                    polling: Arc::default(),
-                    place: current_cpu,
-                })
-            })
-            .clone()
+        GLOBAL.get_or_init(|| Arc::new(Pool::new(None))).clone()
     }
 
     /// A pool of its own with `threads` workers (`0`: one per core).
@@ -46,11 +38,15 @@ impl Pool {
             .num_threads(threads)
             .thread_name(|i| format!("torchtrt-cpu-{i}"))
             .build()?;
-        Ok(Pool {
-            own: Some(own),
+        Ok(Pool::new(Some(own)))
+    }
+
+    fn new(own: Option<ThreadPool>) -> Pool {
+        Pool {
+            own,
             polling: Arc::default(),
             place: current_cpu,
-        })
+        }
     }
 
     /// Whether the pool is rayon's global one.

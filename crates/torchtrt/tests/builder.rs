@@ -447,13 +447,7 @@ fn reduced_precision_casts_to_f32_meet_reduced_tensors() {
         let out = engine.create_context().unwrap().execute(&[&x]).unwrap();
         assert_eq!(out[1].as_slice::<f32>().unwrap(), &[9.0], "{precision}");
         let want: Vec<f32> = values.iter().map(|v| v / 3.0).collect();
-        let got = out[0].as_slice::<f32>().unwrap();
-        for (g, w) in got.iter().zip(&want) {
-            assert!(
-                (g - w).abs() <= 1e-2 * (1.0 + w.abs()),
-                "{precision}: {g} vs {w}"
-            );
-        }
+        assert_close(out[0].as_slice::<f32>().unwrap(), &want, 1e-2, 1e-2);
     }
 }
 
