@@ -60,6 +60,7 @@ fn conv(name: &'static str, [c, hw, m, k, s, groups]: [usize; 6], relu: bool) ->
             dilations: vec![1; 2],
             groups: groups as i64,
             activation: relu.then_some(ActivationKind::Relu),
+            channels_last: false,
         }),
         x: vec![c, hw, hw],
         weights: vec![vec![m, c / groups, k, k], vec![m]],

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use torchtrt_core::EngineBlob;
 use torchtrt_core::backend::{Backend, DeviceContext, Kernel, PrepareOptions};
-use torchtrt_core::layers::{InferInput, LayerKind};
+use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
 use crate::context::CudaDeviceContext;
@@ -144,6 +144,10 @@ impl Backend for CudaBackend {
 
     fn fuses_elementwise(&self) -> bool {
         true
+    }
+
+    fn prefers_channels_last(&self, layer: &Convolution, inputs: &[InferInput<'_>]) -> bool {
+        kernels::prefers_channels_last(layer, inputs, self.device.compute_capability())
     }
 
     fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {

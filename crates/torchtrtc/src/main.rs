@@ -70,6 +70,10 @@ struct BuildOptions {
     /// one generated kernel (GPU engines).
     #[arg(long = "no-fuse")]
     no_fuse: bool,
+    /// Keep every activation channels first instead of letting the GPU backend run chains of
+    /// convolutions channels last (with reformats where the layout changes).
+    #[arg(long = "no-layouts")]
+    no_layouts: bool,
     /// Input shape: NAME=SHAPE (1x3x224x224) or NAME=MIN;OPT;MAX for dynamic dims.
     #[arg(long = "input-shape", value_name = "NAME=SHAPE")]
     input_shapes: Vec<String>,

@@ -121,6 +121,19 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Whether `layer`, a channels-first convolution over `inputs` (dtypes, shapes, constant
+    /// weights), runs faster on this backend reading and writing its activations channels
+    /// last ([`Convolution::channels_last`](crate::layers::Convolution::channels_last)); the
+    /// builder's layout pass then gives chains of such convolutions channels-last edges, with
+    /// reformats where a neighbour needs channels first. The default is `false`.
+    fn prefers_channels_last(
+        &self,
+        _layer: &crate::layers::Convolution,
+        _inputs: &[InferInput<'_>],
+    ) -> bool {
+        false
+    }
+
     /// Threads a plugin's CPU launch may use: the size of the pool this backend runs host
     /// kernels in (one per core by default).
     fn host_threads(&self) -> usize {

@@ -39,7 +39,7 @@ pub(crate) fn fold_into_conv(
             continue;
         };
         let conv = &work.layers[pos];
-        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none())
+        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none() && !v.channels_last)
             && conv.inputs.len() <= 3;
         if !plain {
             continue;

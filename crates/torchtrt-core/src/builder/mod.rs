@@ -8,6 +8,7 @@ mod fold_transpose;
 mod fuse;
 mod fuse_attention;
 mod fuse_elementwise;
+mod layouts;
 mod memory;
 mod negotiate;
 mod passes;
@@ -52,6 +53,10 @@ pub struct BuildConfig {
     /// Replace exported scaled-dot-product attention (MatMul, scale, mask, Softmax,
     /// MatMul) by one `Attention` layer. On by default.
     pub fuse_attention: bool,
+    /// Let the backend run convolutions channels last where it prefers to
+    /// ([`Backend::prefers_channels_last`]), with reformat layers between layouts. On by
+    /// default.
+    pub layouts: bool,
     /// Largest tensor (bytes) a layer may compute at the profile's largest shapes; a
     /// larger one is a build error naming the layer. `None`: the machine's physical memory.
     pub max_memory: Option<u64>,
@@ -78,6 +83,7 @@ impl Default for BuildConfig {
             tf32: false,
             fuse_elementwise: true,
             fuse_attention: true,
+            layouts: true,
             max_memory: None,
             timing_cache: None,
         }
@@ -97,6 +103,8 @@ pub(crate) struct Work {
     pub tensors: Vec<TensorInfo>,
     pub layers: Vec<Layer>,
     pub devices: Vec<DeviceKind>,
+    /// Names of the reformat layers the layout pass inserted.
+    pub reformats: HashSet<String>,
 }
 
 impl Work {
@@ -222,6 +230,7 @@ pub fn build(
             .collect(),
         layers: Vec::new(),
         devices: Vec::new(),
+        reformats: HashSet::new(),
     };
     let timing = tactics::Timing::new(backends, network.inputs(), config);
     let mut remap: Vec<TensorId> = (0..network.num_tensors() as u32).map(TensorId).collect();
@@ -373,6 +382,7 @@ fn compact(
         .collect();
     let mut layers = Vec::new();
     let mut devices = Vec::new();
+    let mut reformats = Vec::new();
     for ((layer, device), _) in work
         .layers
         .iter()
@@ -383,6 +393,9 @@ fn compact(
         let mut l = layer.clone();
         l.inputs = l.inputs.iter().map(|&t| assign(t, &mut new_id)).collect();
         l.outputs = l.outputs.iter().map(|&t| assign(t, &mut new_id)).collect();
+        if work.reformats.contains(&l.name) {
+            reformats.push(l.name.clone());
+        }
         layers.push(l);
         devices.push(*device);
     }
@@ -399,6 +412,7 @@ fn compact(
         tensor_dtypes: dtypes,
         layers,
         devices,
+        reformats,
         memory: MemoryPlan::default(),
         options: PrepareOptions { tf32: config.tf32 },
     };

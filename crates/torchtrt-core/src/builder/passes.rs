@@ -6,7 +6,7 @@ use torchtrt_plugin_api::DeviceKind;
 
 use super::{
     BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
-    fuse_elementwise,
+    fuse_elementwise, layouts,
 };
 use crate::backend::Backend;
 use crate::error::Result;
@@ -93,6 +93,11 @@ const GRAPH_PASSES: &[GraphPass] = &[
         run: |w, outputs, _| attention_heads::run(w, outputs),
     },
     GraphPass {
+        name: "layouts",
+        enabled: |c, _| c.layouts,
+        run: |w, _, b| layouts::run(w, b),
+    },
+    GraphPass {
         name: "fold_transpose",
         enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
         run: |w, outputs, _| fold_transpose::run(w, outputs),
@@ -150,6 +155,7 @@ mod tests {
                 "fuse_activation",
                 "fuse_attention",
                 "attention_heads",
+                "layouts",
                 "fold_transpose",
                 "fuse_elementwise",
             ]

@@ -32,7 +32,7 @@ use crate::tensor::{ALIGN, Tensor};
 /// The first bytes of every engine file.
 pub const MAGIC: [u8; 8] = *b"TTRTENG\0";
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 const HEADER: usize = 64;
 /// Header flag: f32 matrix products may use TF32 ([`PrepareOptions::tf32`]).
 const FLAG_TF32: u32 = 1;

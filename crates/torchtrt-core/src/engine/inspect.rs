@@ -24,6 +24,10 @@ pub struct LayerSummary {
     pub host_fallback: bool,
     /// Inputs and outputs as `name: dtype[shape]`.
     pub signature: String,
+    /// Whether the builder inserted the layer to change a tensor's layout (a reformat).
+    pub reformat: bool,
+    /// Whether the layer reads and writes channels-last activations.
+    pub channels_last: bool,
 }
 
 /// One plugin layer in a summary.
@@ -160,6 +164,8 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
                 device: *d,
                 host_fallback: false,
                 signature: format!("({}) -> ({})", ins.join(", "), outs.join(", ")),
+                reformat: plan.reformats.contains(&l.name),
+                channels_last: matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last),
             }
         })
         .collect();
@@ -211,12 +217,25 @@ impl fmt::Display for EngineSummary {
             } else {
                 l.device.to_string()
             };
+            let note = if l.reformat {
+                " (reformat)"
+            } else if l.channels_last {
+                " (channels last)"
+            } else {
+                ""
+            };
             writeln!(
                 f,
-                "  {i:>4} [{place}] {} {} {}",
+                "  {i:>4} [{place}] {} {}{note} {}",
                 l.name, l.kind, l.signature
             )?;
         }
+        let reformats = self.layers.iter().filter(|l| l.reformat).count();
+        let last = self.layers.iter().filter(|l| l.channels_last).count();
+        writeln!(
+            f,
+            "layouts: {last} channels-last layers, {reformats} reformats"
+        )?;
         writeln!(f, "plugins ({}):", self.plugins.len())?;
         for p in &self.plugins {
             let fields: Vec<String> = p

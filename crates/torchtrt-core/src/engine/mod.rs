@@ -85,6 +85,8 @@ pub struct EnginePlan {
     pub layers: Vec<Layer>,
     /// The device each layer runs on.
     pub devices: Vec<DeviceKind>,
+    /// Names of the layers the builder inserted to change a tensor's layout (reformats).
+    pub reformats: Vec<String>,
     /// Activation lifetimes and arena layout.
     pub memory: MemoryPlan,
     /// Build options the kernels are prepared under (stored as the header's flags).

@@ -9,6 +9,8 @@ use super::{ActivationKind, InferInput, LayerOp, TypeShape, require_float};
 /// `[M]` as third input (ONNX `Conv`). A fourth input, a residual of the output's shape, is
 /// added to the result before the activation: `act(conv(x, w) + b + r)`. The builder makes
 /// that form on the CPU by fusing a residual `Add` (ResNet's shortcut) into the convolution.
+/// With [`Convolution::channels_last`], `x`, the output and the residual hold their channels
+/// last (`[N, *S, C]`); the weights keep `[M, C/groups, *K]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Convolution {
     /// Stride per spatial dim.
@@ -25,6 +27,31 @@ pub struct Convolution {
     /// `Relu`, `LeakyRelu` or `Clip` layer into the convolution on the CPU).
     #[serde(default)]
     pub activation: Option<ActivationKind>,
+    /// The input, output and residual are channels last, `[N, *S, C]` (NHWC for 2-D): the
+    /// builder's layout pass sets it where the backend runs the convolution faster so.
+    #[serde(default)]
+    pub channels_last: bool,
+}
+
+/// The permutation taking a channels-first tensor of `rank` dims to channels last.
+pub fn to_channels_last(rank: usize) -> Vec<usize> {
+    let mut perm = vec![0];
+    perm.extend(2..rank);
+    perm.extend((rank > 1).then_some(1));
+    perm
+}
+
+/// The permutation taking a channels-last tensor of `rank` dims back to channels first.
+pub fn to_channels_first(rank: usize) -> Vec<usize> {
+    let mut perm = vec![0];
+    perm.extend((rank > 1).then_some(rank - 1));
+    perm.extend(1..rank.saturating_sub(1));
+    perm
+}
+
+/// `shape` permuted by `perm` (`perm` indexes `shape`).
+pub(crate) fn permuted<T: Clone>(shape: &[T], perm: &[usize]) -> Vec<T> {
+    perm.iter().map(|&p| shape[p].clone()).collect()
 }
 
 impl Convolution {
@@ -37,6 +64,7 @@ impl Convolution {
             dilations: vec![1; spatial],
             groups: 1,
             activation: None,
+            channels_last: false,
         }
     }
 }
@@ -107,6 +135,9 @@ impl LayerOp for Convolution {
         (2, 4)
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
+        if self.channels_last {
+            return self.infer_channels_last(inputs);
+        }
         let (x, w) = (&inputs[0], &inputs[1]);
         let spatial = check_operands("Convolution", inputs)?;
         let residual = inputs.get(3).map(|r| r.shape);
@@ -176,5 +207,62 @@ impl LayerOp for Convolution {
             ));
         }
         Ok(vec![TypeShape::new(x.dtype, shape)])
+    }
+}
+
+impl Convolution {
+    /// [`LayerOp::infer`] of a channels-last convolution: that of the channels-first one on
+    /// the permuted input and residual, its output permuted back.
+    fn infer_channels_last(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
+        let rank = inputs[0].shape.len();
+        if rank < 3 {
+            return Err(format!(
+                "a channels-last Convolution needs x [N, 1-3 spatial dims, C], got {}",
+                format_shape(inputs[0].shape)
+            ));
+        }
+        let first = to_channels_first(rank);
+        let shapes: Vec<Option<Vec<DimExpr>>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (i == 0 || i == 3).then(|| permuted(x.shape, &first)))
+            .collect();
+        let moved: Vec<InferInput<'_>> = inputs
+            .iter()
+            .zip(&shapes)
+            .map(|(x, s)| InferInput {
+                shape: s.as_deref().unwrap_or(x.shape),
+                ..*x
+            })
+            .collect();
+        let plain = Convolution {
+            channels_last: false,
+            ..self.clone()
+        };
+        let mut out = plain.infer(&moved)?;
+        for t in &mut out {
+            t.shape = permuted(&t.shape, &to_channels_last(rank));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_permutations_invert_each_other() {
+        for rank in 3..=5 {
+            let (last, first) = (to_channels_last(rank), to_channels_first(rank));
+            let dims: Vec<usize> = (0..rank).collect();
+            assert_eq!(
+                permuted(&permuted(&dims, &last), &first),
+                dims,
+                "rank {rank}"
+            );
+        }
+        assert_eq!(to_channels_last(4), [0, 2, 3, 1]);
+        assert_eq!(to_channels_first(4), [0, 3, 1, 2]);
     }
 }

@@ -8,6 +8,7 @@ mod concat;
 mod constant_of_shape;
 mod conv_channels;
 mod conv_direct;
+mod conv_nhwc;
 mod conv_packed;
 mod conv_winograd;
 mod convolution;
@@ -81,6 +82,7 @@ pub(crate) fn prepare(
         LayerKind::Unary(l) => unary::prepare(l, inputs),
         LayerKind::Activation(l) => activation::prepare(l, inputs),
         LayerKind::MatMul(l) => matmul::prepare(l, inputs),
+        LayerKind::Convolution(l) if l.channels_last => conv_nhwc::prepare(l, inputs),
         LayerKind::Convolution(l) => convolution::prepare(l, inputs),
         LayerKind::Pooling(l) => pooling::prepare(l, inputs),
         LayerKind::Reduce(l) => reduce::prepare(l, inputs),

@@ -46,6 +46,7 @@ fn layer(p: &ConvParams, activation: Option<ActivationKind>) -> Convolution {
         dilations: v(&p.dilations),
         groups: p.groups as i64,
         activation,
+        channels_last: false,
     }
 }
 

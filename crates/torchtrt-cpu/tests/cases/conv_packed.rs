@@ -109,6 +109,7 @@ fn matches(
         dilations: p.dilations.iter().map(|&v| v as i64).collect(),
         groups: p.groups as i64,
         activation: kind,
+        channels_last: false,
     };
     let no_bias = Tensor::zeros(DType::F32, &[ws[0]]);
     let inputs = match (bias, residual) {
@@ -175,6 +176,7 @@ fn large_planes_with_few_channels_match_reference() {
             dilations: vec![1, 1],
             groups: 1,
             activation: Some(ActivationKind::Relu),
+            channels_last: false,
         };
         for n in [1, 2] {
             let got = run_on(threads(n), layer.clone(), &[&x, &w, &b]).unwrap();

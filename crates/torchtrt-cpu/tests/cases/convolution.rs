@@ -62,6 +62,7 @@ fn layer(c: &Case) -> Convolution {
         dilations: v(&c.dilations),
         groups: c.groups as i64,
         activation: None,
+        channels_last: false,
     }
 }
 

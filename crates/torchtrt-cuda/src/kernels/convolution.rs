@@ -25,7 +25,7 @@ use super::conv_tactic::{Tactic, Tactics};
 use super::depthwise::Tiling;
 use super::epilogue::Epilogue;
 use super::im2col::{Gather, Im2col};
-use super::implicit_gemm::{ImplicitGemm, Problem};
+use super::implicit_gemm::{self, ImplicitGemm, Problem};
 use super::matmul::{BlasScope, shared_blas};
 use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs, grid_for};
 use super::prelude::dtype_suffix;
@@ -67,6 +67,9 @@ struct Geometry {
 
 struct ConvKernel {
     dtype: DType,
+    /// Input, output and residual are `[N, H, W, C]` ([`Convolution::channels_last`]); only
+    /// the implicit GEMM runs such a layer.
+    channels_last: bool,
     ty: GemmType,
     groups: usize,
     spatial: usize,
@@ -107,6 +110,9 @@ pub(super) fn prepare(
     }
     let epilogue = Epilogue::new(l.activation)?;
     let geo = geometry(l, spatial)?;
+    if l.channels_last && !prefers_channels_last(l, inputs, ctx.device.compute_capability()) {
+        return None;
+    }
     let packed_rows = padded_rows(l, inputs, &geo, ty);
     Some((|| {
         let f = |name: &str| {
@@ -116,6 +122,7 @@ pub(super) fn prepare(
         };
         Ok(Box::new(ConvKernel {
             dtype,
+            channels_last: l.channels_last,
             ty,
             groups: usize::try_from(l.groups)
                 .map_err(|_| format!("{WHAT}: groups {}", l.groups))?,
@@ -136,6 +143,25 @@ pub(super) fn prepare(
             tactics: Tactics::new(ctx.conv_tactic),
         }) as Box<dyn DeviceKernel>)
     })())
+}
+
+/// Whether the 2-D convolution `l` over `inputs` runs channels last on a device of compute
+/// capability `cc`: where the tensor-core kernel takes it, which reads its input channels
+/// last and so needs no copy of it then.
+pub(crate) fn prefers_channels_last(
+    l: &Convolution,
+    inputs: &[InferInput<'_>],
+    cc: (u32, u32),
+) -> bool {
+    let Some(x) = inputs.first() else {
+        return false;
+    };
+    x.shape.len() == 4
+        && inputs.len() >= 2
+        && inputs.iter().all(|i| i.dtype == x.dtype)
+        && Epilogue::new(l.activation).is_some()
+        && geometry(l, 2).is_some()
+        && implicit_gemm::takes(x.dtype, l.groups, inputs[1].value, cc)
 }
 
 /// The padded row count of a constant 16-bit weight matrix whose rows (`Cg·KH·KW`) are
@@ -591,7 +617,17 @@ impl DeviceKernel for ConvKernel {
             dims(&inputs[1].desc)?,
             dims(&outputs[0].desc)?,
         );
-        let (s, k) = self.shape(&xd, &wd, &yd)?;
+        let (s, k) = if self.channels_last {
+            let first = |d: &[usize]| match d {
+                &[n, h, w, c] => Ok(vec![n, c, h, w]),
+                _ => Err(format!(
+                    "{WHAT}: channels-last x {xd:?} and y {yd:?} need rank 4"
+                )),
+            };
+            self.shape(&first(&xd)?, &wd, &first(&yd)?)?
+        } else {
+            self.shape(&xd, &wd, &yd)?
+        };
         if let Some(b) = inputs.get(2)
             && dims(&b.desc)? != [s.m]
         {
@@ -612,6 +648,17 @@ impl DeviceKernel for ConvKernel {
         let bias = inputs.get(2).map_or(0, |b| b.ptr);
         let res = inputs.get(3).map_or(0, |r| r.ptr);
         let (x, y) = (inputs[0].ptr, outputs[0].ptr);
+        if self.channels_last {
+            let ig = self.implicit.as_ref().ok_or_else(|| {
+                format!("{WHAT}: a channels-last convolution needs the tensor-core kernel")
+            })?;
+            return match ig.run(&self.problem(&s, k), true, [x, bias, res, y], stream)? {
+                true => Ok(()),
+                false => Err(format!(
+                    "{WHAT}: channels-last x {xd:?} → y {yd:?} exceeds the kernel's 32-bit indexing"
+                )),
+            };
+        }
         if s.cg == 1 && self.groups > 1 {
             self.run_direct(&s, k, x, w, bias, res, y, stream)
         } else if let Some(ig) = &self.implicit {
@@ -627,14 +674,14 @@ impl DeviceKernel for ConvKernel {
                     }
                     let out = scratch.as_ref().map_or(y, |b| b.ptr());
                     match t {
-                        Tactic::Implicit => ig.run(&p, [x, bias, res, out], stream),
+                        Tactic::Implicit => ig.run(&p, false, [x, bias, res, out], stream),
                         Tactic::Gemm => self
                             .run_gemm(&s, k, x, w, bias, res, out, stream)
                             .map(|()| true),
                     }
                 })?;
             drop(scratch);
-            if tactic == Tactic::Implicit && ig.run(&p, [x, bias, res, y], stream)? {
+            if tactic == Tactic::Implicit && ig.run(&p, false, [x, bias, res, y], stream)? {
                 return Ok(());
             }
             self.run_gemm(&s, k, x, w, bias, res, y, stream)

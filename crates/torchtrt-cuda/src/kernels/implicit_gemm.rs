@@ -61,9 +61,10 @@ fn shared_bytes((mt, nt): (usize, usize)) -> u32 {
 const BODY: &str = r#"
 #define IG_PARAMS const u16* x, const u16* w, const void* bias, const void* res, u16* y, \
     int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, \
-    int pw, int dh, int dw, int cols, int m_tiles, int pairs, int code, float p0, float p1
+    int pw, int dh, int dw, int cols, int m_tiles, int pairs, int nhwc, int code, float p0, \
+    float p1
 #define IG_ARGS x, w, bias, res, y, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, cols, \
-    m_tiles, pairs, code, p0, p1
+    m_tiles, pairs, nhwc, code, p0, p1
 #define IG_P (IG_BK + 8)
 
 /* x [N, C, HW] → y [N, HW, C] through 32 × 32 tiles in shared memory. */
@@ -88,7 +89,46 @@ extern "C" __global__ void __launch_bounds__(256) igemm_channels_last(const u16*
     to_channels_last(x, y, C, HW);
 }
 
-/* y [N, M, OH·OW] (NCHW) = act(w ⋆ x + bias + res) from x [N, H·W, C] (channels last). A
+/* The epilogue into y [N, OH·OW, M] (`at`: each column's first element): the threads of rows
+   g and g ^ 1 (lanes four apart) swap one of their two columns, so that each holds two
+   neighbouring channels of one column and, with `pairs` (M even, y and res 4-byte aligned),
+   writes them as one word. */
+template <typename D, int BF, int MT, int NT>
+__device__ __forceinline__ void igemm_store_nhwc(float (&acc)[MT][NT][4], const i64 (&at)[NT][2],
+    const bool (&ok)[NT][2], const void* bias, const void* res, u16* y, int M, int mb, int g,
+    int pairs, int code, float p0, float p1) {
+    const int odd = g & 1;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int m = mb + mt * 16 + g + 8 * hr, lo = m - odd;
+            const float bm = bias && m < M ? LOAD(D, bias, m) : 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                float v0 = acc[mt][nt][2 * hr] + bm, v1 = acc[mt][nt][2 * hr + 1] + bm;
+                float got = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+                float v[2] = {odd ? got : v0, odd ? v1 : got};
+                if (!(odd ? ok[nt][1] : ok[nt][0]) || lo >= M) continue;
+                const i64 e = (odd ? at[nt][1] : at[nt][0]) + lo;
+                const bool two = lo + 1 < M;
+                if (res) {
+                    v[0] += LOAD(D, res, e);
+                    if (two) v[1] += LOAD(D, res, e + 1);
+                }
+                if (pairs && two) {
+                    *(unsigned*)(y + e) =
+                        tc_pack<BF>(act(v[0], code, p0, p1), act(v[1], code, p0, p1));
+                } else {
+                    STORE(D, y, e, act(v[0], code, p0, p1));
+                    if (two) STORE(D, y, e + 1, act(v[1], code, p0, p1));
+                }
+            }
+        }
+}
+
+/* y = act(w ⋆ x + bias + res) from x [N, H·W, C] (channels last), y and res [N, M, OH·OW]
+   (NCHW) or, with `nhwc`, [N, OH·OW, M]. A
    block of eight warps (2 × 4) owns BM = 32·MT output channels × BN = 32·NT columns, a warp
    MT m-tiles of 16 × NT n-tiles of 8; steps of IG_BK channels of one tap stream through
    STAGES buffers of shared memory by `cp.async` (16 bytes: eight channels of a weight row or
@@ -201,8 +241,13 @@ __device__ __forceinline__ void igemm(IG_PARAMS) {
             int c = n0 + wn * 8 * NT + nt * 8 + 2 * t + h;
             ok[nt][h] = c < cols;
             int im = ok[nt][h] ? c / OHW : 0;
-            at[nt][h] = (i64)im * M * OHW + (c - im * OHW);
+            at[nt][h] = nhwc ? (i64)c * M : (i64)im * M * OHW + (c - im * OHW);
         }
+    if (nhwc) {
+        igemm_store_nhwc<D, BF, MT, NT>(acc, at, ok, bias, res, y, M, m0 + wm * 16 * MT, g,
+                                        pairs, code, p0, p1);
+        return;
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -247,6 +292,26 @@ pub(super) fn taps_major(bytes: &[u8], m: usize, c: usize, taps: usize) -> Vec<u
     out
 }
 
+/// Whether the kernel runs a convolution of `dtype` with `groups` and constant `weights`
+/// (`[M, C, *window]`) on a device of compute capability `cc`: f16 or bf16, one group,
+/// sm_80 or newer, input channels a multiple of [`BK`].
+pub(crate) fn takes(
+    dtype: DType,
+    groups: i64,
+    weights: Option<&torchtrt_core::tensor::Tensor>,
+    cc: (u32, u32),
+) -> bool {
+    let Some(shape) = weights.map(|w| w.shape()) else {
+        return false;
+    };
+    matches!(dtype, DType::F16 | DType::BF16)
+        && groups == 1
+        && cc >= (8, 0)
+        && shape.len() >= 3
+        && shape[1] > 0
+        && shape[1].is_multiple_of(BK)
+}
+
 /// Sizes of one run: images, input channels and size, output channels and size, window,
 /// stride, padding at the start and dilation (`[h, w]` pairs).
 pub(super) struct Problem {
@@ -289,14 +354,10 @@ impl ImplicitGemm {
             _ => return None,
         };
         let w = weights?;
-        let shape = w.shape();
-        if groups != 1
-            || ctx.device.compute_capability() < (8, 0)
-            || shape.len() < 3
-            || !shape[1].is_multiple_of(BK)
-        {
+        if !takes(dtype, groups, Some(w), ctx.device.compute_capability()) {
             return None;
         }
+        let shape = w.shape();
         let (m, c) = (shape[0], shape[1]);
         let taps: usize = shape[2..].iter().product();
         Some((|| {
@@ -329,11 +390,13 @@ impl ImplicitGemm {
         })())
     }
 
-    /// Queues the convolution of `x` into `y` (`bias`, `res` may be 0: absent); `Ok(false)`
-    /// without queueing anything when the sizes exceed the kernel's 32-bit indexing.
+    /// Queues the convolution of `x` into `y` (`bias`, `res` may be 0: absent), all NCHW or,
+    /// with `channels_last`, NHWC; `Ok(false)` without queueing anything when the sizes
+    /// exceed the kernel's 32-bit indexing.
     pub(super) fn run(
         &self,
         p: &Problem,
+        channels_last: bool,
         [x, bias, res, y]: [u64; 4],
         stream: &Stream,
     ) -> Result<bool, String> {
@@ -354,8 +417,25 @@ impl ImplicitGemm {
         let Some(blocks) = u32::try_from(blocks).ok().filter(|&b| b < i32::MAX as u32) else {
             return Ok(false);
         };
-        let pairs = ohw.is_multiple_of(2) && y % 4 == 0 && res % 4 == 0;
+        let paired = if channels_last { p.m } else { ohw };
+        let pairs = paired.is_multiple_of(2) && y % 4 == 0 && res % 4 == 0;
         let i = |v: usize| arg_i32(v, what);
+        if channels_last {
+            if x % 16 != 0 {
+                return Err(format!(
+                    "{what}: a channels-last input must be 16-byte aligned"
+                ));
+            }
+            return self.launch(
+                p,
+                [x, bias, res, y],
+                (cols, m_tiles, blocks),
+                pairs,
+                true,
+                tile,
+                stream,
+            );
+        }
         let grid = (
             u32::try_from(hw.div_ceil(32)).map_err(|_| format!("{what}: {hw} positions"))?,
             u32::try_from(p.c / 32).map_err(|_| format!("{what}: {} channels", p.c))?,
@@ -381,8 +461,36 @@ impl ImplicitGemm {
                 .launch(stream, grid, (32, 8, 1), 0, &mut args)
         }
         .map_err(|e| format!("{what}: {e}"))?;
+        let done = self.launch(
+            p,
+            [nhwc.ptr(), bias, res, y],
+            (cols, m_tiles, blocks),
+            pairs,
+            false,
+            tile,
+            stream,
+        );
+        drop(nhwc);
+        done
+    }
+
+    /// Launches the tile's kernel over `x` channels last into `y` (NCHW, or NHWC with
+    /// `nhwc`) on a grid of `blocks` blocks, `m_tiles` of them along the channels.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        p: &Problem,
+        [x, bias, res, y]: [u64; 4],
+        (cols, m_tiles, blocks): (usize, usize, u32),
+        pairs: bool,
+        nhwc: bool,
+        tile: usize,
+        stream: &Stream,
+    ) -> Result<bool, String> {
+        let what = "Convolution";
+        let i = |v: usize| arg_i32(v, what);
         let mut args = KernelArgs::new()
-            .ptr(nhwc.ptr())
+            .ptr(x)
             .ptr(self.weights.ptr())
             .ptr(bias)
             .ptr(res)
@@ -400,11 +508,12 @@ impl ImplicitGemm {
             .i32(i(cols)?)
             .i32(i(m_tiles)?)
             .i32(i32::from(pairs))
+            .i32(i32::from(nhwc))
             .i32(self.epilogue.code)
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1);
         // SAFETY: the arguments match `igemm_*`; the caller checked that y (and res) hold the
-        // problem's NCHW shape and bias its M values, the scratch holds x channels last; the
+        // problem's shape in their layout and bias its M values, x is channels last; the
         // packed weights are `[M, taps·C]` with C a multiple of BK; every index fits 32 bits
         // (checked above); the shared memory is the tile's, allowed at prepare.
         unsafe {
@@ -417,7 +526,6 @@ impl ImplicitGemm {
             )
         }
         .map_err(|e| format!("{what}: {e}"))?;
-        drop(nhwc);
         Ok(true)
     }
 }

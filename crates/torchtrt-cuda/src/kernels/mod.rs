@@ -48,6 +48,7 @@ mod unary;
 mod value_test;
 
 pub use conv_tactic::Tactic as ConvTactic;
+pub(crate) use convolution::prefers_channels_last;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};

@@ -28,6 +28,7 @@ fn layer(c: &Case) -> LayerKind {
         dilations: c.dilations.to_vec(),
         groups: c.groups,
         activation: c.activation,
+        channels_last: false,
     })
 }
 
@@ -344,6 +345,7 @@ fn depthwise_tiles_match_cpu() {
                     dilations: vec![1, 1],
                     groups: x[1] as i64,
                     activation: activations[case as usize % activations.len()],
+                    channels_last: false,
                 });
                 let w = [x[1] * mult, 1, k, k];
                 let dtype = [DType::F32, DType::F16, DType::BF16][case as usize / 2 % 3];
@@ -495,6 +497,81 @@ fn implicit_gemm_matches_cpu() {
                     check_against_f32(&dev, &format!("{what} with a residual"), &l, &inputs)
                 });
             }
+        }
+    }
+}
+
+/// The implicit GEMM reading and writing channels last (`Convolution::channels_last`, what
+/// the builder's layout pass makes) against the CPU computing in f32: odd and even output
+/// planes, an odd output channel count (single stores), 1×1 at stride 1, 3×3 with stride,
+/// uneven padding and dilation, problems large enough for each tile; with and without bias,
+/// with a residual (channels last too), through every activation.
+#[test]
+fn implicit_gemm_channels_last_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    type Window = ([i64; 2], [i64; 2], [i64; 2], [i64; 2]);
+    let plain: Window = ([1, 1], [1, 1], [1, 1], [1, 1]);
+    let cases: [([usize; 4], [usize; 4], Window); 7] = [
+        ([2, 13, 11, 32], [40, 32, 3, 3], plain),
+        (
+            [3, 7, 7, 64],
+            [136, 64, 1, 1],
+            ([1, 1], [0, 0], [0, 0], [1, 1]),
+        ),
+        (
+            [2, 16, 16, 32],
+            [64, 32, 3, 3],
+            ([2, 2], [1, 1], [1, 1], [1, 1]),
+        ),
+        (
+            [1, 9, 10, 96],
+            [37, 96, 3, 3],
+            ([1, 1], [2, 1], [2, 3], [2, 2]),
+        ),
+        (
+            [2, 15, 15, 32],
+            [48, 32, 1, 1],
+            ([2, 2], [0, 0], [0, 0], [1, 1]),
+        ),
+        ([4, 28, 28, 64], [128, 64, 3, 3], plain),
+        ([4, 96, 96, 32], [128, 32, 3, 3], plain),
+    ];
+    let activations = [
+        None,
+        Some(ActivationKind::Relu),
+        Some(ActivationKind::Clip {
+            min: -0.5,
+            max: 2.0,
+        }),
+        Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
+    ];
+    for dtype in [DType::F16, DType::BF16] {
+        for (i, (x, w, (strides, pads_begin, pads_end, dilations))) in cases.iter().enumerate() {
+            let act = activations[i % activations.len()];
+            let l = LayerKind::Convolution(Convolution {
+                strides: strides.to_vec(),
+                pads_begin: pads_begin.to_vec(),
+                pads_end: pads_end.to_vec(),
+                dilations: dilations.to_vec(),
+                groups: 1,
+                activation: act,
+                channels_last: true,
+            });
+            let seed = 7000 + 10 * i as u64;
+            let mut inputs = vec![
+                (rand(dtype, x, seed), false),
+                (rand(dtype, w, seed + 1), true),
+            ];
+            let what =
+                format!("channels-last implicit GEMM case {i} x{x:?} w{w:?} {act:?} {dtype}");
+            if i % 2 == 0 {
+                check_against_f32(&dev, &what, &l, &inputs);
+            }
+            inputs.push((rand(dtype, &[w[0]], seed + 2), true));
+            check_against_f32(&dev, &format!("{what} with bias"), &l, &inputs);
+            let out = crate::harness::cpu(&l, &inputs);
+            inputs.push((rand(dtype, out[0].shape(), seed + 3), false));
+            check_against_f32(&dev, &format!("{what} with a residual"), &l, &inputs);
         }
     }
 }

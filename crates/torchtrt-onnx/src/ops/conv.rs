@@ -54,6 +54,7 @@ fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         dilations: w.dilations,
         groups: node.int_or("group", 1)?,
         activation: None,
+        channels_last: false,
     };
     Ok(vec![ctx.add(node, layer, &ins)?])
 }

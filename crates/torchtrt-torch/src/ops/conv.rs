@@ -103,6 +103,7 @@ fn conv(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
         dilations,
         groups: ctx.int_or(node, "groups", 1)?,
         activation: None,
+        channels_last: false,
     };
     let mut ins = vec![x, w];
     ins.extend(ctx.opt_tensor(node, "bias")?);

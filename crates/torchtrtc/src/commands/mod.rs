@@ -74,6 +74,7 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
         },
         tf32: opts.tf32,
         fuse_elementwise: !opts.no_fuse,
+        layouts: !opts.no_layouts,
         max_memory: opts.max_memory,
         ..BuildConfig::default()
     }

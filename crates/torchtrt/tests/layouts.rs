@@ -1,0 +1,201 @@
+//! The builder's layout pass: the chains of convolutions a backend prefers channels last get
+//! channels-last edges, with a reformat only where a tensor changes layout; an engine built
+//! so computes what the channels-first one does, survives serialization, and `inspect`
+//! counts its reformats.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_close, random_f32};
+use torchtrt::layers::{
+    Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, InferInput, LayerKind,
+};
+use torchtrt::plugin_api::{DType, DeviceKind};
+use torchtrt::{Backend, BuildConfig, CpuBackend, Dim, Engine, Kernel, NetworkDefinition, Tensor};
+
+/// The CPU backend, preferring channels last for every convolution of more than three input
+/// channels (the CPU runs those through its channels-first kernel with transposes around).
+struct ChannelsLastCpu(CpuBackend);
+
+impl Backend for ChannelsLastCpu {
+    fn device(&self) -> DeviceKind {
+        self.0.device()
+    }
+    fn name(&self) -> String {
+        "cpu (channels last)".into()
+    }
+    fn prepare(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+    ) -> Result<Box<dyn Kernel>, String> {
+        self.0.prepare(layer, inputs)
+    }
+    fn prefers_channels_last(&self, _layer: &Convolution, inputs: &[InferInput<'_>]) -> bool {
+        inputs[0].shape[1].as_const().is_some_and(|c| c > 3)
+    }
+}
+
+fn conv(
+    net: &mut NetworkDefinition,
+    name: &str,
+    x: torchtrt::TensorId,
+    [m, c, k]: [usize; 3],
+    stride: i64,
+    seed: u64,
+) -> torchtrt::TensorId {
+    let w = Tensor::from_vec(&[m, c, k, k], random_f32(m * c * k * k, seed)).unwrap();
+    let w = net.add_constant(&format!("{name}_w"), w).unwrap();
+    let b = Tensor::from_vec(&[m], random_f32(m, seed + 100)).unwrap();
+    let b = net.add_constant(&format!("{name}_b"), b).unwrap();
+    let mut layer = Convolution::new(2);
+    let pad = (k as i64 - 1) / 2;
+    layer.pads_begin = vec![pad; 2];
+    layer.pads_end = vec![pad; 2];
+    layer.strides = vec![stride; 2];
+    net.add(name, layer, &[x, w, b]).unwrap()
+}
+
+fn relu(net: &mut NetworkDefinition, name: &str, x: torchtrt::TensorId) -> torchtrt::TensorId {
+    net.add(
+        name,
+        Activation {
+            kind: ActivationKind::Relu,
+        },
+        &[x],
+    )
+    .unwrap()
+}
+
+/// A stem of three input channels (channels first), then three convolutions in a chain with
+/// a residual shortcut, one convolution alone beside them, and a non-convolution reader of
+/// the chain's first output: outputs `y` (end of the chain), `side` (the lone convolution)
+/// and `tap` (the first output, doubled).
+fn network() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let n = Dim::dynamic("n", 1, 2, 3);
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[n, Dim::Fixed(3), Dim::Fixed(9), Dim::Fixed(9)],
+        )
+        .unwrap();
+    let stem = conv(&mut net, "stem", x, [8, 3, 3], 1, 1);
+    let stem = relu(&mut net, "stem_relu", stem);
+    let a = conv(&mut net, "a", stem, [8, 8, 3], 1, 2);
+    let a = relu(&mut net, "a_relu", a);
+    let b = conv(&mut net, "b", a, [8, 8, 1], 1, 3);
+    let sum = net
+        .add("shortcut", Elementwise::new(ElementwiseOp::Add), &[b, a])
+        .unwrap();
+    let sum = relu(&mut net, "shortcut_relu", sum);
+    let y = conv(&mut net, "c", sum, [16, 8, 3], 2, 4);
+    let side = conv(&mut net, "side", stem, [4, 8, 1], 1, 5);
+    let tap = net
+        .add("tap", Elementwise::new(ElementwiseOp::Add), &[a, a])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    net.mark_output(side, "side").unwrap();
+    net.mark_output(tap, "tap").unwrap();
+    net
+}
+
+fn build(layouts: bool) -> Engine {
+    let config = BuildConfig {
+        layouts,
+        ..BuildConfig::default()
+    };
+    let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
+    torchtrt_core::build(&network(), &config, &[cpu]).unwrap()
+}
+
+fn run(engine: &Engine, input: &Tensor) -> Vec<Tensor> {
+    engine.create_context().unwrap().execute(&[input]).unwrap()
+}
+
+#[test]
+fn chains_of_convolutions_run_channels_last_with_reformats_at_their_edges() {
+    let engine = build(true);
+    let plan = engine.plan();
+    let channels_last: Vec<&str> = plan
+        .layers
+        .iter()
+        .filter(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last))
+        .map(|l| l.name.as_str())
+        .collect();
+    assert_eq!(
+        channels_last,
+        ["a", "b", "c"],
+        "the chain, not the stem nor the lone one"
+    );
+    assert_eq!(
+        plan.reformats.len(),
+        3,
+        "into the chain, and out of it for `tap` and `y`: {:?}",
+        plan.reformats
+    );
+    for name in &plan.reformats {
+        let layer = plan.layers.iter().find(|l| &l.name == name).unwrap();
+        assert!(matches!(layer.kind, LayerKind::Transpose(_)), "{name}");
+    }
+    let summary = engine.summary().to_string();
+    assert!(
+        summary.contains("layouts: 3 channels-last layers, 3 reformats"),
+        "{summary}"
+    );
+    let plain = build(false);
+    assert!(plain.plan().reformats.is_empty());
+    for n in [1, 2, 3] {
+        let input = Tensor::from_vec(&[n, 3, 9, 9], random_f32(n * 243, 7 + n as u64)).unwrap();
+        let want = run(&plain, &input);
+        let got = run(&engine, &input);
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.shape(), w.shape());
+            assert_close(
+                g.as_slice::<f32>().unwrap(),
+                w.as_slice::<f32>().unwrap(),
+                1e-6,
+                1e-6,
+            );
+        }
+    }
+}
+
+#[test]
+fn channels_last_engines_survive_serialization() {
+    let engine = build(true);
+    let bytes = engine.serialize();
+    let reloaded = torchtrt::Runtime::new()
+        .unwrap()
+        .deserialize(&bytes)
+        .unwrap();
+    assert_eq!(reloaded.plan().reformats, engine.plan().reformats);
+    let input = Tensor::from_vec(&[2, 3, 9, 9], random_f32(486, 21)).unwrap();
+    assert_eq!(run(&reloaded, &input), run(&engine, &input));
+}
+
+#[test]
+fn a_convolution_alone_keeps_channels_first() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::Fixed(1), Dim::Fixed(8), Dim::Fixed(5), Dim::Fixed(5)],
+        )
+        .unwrap();
+    let y = conv(&mut net, "only", x, [8, 8, 3], 1, 9);
+    net.mark_output(y, "y").unwrap();
+    let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
+    let engine = torchtrt_core::build(&net, &BuildConfig::default(), &[cpu]).unwrap();
+    assert!(engine.plan().reformats.is_empty());
+    assert!(
+        !engine
+            .plan()
+            .layers
+            .iter()
+            .any(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last))
+    );
+}
