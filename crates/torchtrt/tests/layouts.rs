@@ -68,11 +68,11 @@ fn relu(net: &mut NetworkDefinition, name: &str, x: torchtrt::TensorId) -> torch
     .unwrap()
 }
 
-/// A stem of three input channels (channels first), then three convolutions in a chain with
+/// A stem of three input channels to `c` (channels first), then three convolutions in a chain with
 /// a residual shortcut, one convolution alone beside them, and a non-convolution reader of
 /// the chain's first output: outputs `y` (end of the chain), `side` (the lone convolution)
 /// and `tap` (the first output, doubled).
-fn network() -> NetworkDefinition {
+fn network(c: usize) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
     let n = Dim::dynamic("n", 1, 2, 3);
     let x = net
@@ -82,17 +82,17 @@ fn network() -> NetworkDefinition {
             &[n, Dim::Fixed(3), Dim::Fixed(9), Dim::Fixed(9)],
         )
         .unwrap();
-    let stem = conv(&mut net, "stem", x, [8, 3, 3], 1, 1);
+    let stem = conv(&mut net, "stem", x, [c, 3, 3], 1, 1);
     let stem = relu(&mut net, "stem_relu", stem);
-    let a = conv(&mut net, "a", stem, [8, 8, 3], 1, 2);
+    let a = conv(&mut net, "a", stem, [c, c, 3], 1, 2);
     let a = relu(&mut net, "a_relu", a);
-    let b = conv(&mut net, "b", a, [8, 8, 1], 1, 3);
+    let b = conv(&mut net, "b", a, [c, c, 1], 1, 3);
     let sum = net
         .add("shortcut", Elementwise::new(ElementwiseOp::Add), &[b, a])
         .unwrap();
     let sum = relu(&mut net, "shortcut_relu", sum);
-    let y = conv(&mut net, "c", sum, [16, 8, 3], 2, 4);
-    let side = conv(&mut net, "side", stem, [4, 8, 1], 1, 5);
+    let y = conv(&mut net, "c", sum, [2 * c, c, 3], 2, 4);
+    let side = conv(&mut net, "side", stem, [4, c, 1], 1, 5);
     let tap = net
         .add("tap", Elementwise::new(ElementwiseOp::Add), &[a, a])
         .unwrap();
@@ -108,7 +108,7 @@ fn build(layouts: bool) -> Engine {
         ..BuildConfig::default()
     };
     let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
-    torchtrt_core::build(&network(), &config, &[cpu]).unwrap()
+    torchtrt_core::build(&network(8), &config, &[cpu]).unwrap()
 }
 
 fn run(engine: &Engine, input: &Tensor) -> Vec<Tensor> {
@@ -142,7 +142,7 @@ fn chains_of_convolutions_run_channels_last_with_reformats_at_their_edges() {
     }
     let summary = engine.summary().to_string();
     assert!(
-        summary.contains("layouts: 3 channels-last layers, 3 reformats"),
+        summary.contains("layouts: 3 layer(s) run channels last, 3 reformat(s)"),
         "{summary}"
     );
     let plain = build(false);
@@ -176,26 +176,67 @@ fn channels_last_engines_survive_serialization() {
     assert_eq!(run(&reloaded, &input), run(&engine, &input));
 }
 
-#[test]
-fn a_convolution_alone_keeps_channels_first() {
+/// Whether any convolution of a network of `convs` in a chain (`[out, in, window]`) on a
+/// 5×5 input of the first one's channels is built channels last.
+fn any_channels_last(convs: &[[usize; 3]]) -> bool {
     let mut net = NetworkDefinition::new();
-    let x = net
-        .add_input(
-            "x",
-            DType::F32,
-            &[Dim::Fixed(1), Dim::Fixed(8), Dim::Fixed(5), Dim::Fixed(5)],
-        )
-        .unwrap();
-    let y = conv(&mut net, "only", x, [8, 8, 3], 1, 9);
-    net.mark_output(y, "y").unwrap();
+    let dims = [1, convs[0][1] as i64, 5, 5].map(Dim::Fixed);
+    let mut t = net.add_input("x", DType::F32, &dims).unwrap();
+    for (i, &c) in convs.iter().enumerate() {
+        t = conv(&mut net, &format!("conv{i}"), t, c, 1, 9 + i as u64);
+    }
+    net.mark_output(t, "y").unwrap();
     let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
     let engine = torchtrt_core::build(&net, &BuildConfig::default(), &[cpu]).unwrap();
-    assert!(engine.plan().reformats.is_empty());
+    let last = engine
+        .plan()
+        .layers
+        .iter()
+        .any(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last));
+    assert_eq!(last, !engine.plan().reformats.is_empty());
+    last
+}
+
+#[test]
+fn channels_last_only_where_its_reformats_move_less_than_the_copies_they_save() {
+    assert!(!any_channels_last(&[[8, 8, 3]]), "one convolution alone");
+    assert!(any_channels_last(&[[8, 8, 3], [8, 8, 1]]), "8 → 8 → 8");
     assert!(
-        !engine
-            .plan()
-            .layers
-            .iter()
-            .any(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last))
+        !any_channels_last(&[[8, 8, 3], [64, 8, 1]]),
+        "8 → 8 → 64: the output's reformat outweighs both copies"
     );
+    assert!(
+        any_channels_last(&[[8, 8, 3], [8, 8, 3], [8, 8, 3], [16, 8, 1]]),
+        "8 → 8 → 8 → 8 → 16: reformats of 8 and 16 channels, copies of 4 × 8"
+    );
+}
+
+#[test]
+fn cuda_engines_run_chains_of_convolutions_channels_last() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let net = network(32);
+    let config = BuildConfig {
+        precision: DType::F16,
+        ..BuildConfig::default()
+    };
+    let engine = torchtrt::compile_for(&net, &config, "cuda:0").unwrap();
+    let summary = engine.summary();
+    let last = summary.layers.iter().filter(|l| l.channels_last).count();
+    let reformats = summary.layers.iter().filter(|l| l.reformat).count();
+    assert_eq!((last, reformats), (3, 3), "{summary}");
+    assert!(summary.layers.iter().all(|l| !l.host_fallback), "{summary}");
+    let cpu = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    for n in [1, 3] {
+        let input = Tensor::from_vec(&[n, 3, 9, 9], random_f32(n * 243, 40 + n as u64)).unwrap();
+        let want = run(&cpu, &input);
+        let got = run(&engine, &input);
+        for (g, w) in got.iter().zip(&want) {
+            let w = w.as_slice::<f32>().unwrap();
+            let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+            assert_close(g.as_slice::<f32>().unwrap(), w, 1e-2 * scale, 1e-2);
+        }
+    }
 }

@@ -1,14 +1,15 @@
-//! Tensor layouts per edge. A convolution the backend runs faster channels last
-//! ([`Backend::prefers_channels_last`]) becomes channels last when it shares an edge with
-//! another such convolution (one produces its input or residual, or reads its output): a
-//! chain of them then passes its activations channels last from one to the next. A reformat
-//! (a `Transpose`) converts a tensor once where a channels-last convolution reads a
+//! Tensor layouts per edge. The convolutions the backend runs faster channels last
+//! ([`Backend::prefers_channels_last`]: kept channels first, each would copy its input to
+//! channels last itself) form groups joined by their edges (one produces another's input or
+//! residual). A group becomes channels last when the reformats it then needs move fewer
+//! elements, at the profile's optimum shapes, than its convolutions' own copies would: a
+//! chain of them passes its activations channels last from one to the next. A reformat (a
+//! `Transpose`) converts a tensor once where a channels-last convolution reads a
 //! channels-first tensor, and back where anything else reads a channels-last convolution's
 //! output; reformats nothing reads are left for `compact` to drop. The builder records the
-//! reformats it inserted, which `inspect` counts. A convolution with no such neighbour keeps
-//! channels first: two reformats around it would cost more than it gains.
+//! reformats it inserted, which `inspect` counts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::Work;
 use crate::backend::Backend;
@@ -21,7 +22,7 @@ use crate::network::{Layer, TensorId};
 const ACTIVATIONS: [usize; 2] = [0, 3];
 
 /// Gives the chains of convolutions `backend` prefers channels last channels-last edges.
-pub(super) fn run(work: &mut Work, backend: &dyn Backend) {
+pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn Backend) {
     let candidate: Vec<bool> = work
         .layers
         .iter()
@@ -33,25 +34,7 @@ pub(super) fn run(work: &mut Work, backend: &dyn Backend) {
             _ => false,
         })
         .collect();
-    let mut producer = vec![None; work.tensors.len()];
-    for (i, layer) in work.layers.iter().enumerate() {
-        for t in &layer.outputs {
-            producer[t.index()] = Some(i);
-        }
-    }
-    let mut linked = vec![false; work.layers.len()];
-    for (i, layer) in work.layers.iter().enumerate() {
-        if !candidate[i] {
-            continue;
-        }
-        for &slot in &ACTIVATIONS {
-            let from = layer.inputs.get(slot).and_then(|t| producer[t.index()]);
-            if let Some(p) = from.filter(|&p| candidate[p]) {
-                linked[i] = true;
-                linked[p] = true;
-            }
-        }
-    }
+    let linked = chosen(work, outputs, &candidate);
     if !linked.contains(&true) {
         return;
     }
@@ -89,6 +72,81 @@ pub(super) fn run(work: &mut Work, backend: &dyn Backend) {
         reformat(work, y_last, Some(y), false, device);
         channels_last.insert(y, y_last);
     }
+}
+
+/// Which candidates become channels last: each group of candidates joined by their edges
+/// whose entries (tensors it reads from outside) and exits (its outputs read outside or
+/// marked as network outputs) hold no more elements than its convolutions' inputs.
+fn chosen(work: &Work, outputs: &[(String, TensorId)], candidate: &[bool]) -> Vec<bool> {
+    let n = work.layers.len();
+    let mut producer = vec![None; work.tensors.len()];
+    for (i, layer) in work.layers.iter().enumerate() {
+        for t in &layer.outputs {
+            producer[t.index()] = Some(i);
+        }
+    }
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], mut i: usize) -> usize {
+        while root[i] != i {
+            root[i] = root[root[i]];
+            i = root[i];
+        }
+        i
+    }
+    let activations = |i: usize| {
+        ACTIVATIONS
+            .iter()
+            .filter_map(move |&slot| work.layers[i].inputs.get(slot).copied())
+    };
+    for i in (0..n).filter(|&i| candidate[i]) {
+        for t in activations(i) {
+            if let Some(p) = producer[t.index()].filter(|&p| candidate[p]) {
+                let (a, b) = (find(&mut root, i), find(&mut root, p));
+                root[a] = b;
+            }
+        }
+    }
+    let group: Vec<usize> = (0..n).map(|i| find(&mut root, i)).collect();
+    let in_group =
+        |t: TensorId, g: usize| producer[t.index()].is_some_and(|p| candidate[p] && group[p] == g);
+    let mut outside: Vec<bool> = vec![false; work.tensors.len()];
+    for (i, layer) in work.layers.iter().enumerate() {
+        for (slot, t) in layer.inputs.iter().enumerate() {
+            let inside = candidate[i] && ACTIVATIONS.contains(&slot) && in_group(*t, group[i]);
+            outside[t.index()] |= !inside;
+        }
+    }
+    for (_, t) in outputs {
+        outside[t.index()] = true;
+    }
+    let mut copies = vec![0u64; n];
+    let mut reformats = vec![0u64; n];
+    let mut entered = HashSet::new();
+    for i in (0..n).filter(|&i| candidate[i]) {
+        let g = group[i];
+        copies[g] += elements(work, work.layers[i].inputs[0]);
+        for t in activations(i) {
+            if !in_group(t, g) && entered.insert((g, t)) {
+                reformats[g] += elements(work, t);
+            }
+        }
+        let y = work.layers[i].outputs[0];
+        if outside[y.index()] {
+            reformats[g] += elements(work, y);
+        }
+    }
+    (0..n)
+        .map(|i| candidate[i] && reformats[group[i]] <= copies[group[i]])
+        .collect()
+}
+
+/// Elements of `t` at the profile's optimum shapes (a dim not known there counts as 1).
+fn elements(work: &Work, t: TensorId) -> u64 {
+    work.ty(t)
+        .shape
+        .iter()
+        .map(|d| d.eval(&|s| work.opt.get(s).copied()).unwrap_or(1).max(0) as u64)
+        .fold(1u64, u64::saturating_mul)
 }
 
 /// A new tensor named after `t` with `suffix`, typed as `t` permuted by `perm` of its rank.

@@ -18,7 +18,7 @@ mod timing_cache;
 pub use passes::passes;
 pub use timing_cache::{CachedTactic, MAX_TIMING_CACHE_BYTES, TimingCache};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use torchtrt_plugin_api::{DType, DeviceKind};
@@ -105,6 +105,8 @@ pub(crate) struct Work {
     pub devices: Vec<DeviceKind>,
     /// Names of the reformat layers the layout pass inserted.
     pub reformats: HashSet<String>,
+    /// The optimum value of every dynamic dimension of the network's inputs.
+    pub opt: HashMap<String, i64>,
 }
 
 impl Work {
@@ -231,8 +233,10 @@ pub fn build(
         layers: Vec::new(),
         devices: Vec::new(),
         reformats: HashSet::new(),
+        opt: HashMap::new(),
     };
     let timing = tactics::Timing::new(backends, network.inputs(), config);
+    work.opt = timing.opt.clone();
     let mut remap: Vec<TensorId> = (0..network.num_tensors() as u32).map(TensorId).collect();
     let reduced = config.precision != DType::F32;
     let mut demoted = HashSet::new();

@@ -95,7 +95,7 @@ const GRAPH_PASSES: &[GraphPass] = &[
     GraphPass {
         name: "layouts",
         enabled: |c, _| c.layouts,
-        run: |w, _, b| layouts::run(w, b),
+        run: layouts::run,
     },
     GraphPass {
         name: "fold_transpose",

@@ -232,10 +232,13 @@ impl fmt::Display for EngineSummary {
         }
         let reformats = self.layers.iter().filter(|l| l.reformat).count();
         let last = self.layers.iter().filter(|l| l.channels_last).count();
-        writeln!(
-            f,
-            "layouts: {last} channels-last layers, {reformats} reformats"
-        )?;
+        if reformats + last > 0 {
+            writeln!(
+                f,
+                "layouts: {last} layer(s) run channels last, {reformats} reformat(s) change a \
+                 tensor's layout"
+            )?;
+        }
         writeln!(f, "plugins ({}):", self.plugins.len())?;
         for p in &self.plugins {
             let fields: Vec<String> = p

@@ -468,6 +468,96 @@ impl ConvKernel {
         .map_err(|e| format!("{WHAT}: {e}"))
     }
 
+    /// The tactic for this run's input shape: timed on its first run (`run` queues one
+    /// tactic into the given output, `Ok(false)` where it does not apply), then remembered.
+    fn choose(
+        &self,
+        s: &Shape,
+        k: [usize; 2],
+        stream: &Stream,
+        mut run: impl FnMut(Tactic, u64) -> Result<bool, String>,
+    ) -> Result<Tactic, String> {
+        let bytes = s.n * s.m * s.oh * s.ow * self.dtype.size();
+        let mut scratch = None;
+        self.tactics
+            .choose([s.n, s.h, s.w], k[0] * k[1], stream, |t| {
+                if scratch.is_none() {
+                    let out = stream.device().allocator().alloc(bytes);
+                    scratch = Some(out.map_err(|e| format!("{WHAT}: tactic scratch: {e}"))?);
+                }
+                run(t, scratch.as_ref().map_or(0, |b| b.ptr()))
+            })
+    }
+
+    /// A channels-last run ([`Convolution::channels_last`]): the implicit GEMM, or for a
+    /// pointwise layer whichever of it and one cuBLAS product is faster at this shape.
+    fn run_channels_last(
+        &self,
+        s: &Shape,
+        k: [usize; 2],
+        [x, w, bias, res, y]: [u64; 5],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let ig = self.implicit.as_ref().ok_or_else(|| {
+            format!("{WHAT}: a channels-last convolution needs the tensor-core kernel")
+        })?;
+        let p = self.problem(s, k);
+        let g = &self.geo;
+        let pointwise = k == [1, 1] && g.stride == [1, 1] && g.pad == [0, 0] && g.pad_end == [0, 0];
+        let tactic = if pointwise {
+            self.choose(s, k, stream, |t, out| match t {
+                Tactic::Implicit => ig.run(&p, true, [x, bias, res, out], stream),
+                Tactic::Gemm => self
+                    .pointwise_nhwc(s, [x, w, bias, res, out], stream)
+                    .map(|()| true),
+            })?
+        } else {
+            Tactic::Implicit
+        };
+        if tactic == Tactic::Gemm {
+            return self.pointwise_nhwc(s, [x, w, bias, res, y], stream);
+        }
+        match ig.run(&p, true, [x, bias, res, y], stream)? {
+            true => Ok(()),
+            false => Err(format!(
+                "{WHAT}: channels-last x [{}, {}, {}, {}] exceeds the kernel's 32-bit indexing",
+                s.n, s.h, s.w, s.c
+            )),
+        }
+    }
+
+    /// A pointwise channels-last convolution as one product `y [N·H·W, M] = x [N·H·W, C] ·
+    /// wᵀ`, then the epilogue pass in place (each position an image of one pixel).
+    fn pointwise_nhwc(
+        &self,
+        s: &Shape,
+        [x, w, bias, res, y]: [u64; 5],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let rows = s.n * s.h * s.w;
+        let gemm = Gemm {
+            m: rows,
+            n: s.m,
+            k: s.c,
+            trans_a: false,
+            trans_b: true,
+            ty: self.ty,
+        };
+        let blas = BlasScope::new(&self.blas, stream, WHAT)?;
+        let strides = BatchStrides { a: 0, b: 0, c: 0 };
+        // SAFETY: x holds `[N·H·W, C]`, the weights `[M, C]` (one tap), y `[N·H·W, M]`.
+        unsafe { blas.gemm_strided_batched(stream, &gemm, 1, strides, [x, w, y]) }
+            .map_err(|e| format!("{WHAT}: {e}"))?;
+        drop(blas);
+        let pixels = Shape {
+            n: rows,
+            oh: 1,
+            ow: 1,
+            ..*s
+        };
+        self.finish(&pixels, bias, res, y, stream)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn run_gemm(
         &self,
@@ -649,44 +739,24 @@ impl DeviceKernel for ConvKernel {
         let res = inputs.get(3).map_or(0, |r| r.ptr);
         let (x, y) = (inputs[0].ptr, outputs[0].ptr);
         if self.channels_last {
-            let ig = self.implicit.as_ref().ok_or_else(|| {
-                format!("{WHAT}: a channels-last convolution needs the tensor-core kernel")
-            })?;
-            return match ig.run(&self.problem(&s, k), true, [x, bias, res, y], stream)? {
-                true => Ok(()),
-                false => Err(format!(
-                    "{WHAT}: channels-last x {xd:?} → y {yd:?} exceeds the kernel's 32-bit indexing"
-                )),
-            };
+            return self.run_channels_last(&s, k, [x, w, bias, res, y], stream);
         }
         if s.cg == 1 && self.groups > 1 {
-            self.run_direct(&s, k, x, w, bias, res, y, stream)
-        } else if let Some(ig) = &self.implicit {
-            let p = self.problem(&s, k);
-            let bytes = s.n * s.m * s.oh * s.ow * self.dtype.size();
-            let mut scratch = None;
-            let tactic = self
-                .tactics
-                .choose([s.n, s.h, s.w], k[0] * k[1], stream, |t| {
-                    if scratch.is_none() {
-                        let out = stream.device().allocator().alloc(bytes);
-                        scratch = Some(out.map_err(|e| format!("{WHAT}: tactic scratch: {e}"))?);
-                    }
-                    let out = scratch.as_ref().map_or(y, |b| b.ptr());
-                    match t {
-                        Tactic::Implicit => ig.run(&p, false, [x, bias, res, out], stream),
-                        Tactic::Gemm => self
-                            .run_gemm(&s, k, x, w, bias, res, out, stream)
-                            .map(|()| true),
-                    }
-                })?;
-            drop(scratch);
-            if tactic == Tactic::Implicit && ig.run(&p, false, [x, bias, res, y], stream)? {
-                return Ok(());
-            }
-            self.run_gemm(&s, k, x, w, bias, res, y, stream)
-        } else {
-            self.run_gemm(&s, k, x, w, bias, res, y, stream)
+            return self.run_direct(&s, k, x, w, bias, res, y, stream);
         }
+        let Some(ig) = &self.implicit else {
+            return self.run_gemm(&s, k, x, w, bias, res, y, stream);
+        };
+        let p = self.problem(&s, k);
+        let tactic = self.choose(&s, k, stream, |t, out| match t {
+            Tactic::Implicit => ig.run(&p, false, [x, bias, res, out], stream),
+            Tactic::Gemm => self
+                .run_gemm(&s, k, x, w, bias, res, out, stream)
+                .map(|()| true),
+        })?;
+        if tactic == Tactic::Implicit && ig.run(&p, false, [x, bias, res, y], stream)? {
+            return Ok(());
+        }
+        self.run_gemm(&s, k, x, w, bias, res, y, stream)
     }
 }

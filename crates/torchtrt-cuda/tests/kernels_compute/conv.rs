@@ -1,9 +1,9 @@
 //! Convolution: GEMM (1×1 direct and im2col), depthwise and grouped, 1-D, bias and fused
 //! activations.
 
-use torchtrt_core::LayerKind;
 use torchtrt_core::layers::{ActivationKind, Convolution};
 use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{LayerKind, Tensor};
 use torchtrt_cuda::kernels::ConvTactic;
 
 use crate::common::device_or_skip;
@@ -564,14 +564,20 @@ fn implicit_gemm_channels_last_matches_cpu() {
             ];
             let what =
                 format!("channels-last implicit GEMM case {i} x{x:?} w{w:?} {act:?} {dtype}");
+            let check = |what: &str, inputs: &[(Tensor, bool)]| {
+                for tactic in [ConvTactic::Implicit, ConvTactic::Gemm] {
+                    let what = format!("{what} ({tactic:?})");
+                    forcing(tactic, || check_against_f32(&dev, &what, &l, inputs));
+                }
+            };
             if i % 2 == 0 {
-                check_against_f32(&dev, &what, &l, &inputs);
+                check(&what, &inputs);
             }
             inputs.push((rand(dtype, &[w[0]], seed + 2), true));
-            check_against_f32(&dev, &format!("{what} with bias"), &l, &inputs);
+            check(&format!("{what} with bias"), &inputs);
             let out = crate::harness::cpu(&l, &inputs);
             inputs.push((rand(dtype, out[0].shape(), seed + 3), false));
-            check_against_f32(&dev, &format!("{what} with a residual"), &l, &inputs);
+            check(&format!("{what} with a residual"), &inputs);
         }
     }
 }
