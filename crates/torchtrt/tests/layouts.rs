@@ -240,3 +240,122 @@ fn cuda_engines_run_chains_of_convolutions_channels_last() {
         }
     }
 }
+
+/// A deterministic stream of small random choices.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// A random network of convolutions (1×1 or 3×3, stride 1 or 2, 4–12 channels, with and
+/// without a residual), activations, adds of equal-shaped tensors and non-convolution readers,
+/// whose tensors are picked at random as inputs of later layers and as network outputs.
+fn random_network(seed: u64) -> NetworkDefinition {
+    let mut dice = Dice(seed);
+    let mut net = NetworkDefinition::new();
+    let n = Dim::dynamic("n", 1, 2, 3);
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[n, Dim::Fixed(6), Dim::Fixed(8), Dim::Fixed(8)],
+        )
+        .unwrap();
+    let mut tensors = vec![(x, [6usize, 8])];
+    let mut outputs = 0;
+    for i in 0..12 {
+        let (t, [c, side]) = tensors[dice.below(tensors.len())];
+        let name = format!("l{i}");
+        let made = match dice.below(6) {
+            0..=2 => {
+                let m = [4, 6, 8, 12][dice.below(4)];
+                let k = [1, 3][dice.below(2)];
+                let stride = if side >= 4 && dice.below(4) == 0 {
+                    2
+                } else {
+                    1
+                };
+                let y = conv(&mut net, &name, t, [m, c, k], stride as i64, seed * 100 + i);
+                let out = (side - 1) / stride + 1;
+                let same: Vec<_> = tensors.iter().filter(|(_, s)| *s == [m, out]).collect();
+                if !same.is_empty() && dice.below(2) == 0 {
+                    let (r, _) = *same[dice.below(same.len())];
+                    let sum = net
+                        .add(
+                            &format!("{name}_add"),
+                            Elementwise::new(ElementwiseOp::Add),
+                            &[y, r],
+                        )
+                        .unwrap();
+                    (sum, [m, out])
+                } else {
+                    (y, [m, out])
+                }
+            }
+            3 => (relu(&mut net, &name, t), [c, side]),
+            4 => {
+                let same: Vec<_> = tensors.iter().filter(|(_, s)| *s == [c, side]).collect();
+                let (r, _) = *same[dice.below(same.len())];
+                let sum = net
+                    .add(&name, Elementwise::new(ElementwiseOp::Mul), &[t, r])
+                    .unwrap();
+                (sum, [c, side])
+            }
+            _ => {
+                let tap = net
+                    .add(&name, Elementwise::new(ElementwiseOp::Sub), &[t, t])
+                    .unwrap();
+                net.mark_output(tap, &format!("out{outputs}")).unwrap();
+                outputs += 1;
+                continue;
+            }
+        };
+        tensors.push(made);
+        if dice.below(4) == 0 {
+            net.mark_output(made.0, &format!("out{outputs}")).unwrap();
+            outputs += 1;
+        }
+    }
+    let (last, _) = *tensors.last().unwrap();
+    net.mark_output(last, &format!("out{outputs}")).unwrap();
+    net
+}
+
+#[test]
+fn random_networks_compute_the_same_channels_last() {
+    let mut converted = 0;
+    for seed in 1..=40 {
+        let net = random_network(seed);
+        let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
+        let config = BuildConfig::default();
+        let engine = torchtrt_core::build(&net, &config, &[cpu]).unwrap();
+        let plain = torchtrt_core::build(&net, &config, &[Arc::new(CpuBackend::new())]).unwrap();
+        converted += usize::from(!engine.plan().reformats.is_empty());
+        for n in [1, 3] {
+            let input = Tensor::from_vec(&[n, 6, 8, 8], random_f32(n * 384, seed + 7)).unwrap();
+            let (got, want) = (run(&engine, &input), run(&plain, &input));
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.shape(), w.shape(), "seed {seed}");
+                assert_close(
+                    g.as_slice::<f32>().unwrap(),
+                    w.as_slice::<f32>().unwrap(),
+                    1e-5,
+                    1e-5,
+                );
+            }
+        }
+    }
+    println!("{converted} of 40 networks have a channels-last group");
+    assert!(
+        converted >= 10,
+        "only {converted} of 40 networks had a channels-last group"
+    );
+}
