@@ -57,6 +57,13 @@ fn conv(
     net.add(name, layer, &[x, w, b]).unwrap()
 }
 
+/// Input `x`: `[n, channels, side, side]` f32 images, `n` dynamic (1 to 3, optimum 2).
+fn images(net: &mut NetworkDefinition, channels: i64, side: i64) -> torchtrt::TensorId {
+    let n = Dim::dynamic("n", 1, 2, 3);
+    let dims = [n, Dim::Fixed(channels), Dim::Fixed(side), Dim::Fixed(side)];
+    net.add_input("x", DType::F32, &dims).unwrap()
+}
+
 fn relu(net: &mut NetworkDefinition, name: &str, x: torchtrt::TensorId) -> torchtrt::TensorId {
     net.add(
         name,
@@ -74,14 +81,7 @@ fn relu(net: &mut NetworkDefinition, name: &str, x: torchtrt::TensorId) -> torch
 /// and `tap` (the first output, doubled).
 fn network(c: usize) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
-    let n = Dim::dynamic("n", 1, 2, 3);
-    let x = net
-        .add_input(
-            "x",
-            DType::F32,
-            &[n, Dim::Fixed(3), Dim::Fixed(9), Dim::Fixed(9)],
-        )
-        .unwrap();
+    let x = images(&mut net, 3, 9);
     let stem = conv(&mut net, "stem", x, [c, 3, 3], 1, 1);
     let stem = relu(&mut net, "stem_relu", stem);
     let a = conv(&mut net, "a", stem, [c, c, 3], 1, 2);
@@ -260,14 +260,7 @@ impl Dice {
 fn random_network(seed: u64) -> NetworkDefinition {
     let mut dice = Dice(seed);
     let mut net = NetworkDefinition::new();
-    let n = Dim::dynamic("n", 1, 2, 3);
-    let x = net
-        .add_input(
-            "x",
-            DType::F32,
-            &[n, Dim::Fixed(6), Dim::Fixed(8), Dim::Fixed(8)],
-        )
-        .unwrap();
+    let x = images(&mut net, 6, 8);
     let mut tensors = vec![(x, [6usize, 8])];
     let mut outputs = 0;
     for i in 0..12 {

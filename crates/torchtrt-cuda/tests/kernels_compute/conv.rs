@@ -32,6 +32,17 @@ fn layer(c: &Case) -> LayerKind {
     })
 }
 
+/// The activations the tensor-core kernel fuses, and none.
+const EPILOGUES: [Option<ActivationKind>; 4] = [
+    None,
+    Some(ActivationKind::Relu),
+    Some(ActivationKind::Clip {
+        min: -0.5,
+        max: 2.0,
+    }),
+    Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
+];
+
 const CASES: &[Case] = &[
     Case {
         x: &[2, 8, 13, 11],
@@ -451,15 +462,7 @@ fn implicit_gemm_matches_cpu() {
             &[1, 1],
         ),
     ];
-    let activations = [
-        None,
-        Some(ActivationKind::Relu),
-        Some(ActivationKind::Clip {
-            min: -0.5,
-            max: 2.0,
-        }),
-        Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
-    ];
+    let activations = EPILOGUES;
     for dtype in [DType::F16, DType::BF16] {
         for (i, c) in cases.iter().enumerate() {
             let seed = 5000 + 10 * i as u64;
@@ -536,15 +539,7 @@ fn implicit_gemm_channels_last_matches_cpu() {
         ([4, 28, 28, 64], [128, 64, 3, 3], plain),
         ([4, 96, 96, 32], [128, 32, 3, 3], plain),
     ];
-    let activations = [
-        None,
-        Some(ActivationKind::Relu),
-        Some(ActivationKind::Clip {
-            min: -0.5,
-            max: 2.0,
-        }),
-        Some(ActivationKind::LeakyRelu { alpha: 0.1 }),
-    ];
+    let activations = EPILOGUES;
     for dtype in [DType::F16, DType::BF16] {
         for (i, (x, w, (strides, pads_begin, pads_end, dilations))) in cases.iter().enumerate() {
             let act = activations[i % activations.len()];
