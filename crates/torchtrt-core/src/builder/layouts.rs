@@ -21,7 +21,7 @@ use crate::network::{Layer, TensorId};
 /// The inputs of a convolution that share its output's layout: `x` and the residual.
 const ACTIVATIONS: [usize; 2] = [0, 3];
 
-/// Gives the chains of convolutions `backend` prefers channels last channels-last edges.
+/// Runs the groups of convolutions `backend` prefers channels last that pay channels last.
 pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn Backend) {
     let candidate: Vec<bool> = work
         .layers
@@ -34,15 +34,15 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
             _ => false,
         })
         .collect();
-    let linked = chosen(work, outputs, &candidate);
-    if !linked.contains(&true) {
+    let convert = chosen(work, outputs, &candidate);
+    if !convert.contains(&true) {
         return;
     }
     let layers = std::mem::take(&mut work.layers);
     let devices = std::mem::take(&mut work.devices);
     let mut channels_last: HashMap<TensorId, TensorId> = HashMap::new();
-    for ((mut layer, device), link) in layers.into_iter().zip(devices).zip(linked) {
-        if !link {
+    for ((mut layer, device), convert) in layers.into_iter().zip(devices).zip(convert) {
+        if !convert {
             work.layers.push(layer);
             work.devices.push(device);
             continue;
