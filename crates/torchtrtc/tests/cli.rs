@@ -192,6 +192,36 @@ fn check_against_a_wrong_reference_fails_with_exit_1() {
 }
 
 #[test]
+fn bench_exports_every_layers_time() {
+    let path = scratch("profile.json");
+    let out = torchtrtc([
+        "bench".as_ref(),
+        demo_engine().as_os_str(),
+        "--iterations".as_ref(),
+        "3".as_ref(),
+        "--export-profile".as_ref(),
+        path.as_os_str(),
+    ]);
+    succeeds(&out);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let rows = text.matches("\"name\": ").count();
+    assert!(rows >= 2, "{text}");
+    let percent: f64 = text
+        .split("\"percent\": ")
+        .skip(1)
+        .map(|s| s.split('}').next().unwrap().trim().parse::<f64>().unwrap())
+        .sum();
+    assert!((percent - 100.0).abs() < 1e-6, "{percent}: {text}");
+    let out = torchtrtc([
+        "bench".as_ref(),
+        demo_engine().as_os_str(),
+        "--export-profile".as_ref(),
+        scratch("no/such/dir/profile.json").as_os_str(),
+    ]);
+    fails(&out, 1, &["writing the profile to"]);
+}
+
+#[test]
 fn bench_json_last_line_has_the_numbers() {
     let out = torchtrtc([
         "bench".as_ref(),

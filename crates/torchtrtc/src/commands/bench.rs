@@ -34,6 +34,10 @@ pub struct BenchArgs {
     /// Time every layer and print the slowest ones, by kind and by layer.
     #[arg(long)]
     profile: bool,
+    /// Time every layer and write each one's time per run, in execution order, to FILE as a
+    /// JSON array of `{"name", "kind", "ms", "percent"}` (trtexec's `--exportProfile`).
+    #[arg(long = "export-profile", value_name = "FILE")]
+    export_profile: Option<PathBuf>,
     #[command(flatten)]
     build: BuildOptions,
 }
@@ -76,13 +80,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     bar.finish();
     times.sort_by(f64::total_cmp);
-    if a.profile {
+    if a.profile || a.export_profile.is_some() {
         ctx.set_profiling(true);
         for _ in 0..a.iterations.max(1) {
             ctx.execute_bound()?;
         }
-        if let Some(p) = ctx.profile() {
+        let p = ctx.profile().unwrap_or_default();
+        if a.profile {
             print_profile(p);
+        }
+        if let Some(path) = &a.export_profile {
+            std::fs::write(path, profile_json(p))
+                .with_context(|| format!("writing the profile to {}", path.display()))?;
         }
     }
     let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
@@ -173,6 +182,41 @@ fn noise(element: u64, input: u64) -> f64 {
     (torchtrt::tensor::mix_bits(element ^ input << 48) % 1000) as f64 / 1000.0
 }
 
+/// Every layer that ran, in execution order, as a JSON array: name, kind, milliseconds per
+/// run and share of the layers' total.
+fn profile_json(p: &[torchtrt::LayerTiming]) -> String {
+    let per_run = |t: &torchtrt::LayerTiming| t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64;
+    let ran: Vec<&torchtrt::LayerTiming> = p.iter().filter(|t| t.calls > 0).collect();
+    let total: f64 = ran.iter().map(|t| per_run(t)).sum();
+    let rows: Vec<String> = ran
+        .iter()
+        .map(|t| {
+            let ms = per_run(t);
+            let percent = if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+            format!(
+                "  {{\"name\": \"{}\", \"kind\": \"{}\", \"ms\": {ms}, \"percent\": {percent}}}",
+                json_escape(&t.layer),
+                json_escape(t.kind)
+            )
+        })
+        .collect();
+    format!("[\n{}\n]\n", rows.join(",\n"))
+}
+
+/// `s` as the inside of a JSON string.
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Time per layer kind and the slowest layers, in ms per run.
 fn print_profile(p: &[torchtrt::LayerTiming]) {
     let per_run = |t: &torchtrt::LayerTiming| t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64;
@@ -237,4 +281,35 @@ fn peak_rss_bytes() -> u64 {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{json_escape, profile_json};
+
+    #[test]
+    fn profiles_export_as_json_with_names_escaped() {
+        assert_eq!(json_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\u000ad");
+        let timing = |layer: &str, calls, ms| torchtrt::LayerTiming {
+            layer: layer.into(),
+            kind: "Convolution",
+            calls,
+            total: Duration::from_secs_f64(ms / 1e3),
+        };
+        let p = [
+            timing("a\"1", 4, 6.0),
+            timing("never", 0, 0.0),
+            timing("b", 2, 1.0),
+        ];
+        let want = [
+            "[",
+            r#"  {"name": "a\"1", "kind": "Convolution", "ms": 1.5, "percent": 75},"#,
+            r#"  {"name": "b", "kind": "Convolution", "ms": 0.5, "percent": 25}"#,
+            "]",
+            "",
+        ];
+        assert_eq!(profile_json(&p), want.join("\n"));
+    }
 }
