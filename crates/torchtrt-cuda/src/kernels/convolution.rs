@@ -490,7 +490,8 @@ impl ConvKernel {
     }
 
     /// A channels-last run ([`Convolution::channels_last`]): the implicit GEMM, or for a
-    /// pointwise layer whichever of it and one cuBLAS product is faster at this shape.
+    /// pointwise layer whichever of it and one cuBLAS product is faster at this shape (the
+    /// product also where the sizes exceed the implicit GEMM's 32-bit indexing).
     fn run_channels_last(
         &self,
         s: &Shape,
@@ -519,6 +520,7 @@ impl ConvKernel {
         }
         match ig.run(&p, true, [x, bias, res, y], stream)? {
             true => Ok(()),
+            false if pointwise => self.pointwise_nhwc(s, [x, w, bias, res, y], stream),
             false => Err(format!(
                 "{WHAT}: channels-last x [{}, {}, {}, {}] exceeds the kernel's 32-bit indexing",
                 s.n, s.h, s.w, s.c
