@@ -14,12 +14,10 @@ use std::collections::{HashMap, HashSet};
 use super::Work;
 use crate::backend::Backend;
 use crate::layers::{
-    LayerKind, Transpose, TypeShape, permuted, to_channels_first, to_channels_last,
+    ACTIVATION_INPUTS as ACTIVATIONS, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
+    to_channels_last,
 };
 use crate::network::{Layer, TensorId};
-
-/// The inputs of a convolution that share its output's layout: `x` and the residual.
-const ACTIVATIONS: [usize; 2] = [0, 3];
 
 /// Runs the groups of convolutions `backend` prefers channels last that pay channels last.
 pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn Backend) {

@@ -71,6 +71,35 @@ pub struct EngineSummary {
     pub blobs: Vec<(String, usize)>,
 }
 
+impl LayerSummary {
+    /// What the layer does to layouts, as a note after its kind: ` (reformat)`,
+    /// ` (channels last)` or nothing.
+    pub fn layout_note(&self) -> &'static str {
+        if self.reformat {
+            " (reformat)"
+        } else if self.channels_last {
+            " (channels last)"
+        } else {
+            ""
+        }
+    }
+}
+
+impl EngineSummary {
+    /// How many layers run channels last and how many reformats change a layout, as one
+    /// line; `None` for an engine with neither.
+    pub fn layouts_line(&self) -> Option<String> {
+        let reformats = self.layers.iter().filter(|l| l.reformat).count();
+        let last = self.layers.iter().filter(|l| l.channels_last).count();
+        (reformats + last > 0).then(|| {
+            format!(
+                "layouts: {last} layer(s) run channels last, {reformats} reformat(s) change a \
+                 tensor's layout"
+            )
+        })
+    }
+}
+
 pub(crate) fn summarize(engine: &Engine) -> EngineSummary {
     let mut summary = summarize_plan(engine.plan(), Some(engine.tensor_types()));
     summary.device = Some(engine.backend().name());
@@ -217,27 +246,17 @@ impl fmt::Display for EngineSummary {
             } else {
                 l.device.to_string()
             };
-            let note = if l.reformat {
-                " (reformat)"
-            } else if l.channels_last {
-                " (channels last)"
-            } else {
-                ""
-            };
             writeln!(
                 f,
-                "  {i:>4} [{place}] {} {}{note} {}",
-                l.name, l.kind, l.signature
+                "  {i:>4} [{place}] {} {}{} {}",
+                l.name,
+                l.kind,
+                l.layout_note(),
+                l.signature
             )?;
         }
-        let reformats = self.layers.iter().filter(|l| l.reformat).count();
-        let last = self.layers.iter().filter(|l| l.channels_last).count();
-        if reformats + last > 0 {
-            writeln!(
-                f,
-                "layouts: {last} layer(s) run channels last, {reformats} reformat(s) change a \
-                 tensor's layout"
-            )?;
+        if let Some(line) = self.layouts_line() {
+            writeln!(f, "{line}")?;
         }
         writeln!(f, "plugins ({}):", self.plugins.len())?;
         for p in &self.plugins {

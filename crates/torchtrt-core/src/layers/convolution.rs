@@ -50,8 +50,24 @@ pub fn to_channels_first(rank: usize) -> Vec<usize> {
 }
 
 /// `shape` permuted by `perm` (`perm` indexes `shape`).
-pub(crate) fn permuted<T: Clone>(shape: &[T], perm: &[usize]) -> Vec<T> {
+pub fn permuted<T: Clone>(shape: &[T], perm: &[usize]) -> Vec<T> {
     perm.iter().map(|&p| shape[p].clone()).collect()
+}
+
+/// The inputs of a convolution that share its output's layout: `x` and the residual.
+pub const ACTIVATION_INPUTS: [usize; 2] = [0, 3];
+
+/// The shapes of a channels-last convolution's `inputs` as its channels-first twin takes
+/// them: `x` and the residual moved channels first, the weights and bias as they are.
+pub fn channels_first_shapes(inputs: &[InferInput<'_>]) -> Vec<Vec<DimExpr>> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match ACTIVATION_INPUTS.contains(&i) {
+            true => permuted(x.shape, &to_channels_first(x.shape.len())),
+            false => x.shape.to_vec(),
+        })
+        .collect()
 }
 
 impl Convolution {
@@ -221,19 +237,11 @@ impl Convolution {
                 format_shape(inputs[0].shape)
             ));
         }
-        let first = to_channels_first(rank);
-        let shapes: Vec<Option<Vec<DimExpr>>> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, x)| (i == 0 || i == 3).then(|| permuted(x.shape, &first)))
-            .collect();
+        let shapes = channels_first_shapes(inputs);
         let moved: Vec<InferInput<'_>> = inputs
             .iter()
             .zip(&shapes)
-            .map(|(x, s)| InferInput {
-                shape: s.as_deref().unwrap_or(x.shape),
-                ..*x
-            })
+            .map(|(x, s)| InferInput { shape: s, ..*x })
             .collect();
         let plain = Convolution {
             channels_last: false,

@@ -59,8 +59,10 @@ pub use cast::Cast;
 pub use concat::Concat;
 pub use constant::Constant;
 pub use constant_of_shape::ConstantOfShape;
-pub(crate) use convolution::permuted;
-pub use convolution::{Convolution, to_channels_first, to_channels_last};
+pub use convolution::{
+    ACTIVATION_INPUTS, Convolution, channels_first_shapes, permuted, to_channels_first,
+    to_channels_last,
+};
 pub use cum_sum::CumSum;
 pub use deconvolution::Deconvolution;
 pub use depth_to_space::{DepthToSpace, DepthToSpaceMode};

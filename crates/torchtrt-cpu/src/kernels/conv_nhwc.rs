@@ -3,15 +3,15 @@
 //! built for the CPU never hold one (the CPU backend prefers channels first); this runs those
 //! of a GPU engine whose layer falls back to the host, and serves as their reference.
 
-use torchtrt_core::layers::{Convolution, Transpose, to_channels_first, to_channels_last};
+use torchtrt_core::layers::{
+    ACTIVATION_INPUTS as ACTIVATIONS, Convolution, Transpose, channels_first_shapes, permuted,
+    to_channels_first, to_channels_last,
+};
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::{convolution, transpose};
 
 const WHAT: &str = "Convolution";
-
-/// The inputs that share the output's layout: `x` and the residual.
-const ACTIVATIONS: [usize; 2] = [0, 3];
 
 struct ChannelsLast {
     inner: Box<dyn Kernel>,
@@ -25,15 +25,7 @@ pub(super) fn prepare(
     inputs: &[InferInput<'_>],
 ) -> Result<Box<dyn Kernel>, String> {
     let rank = inputs[0].shape.len();
-    let first = to_channels_first(rank);
-    let shapes: Vec<Vec<_>> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, x)| match ACTIVATIONS.contains(&i) {
-            true => first.iter().map(|&p| x.shape[p].clone()).collect(),
-            false => x.shape.to_vec(),
-        })
-        .collect();
+    let shapes = channels_first_shapes(inputs);
     let moved: Vec<InferInput<'_>> = inputs
         .iter()
         .zip(&shapes)
@@ -46,7 +38,7 @@ pub(super) fn prepare(
     let transpose = |perm: Vec<usize>| transpose::prepare(&Transpose { perm }, &inputs[..1]);
     Ok(Box::new(ChannelsLast {
         inner: convolution::prepare(&plain, &moved)?,
-        to_first: transpose(first)?,
+        to_first: transpose(to_channels_first(rank))?,
         to_last: transpose(to_channels_last(rank))?,
         rank,
     }))
@@ -55,10 +47,7 @@ pub(super) fn prepare(
 impl ChannelsLast {
     /// `t` (channels last) moved channels first.
     fn first(&self, t: &Tensor) -> Result<Tensor, String> {
-        let shape: Vec<usize> = to_channels_first(self.rank)
-            .iter()
-            .map(|&p| t.shape()[p])
-            .collect();
+        let shape = permuted(t.shape(), &to_channels_first(self.rank));
         let mut out = [Tensor::zeros(t.dtype(), &shape)];
         self.to_first.execute(&[t], &mut out)?;
         let [out] = out;
@@ -88,10 +77,7 @@ impl Kernel for ChannelsLast {
             .zip(&moved)
             .map(|(t, m)| m.as_ref().unwrap_or(t))
             .collect();
-        let shape: Vec<usize> = to_channels_first(self.rank)
-            .iter()
-            .map(|&p| y.shape()[p])
-            .collect();
+        let shape = permuted(y.shape(), &to_channels_first(self.rank));
         let mut out = [Tensor::zeros(y.dtype(), &shape)];
         self.inner.execute(&args, &mut out)?;
         self.to_last.execute(&[&out[0]], outputs)

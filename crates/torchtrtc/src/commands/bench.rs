@@ -185,7 +185,6 @@ fn noise(element: u64, input: u64) -> f64 {
 /// Every layer that ran, in execution order, as a JSON array: name, kind, milliseconds per
 /// run and share of the layers' total.
 fn profile_json(p: &[torchtrt::LayerTiming]) -> String {
-    let per_run = |t: &torchtrt::LayerTiming| t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64;
     let ran: Vec<&torchtrt::LayerTiming> = p.iter().filter(|t| t.calls > 0).collect();
     let total: f64 = ran.iter().map(|t| per_run(t)).sum();
     let rows: Vec<String> = ran
@@ -217,9 +216,13 @@ fn json_escape(s: &str) -> String {
     out
 }
 
+/// A layer's time per run, in milliseconds.
+fn per_run(t: &torchtrt::LayerTiming) -> f64 {
+    t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64
+}
+
 /// Time per layer kind and the slowest layers, in ms per run.
 fn print_profile(p: &[torchtrt::LayerTiming]) {
-    let per_run = |t: &torchtrt::LayerTiming| t.total.as_secs_f64() * 1e3 / t.calls.max(1) as f64;
     let total: f64 = p.iter().map(per_run).sum();
     let mut kinds: Vec<(&str, f64, usize)> = Vec::new();
     for t in p.iter().filter(|t| t.calls > 0) {

@@ -115,27 +115,17 @@ fn render(s: &EngineSummary) -> String {
         } else {
             l.device.to_string()
         };
-        let note = if l.reformat {
-            " (reformat)"
-        } else if l.channels_last {
-            " (channels last)"
-        } else {
-            ""
-        };
         out += &format!(
-            "  {i:>4} [{place}] {:<width$}  {}{note}  {}\n",
+            "  {i:>4} [{place}] {:<width$}  {}{}  {}\n",
             esc(&l.name),
             l.kind,
+            l.layout_note(),
             esc(&l.signature.to_string())
         );
     }
-    let reformats = s.layers.iter().filter(|l| l.reformat).count();
-    let channels_last = s.layers.iter().filter(|l| l.channels_last).count();
-    if reformats + channels_last > 0 {
-        out += &format!(
-            "layouts: {channels_last} layer(s) run channels last, {reformats} reformat(s) change \
-             a tensor's layout\n"
-        );
+    if let Some(line) = s.layouts_line() {
+        out += &line;
+        out.push('\n');
     }
     let fallbacks = s.layers.iter().filter(|l| l.host_fallback).count();
     if fallbacks > 0 {
