@@ -315,3 +315,50 @@ fn a_constant_bias_add_fuses_into_the_matmul_and_gives_the_same_result() {
         }
     }
 }
+
+/// A MatMul with a bias input (what a GPU engine's fused linear layer is when it falls back
+/// to the host) adds it in the layer's dtype: f32, f16 and bf16 against the f32 product.
+#[test]
+fn a_matmul_bias_input_is_added_in_every_float_precision() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[3, 4, 20].map(Dim::Fixed))
+        .unwrap();
+    let w = net
+        .add_constant("w", Tensor::from_vec(&[20, 6], values(120, 3)).unwrap())
+        .unwrap();
+    let b = net
+        .add_constant("b", Tensor::from_vec(&[6], values(6, 8)).unwrap())
+        .unwrap();
+    let y = net
+        .add("mm", torchtrt_core::layers::MatMul::default(), &[x, w, b])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let input = Tensor::from_vec(&[3, 4, 20], values(240, 17)).unwrap();
+    let (w, bias, xs) = (
+        values(120, 3),
+        values(6, 8),
+        input.as_slice::<f32>().unwrap(),
+    );
+    for (precision, tol) in [(DType::F32, 1e-5), (DType::F16, 2e-2), (DType::BF16, 8e-2)] {
+        let config = BuildConfig {
+            precision,
+            ..BuildConfig::default()
+        };
+        let engine = build(&net, &config, &backends).unwrap();
+        let got = engine.create_context().unwrap().execute(&[&input]).unwrap();
+        let got = got[0].to_f64_vec();
+        for (i, g) in got.iter().enumerate() {
+            let (r, j) = (i / 6, i % 6);
+            let want = f64::from(bias[j])
+                + (0..20)
+                    .map(|k| f64::from(xs[r * 20 + k]) * f64::from(w[k * 6 + j]))
+                    .sum::<f64>();
+            assert!(
+                (g - want).abs() <= tol * (1.0 + want.abs()),
+                "{precision} [{i}]: {g} vs {want}"
+            );
+        }
+    }
+}

@@ -6,12 +6,13 @@ use std::sync::OnceLock;
 
 use cudarc::cublas::{result, sys};
 
+use crate::blas_lt::Lt;
 use crate::device::CudaDevice;
 use crate::error::{CudaError, CudaResult};
 use crate::stream::Stream;
 
 /// Element type and arithmetic of a GEMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GemmType {
     /// f32 in and out, f32 arithmetic.
     F32,
@@ -50,7 +51,7 @@ impl GemmType {
 
 /// A row-major matrix product `C[m×n] = A[m×k] · B[k×n]` (A or B optionally transposed,
 /// i.e. stored as `[k×m]` / `[n×k]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Gemm {
     /// Rows of C.
     pub m: usize,
@@ -71,6 +72,8 @@ pub struct Blas {
     handle: sys::cublasHandle_t,
     device: CudaDevice,
     workspace: std::cell::Cell<Option<(u64, usize)>>,
+    /// The cuBLASLt handle, created by the first product that needs it.
+    lt: std::cell::RefCell<Option<Lt>>,
 }
 
 // SAFETY: the handle is used by one call at a time through `&self` methods that set the
@@ -100,7 +103,31 @@ impl Blas {
             handle,
             device: device.clone(),
             workspace: std::cell::Cell::new(None),
+            lt: std::cell::RefCell::new(None),
         })
+    }
+
+    /// Makes this handle's device current on the calling thread.
+    pub(crate) fn bind(&self) -> CudaResult<()> {
+        self.device.bind()
+    }
+
+    /// The workspace of [`Blas::use_workspace`], if one is set.
+    pub(crate) fn workspace(&self) -> Option<(u64, usize)> {
+        self.workspace.get()
+    }
+
+    /// The cuBLASLt handle, created on first use.
+    pub(crate) fn lt(&self) -> CudaResult<std::cell::RefMut<'_, Lt>> {
+        let mut slot = self
+            .lt
+            .try_borrow_mut()
+            .map_err(|_| CudaError::Invalid("the cuBLASLt handle is in use".into()))?;
+        if slot.is_none() {
+            *slot = Some(Lt::new()?);
+        }
+        std::cell::RefMut::filter_map(slot, Option::as_mut)
+            .map_err(|_| CudaError::Invalid("no cuBLASLt handle".into()))
     }
 
     /// Makes the following products use `bytes` bytes at device address `ptr` as cuBLAS

@@ -19,6 +19,7 @@
 
 mod backend;
 mod blas;
+mod blas_lt;
 mod context;
 mod device;
 mod error;

@@ -384,3 +384,117 @@ fn chains_of_transposes_merge() {
     let b = Tensor::from_vec(&[5, 3], random_f32(15, 11)).expect("w");
     assert_same_outputs(&merged, &kept, &[&a, &b]);
 }
+
+/// `x[n,7,k] · W + bias` as exporters write a linear layer (W `[k,m]`, or `[m,k]` read
+/// transposed as ONNX `Gemm` has it; the bias `[m]` or `[1,1,m]`, on either side of the Add).
+fn linear(
+    k: usize,
+    m: usize,
+    transposed: bool,
+    bias_shape: &[usize],
+    first: bool,
+) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let dims = [
+        Dim::dynamic("n", 1, 2, 4),
+        Dim::Fixed(7),
+        Dim::Fixed(k as i64),
+    ];
+    let x = net.add_input("x", DType::F32, &dims).expect("x");
+    let shape = if transposed { [m, k] } else { [k, m] };
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&shape, random_f32(k * m, 3)).expect("w"),
+        )
+        .expect("w");
+    let b = net
+        .add_constant(
+            "b",
+            Tensor::from_vec(bias_shape, random_f32(m, 4)).expect("b"),
+        )
+        .expect("b");
+    let product = MatMul {
+        transpose_a: false,
+        transpose_b: transposed,
+    };
+    let y = net.add("mm", product, &[x, w]).expect("mm");
+    let pair = if first { [b, y] } else { [y, b] };
+    let z = net
+        .add("bias", Elementwise::new(ElementwiseOp::Add), &pair)
+        .expect("bias");
+    net.mark_output(z, "z").expect("z");
+    net
+}
+
+#[test]
+fn a_linear_layers_bias_rides_on_the_cuda_product() {
+    if device_or_skip().is_none() {
+        return;
+    }
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let cases = [
+        (96, 80, false, &[80][..], false),
+        (64, 33, true, &[1, 1, 33][..], true),
+        (40, 128, true, &[128][..], false),
+    ];
+    for (k, m, transposed, bias_shape, first) in cases {
+        let net = linear(k, m, transposed, bias_shape, first);
+        for precision in [DType::F32, DType::F16, DType::BF16] {
+            let config = BuildConfig {
+                device: DeviceKind::Cuda,
+                precision,
+                ..BuildConfig::default()
+            };
+            let engine = build(&net, &config, &[cuda.clone(), cpu.clone()]).expect("builds");
+            let what = format!("{precision} k {k} m {m} transposed {transposed}");
+            let layers = &engine.plan().layers;
+            let mm = layers
+                .iter()
+                .position(|l| matches!(l.kind, LayerKind::MatMul(_)))
+                .expect("a MatMul");
+            assert_eq!(
+                layers[mm].inputs.len(),
+                3,
+                "{what}: the bias is the third input"
+            );
+            assert_eq!(engine.plan().devices[mm], DeviceKind::Cuda, "{what}");
+            assert!(
+                !layers
+                    .iter()
+                    .any(|l| matches!(l.kind, LayerKind::Elementwise(_))),
+                "{what}: the Add is gone"
+            );
+            let reference =
+                build(&net, &BuildConfig::default(), std::slice::from_ref(&cpu)).expect("cpu");
+            let tol = match precision {
+                DType::F32 => 1e-5,
+                DType::F16 => 1e-2,
+                _ => 5e-2,
+            };
+            for n in [1, 3, 4] {
+                let x = Tensor::from_vec(&[n, 7, k], random_f32(n * 7 * k, n as u64)).expect("x");
+                let got = engine
+                    .create_context()
+                    .unwrap()
+                    .execute(&[&x])
+                    .expect("runs");
+                let want = reference
+                    .create_context()
+                    .unwrap()
+                    .execute(&[&x])
+                    .expect("ref");
+                assert_eq!(got[0].shape(), [n, 7, m]);
+                let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+                let scale = w.iter().map(|v| v * v).sum::<f64>().sqrt() / (w.len() as f64).sqrt();
+                for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+                    assert!(
+                        (g - w).abs() <= tol * (w.abs() + scale),
+                        "{what} n {n} [{i}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}

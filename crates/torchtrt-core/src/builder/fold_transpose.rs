@@ -140,7 +140,9 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
         if !matches!(work.layers[m].kind, LayerKind::MatMul(_)) {
             continue;
         }
-        for operand in 0..work.layers[m].inputs.len().min(2) {
+        // A MatMul with a bias keeps its A dense: the bias rides on one product over its rows.
+        let first = usize::from(work.layers[m].inputs.len() > 2);
+        for operand in first..work.layers[m].inputs.len().min(2) {
             let uses = Uses::new(work, outputs);
             let t = work.layers[m].inputs[operand];
             let device = work.devices[m];

@@ -331,10 +331,12 @@ fn replace_constant(work: &mut Work, t: TensorId, value: Tensor) {
     }
 }
 
-/// Fuses `MatMul(a, W) + bias` into the MatMul as its third input, when the MatMul runs on
-/// the CPU in f32 with a constant 2-D `W`, nothing else reads its output, and `bias` is a
-/// constant holding one value per column (shape `[N]`, or `[1, …, 1, N]`). The MatMul moves
-/// to the `Add`'s place. Returns whether it fused (the `Add` is then not emitted).
+/// Fuses `MatMul(a, W) + bias` into the MatMul as its third input, when the MatMul has a
+/// constant 2-D `W` and an untransposed `a`, runs where a bias costs nothing extra (the CPU's
+/// packed f32 product; the CUDA product's epilogue in f32, f16 or bf16), nothing else reads
+/// its output, and `bias` is a constant of the same dtype holding one value per column
+/// (shape `[N]`, or `[1, …, 1, N]`). The MatMul moves to the `Add`'s place. Returns whether
+/// it fused (the `Add` is then not emitted).
 pub(crate) fn fuse_matmul_bias(
     work: &mut Work,
     layer: &Layer,
@@ -346,7 +348,8 @@ pub(crate) fn fuse_matmul_bias(
     let LayerKind::Elementwise(e) = kind else {
         return Ok(false);
     };
-    if e.op != ElementwiseOp::Add || inputs.len() != 2 || types[0].dtype != DType::F32 {
+    let dtype = types[0].dtype;
+    if e.op != ElementwiseOp::Add || inputs.len() != 2 {
         return Ok(false);
     }
     for side in 0..2 {
@@ -367,9 +370,12 @@ pub(crate) fn fuse_matmul_bias(
         let plain = matches!(&mm.kind, LayerKind::MatMul(l) if !l.transpose_a)
             && mm.inputs.len() == 2
             && weights_2d
-            && work.devices.get(pos) == Some(&DeviceKind::Cpu);
+            && work
+                .devices
+                .get(pos)
+                .is_some_and(|d| fuses_matmul_bias(d, dtype));
         let n = types[0].shape.last().and_then(|d| d.as_const());
-        let per_column = bias.dtype() == DType::F32
+        let per_column = bias.dtype() == dtype
             && n.is_some_and(|n| {
                 let shape = bias.shape();
                 shape.last() == Some(&(n as usize))
@@ -381,7 +387,8 @@ pub(crate) fn fuse_matmul_bias(
         }
         let mut mm = work.layers.remove(pos);
         let device = work.devices.remove(pos);
-        let value = Tensor::from_vec(&[bias.numel()], bias.as_slice::<f32>()?.to_vec())?;
+        let mut value = Tensor::clone(&bias);
+        value.reshape(&[bias.numel()])?;
         let column = emit_vector(work, format!("{}/bias", mm.name), value);
         mm.inputs.push(column);
         mm.outputs = layer.outputs.clone();
@@ -389,6 +396,14 @@ pub(crate) fn fuse_matmul_bias(
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Whether MatMuls on `device` add a bias of `dtype` as they write their product.
+fn fuses_matmul_bias(device: &DeviceKind, dtype: DType) -> bool {
+    match device {
+        DeviceKind::Cpu => dtype == DType::F32,
+        DeviceKind::Cuda => matches!(dtype, DType::F32 | DType::F16 | DType::BF16),
+    }
 }
 
 /// The position of the layer producing `t`, when `t` has exactly one reader (the layer being

@@ -135,13 +135,13 @@ impl Kernel for MatMulKernel {
         let out = &mut outputs[0];
         check_output(WHAT, out, self.dtype, &shape)?;
         let bias = match inputs.get(2) {
-            Some(t) if t.dtype() == DType::F32 && b.rank() > 1 && t.shape() == [ob.cols] => {
-                Some(elems::<f32>(t)?)
+            Some(&t) if t.dtype() == self.dtype && b.rank() > 1 && t.shape() == [ob.cols] => {
+                Some(t)
             }
             Some(t) => {
                 return Err(format!(
-                    "{WHAT}: the bias {t} is not f32 of B's {} columns",
-                    ob.cols
+                    "{WHAT}: the bias {t} is not {} of B's {} columns",
+                    self.dtype, ob.cols
                 ));
             }
             None => None,
@@ -156,22 +156,12 @@ impl Kernel for MatMulKernel {
                 elems(a)?,
                 depth,
                 rows,
-                bias,
+                bias.map(elems::<f32>).transpose()?,
                 elems_mut(out)?,
                 rayon::current_num_threads(),
             );
         }
         let plan = Plan::new(oa, ob, &batch)?;
-        if let Some(bias) = bias {
-            let out = elems_mut::<f32>(out)?;
-            plan.run::<f32>(elems(a)?, elems(b)?, out)?;
-            out.par_chunks_mut(bias.len().max(1)).for_each(|row| {
-                for (y, &c) in row.iter_mut().zip(bias) {
-                    *y += c;
-                }
-            });
-            return Ok(());
-        }
         match self.dtype {
             DType::F32 => plan.run::<f32>(elems(a)?, elems(b)?, elems_mut(out)?),
             DType::F64 => plan.run::<f64>(elems(a)?, elems(b)?, elems_mut(out)?),
@@ -180,8 +170,35 @@ impl Kernel for MatMulKernel {
                 plan.run::<f32>(a, b, out)
             }),
             other => Err(format!("{WHAT} has no CPU kernel for {other}")),
+        }?;
+        match bias {
+            Some(bias) => add_bias(out, bias),
+            None => Ok(()),
         }
     }
+}
+
+/// Adds `bias` (one value per column) to every row of `out`, in their dtype.
+fn add_bias(out: &mut Tensor, bias: &Tensor) -> Result<(), String> {
+    fn rows<T: Copy + Send + Sync>(out: &mut [T], bias: &[T], add: impl Fn(T, T) -> T + Sync) {
+        out.par_chunks_mut(bias.len().max(1)).for_each(|row| {
+            for (y, &c) in row.iter_mut().zip(bias) {
+                *y = add(*y, c);
+            }
+        });
+    }
+    match bias.dtype() {
+        DType::F32 => rows(elems_mut::<f32>(out)?, elems(bias)?, |y, c| y + c),
+        DType::F64 => rows(elems_mut::<f64>(out)?, elems(bias)?, |y, c| y + c),
+        DType::F16 => rows(elems_mut::<half::f16>(out)?, elems(bias)?, |y, c| {
+            half::f16::from_f32(y.to_f32() + c.to_f32())
+        }),
+        DType::BF16 => rows(elems_mut::<half::bf16>(out)?, elems(bias)?, |y, c| {
+            half::bf16::from_f32(y.to_f32() + c.to_f32())
+        }),
+        other => return Err(format!("{WHAT} has no CPU bias for {other}")),
+    }
+    Ok(())
 }
 
 impl<'s> Plan<'s> {

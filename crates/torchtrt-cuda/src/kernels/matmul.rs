@@ -1,6 +1,8 @@
 //! MatMul on cuBLAS: numpy broadcasting of the batch dims, rank-1 promotion and transposes
 //! as the CPU kernel has them. Batches whose operands advance by constant strides become
 //! one strided-batched GEMM per run; a dense A against one shared B becomes a single GEMM.
+//! A third input, the bias of B's columns (the builder's `fuse_matmul_bias`), is added by
+//! cuBLASLt as it writes the product.
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -99,6 +101,8 @@ struct MatMulKernel {
     transpose_b: bool,
     ty: GemmType,
     blas: Arc<Mutex<Blas>>,
+    /// A third input holds one value per column of the output.
+    bias: bool,
 }
 
 pub(super) fn prepare(
@@ -109,9 +113,17 @@ pub(super) fn prepare(
     let LayerKind::MatMul(l) = layer else {
         return None;
     };
-    if inputs.len() != 2 {
-        return None;
-    }
+    let bias = match inputs {
+        [_, _] => false,
+        [_, b, c] => {
+            // A single product over a dense A: what the builder fuses a bias into.
+            if l.transpose_a || b.shape.len() != 2 || c.shape.len() != 1 {
+                return None;
+            }
+            true
+        }
+        _ => return None,
+    };
     let ty = ctx.gemm_type(inputs.first()?.dtype)?;
     if inputs.iter().any(|i| ctx.gemm_type(i.dtype) != Some(ty)) {
         return None;
@@ -122,6 +134,7 @@ pub(super) fn prepare(
             transpose_b: l.transpose_b,
             ty,
             blas,
+            bias,
         }) as Box<dyn DeviceKernel>
     }))
 }
@@ -252,7 +265,7 @@ impl DeviceKernel for MatMulKernel {
         outputs: &[DeviceTensor],
         stream: &Stream,
     ) -> Result<(), String> {
-        expect_arity(WHAT, inputs, outputs, 2, 1)?;
+        expect_arity(WHAT, inputs, outputs, 2 + usize::from(self.bias), 1)?;
         let ptr = |i: usize| inputs[i].ptr;
         let (sa, sb) = (dims(&inputs[0].desc)?, dims(&inputs[1].desc)?);
         let a = Operand::new(&sa, self.transpose_a, true)?;
@@ -279,12 +292,41 @@ impl DeviceKernel for MatMulKernel {
         }
         let (m, k, n) = (a.rows, a.cols, b.cols);
         let size = self.ty.size();
+        if self.bias {
+            let bias = dims(&inputs[2].desc)?;
+            if bias != [n] || sb.len() != 2 || a.trans {
+                return Err(format!(
+                    "{WHAT}: a bias {bias:?} needs a 2-D B and one value per its {n} columns"
+                ));
+            }
+        }
         let blas = BlasScope::new(&self.blas, stream, WHAT)?;
         let ia = matrix_indices(&a.batch, &batch);
         let ib = matrix_indices(&b.batch, &batch);
         let count = ia.len();
         if m * n * count == 0 {
             return Ok(());
+        }
+        let gemm = |rows: usize| Gemm {
+            m: rows,
+            n,
+            k,
+            trans_a: a.trans,
+            trans_b: b.trans,
+            ty: self.ty,
+        };
+        let err = |e| format!("{WHAT} {sa:?} · {sb:?}: {e}");
+        if self.bias {
+            // SAFETY: a 2-D B against a dense, untransposed A is one product of
+            // `count·m` rows (shapes checked above); the bias holds `n` elements.
+            return unsafe {
+                blas.gemm_bias(
+                    stream,
+                    &gemm(count * m),
+                    [ptr(0), ptr(1), outputs[0].ptr, ptr(2)],
+                )
+            }
+            .map_err(err);
         }
         if k == 0 {
             let bytes = count * m * n * size;
@@ -302,15 +344,6 @@ impl DeviceKernel for MatMulKernel {
         }
         let foldable =
             !a.trans && ib.iter().all(|&j| j == 0) && ia.iter().enumerate().all(|(i, &j)| i == j);
-        let gemm = |rows: usize| Gemm {
-            m: rows,
-            n,
-            k,
-            trans_a: a.trans,
-            trans_b: b.trans,
-            ty: self.ty,
-        };
-        let err = |e| format!("{WHAT} {sa:?} · {sb:?}: {e}");
         if foldable {
             // SAFETY: the tensors hold `count·m·k`, `k·n` and `count·m·n` elements (shapes
             // checked above) and stay valid while the stream runs.

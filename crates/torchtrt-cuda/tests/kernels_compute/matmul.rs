@@ -93,3 +93,71 @@ fn matmul_declines_integers() {
         &inputs
     ));
 }
+
+/// A's shape, B's shape (2-D, constant), transpose B.
+type BiasShapes = (&'static [usize], &'static [usize], bool);
+
+#[test]
+fn matmul_with_a_bias_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    let cases: &[BiasShapes] = &[
+        (&[3, 5], &[5, 7], false),
+        (&[2, 3, 17, 33], &[33, 9], false),
+        (&[4, 64], &[80, 64], true),
+        (&[7], &[7, 3], false),
+        (&[2, 65, 130], &[130, 67], false),
+        (&[1, 1, 24], &[40, 24], true),
+    ];
+    for &dtype in &DTYPES {
+        for (i, &(a, b, tb)) in cases.iter().enumerate() {
+            let n = if tb { b[0] } else { b[1] };
+            let inputs = [
+                (rand(dtype, a, 20 + i as u64), false),
+                (rand(dtype, b, 60 + i as u64), true),
+                (rand(dtype, &[n], 90 + i as u64), true),
+            ];
+            let l = layer(false, tb);
+            assert!(crate::harness::supported(&dev, &l, &inputs), "{a:?}·{b:?}");
+            check(
+                &dev,
+                &format!("MatMul {a:?}·{b:?}+bias tb={tb}"),
+                &l,
+                &inputs,
+            );
+        }
+    }
+}
+
+#[test]
+fn matmul_with_a_bias_declines_what_is_not_one_product() {
+    let Some(dev) = device_or_skip() else { return };
+    let f = DType::F32;
+    let batched_b = [
+        (rand(f, &[2, 3, 5], 1), false),
+        (rand(f, &[2, 5, 4], 2), true),
+        (rand(f, &[4], 3), true),
+    ];
+    assert!(!crate::harness::supported(
+        &dev,
+        &layer(false, false),
+        &batched_b
+    ));
+    let plain = [
+        (rand(f, &[3, 5], 1), false),
+        (rand(f, &[5, 4], 2), true),
+        (rand(f, &[4], 3), true),
+    ];
+    assert!(!crate::harness::supported(
+        &dev,
+        &layer(true, false),
+        &plain
+    ));
+    let wrong_bias = [
+        (rand(f, &[3, 5], 1), false),
+        (rand(f, &[5, 4], 2), true),
+        (rand(f, &[5], 3), true),
+    ];
+    let out = [rand(f, &[3, 4], 4)];
+    let err = gpu(&dev, &layer(false, false), &wrong_bias, &out).unwrap_err();
+    assert!(err.contains("bias"), "{err}");
+}
