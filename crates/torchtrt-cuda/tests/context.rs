@@ -12,7 +12,7 @@ use common::scale::ScaleCreator;
 use common::{device_or_skip, from_bytes, random_f32};
 use torchtrt_core::layers::{
     Activation, ActivationKind, Concat, Convolution, Elementwise, ElementwiseOp, Gather, Reshape,
-    Shape, Unsqueeze,
+    Shape, Slice, Unsqueeze,
 };
 use torchtrt_core::plugin_api::{DType, DeviceKind, FieldCollection, PluginKey};
 use torchtrt_core::registry::registry;
@@ -875,6 +875,75 @@ fn constant_index_gathers_alias_their_input_and_match_cpu() {
     let (gpu, cpu) = gpu_and_cpu(&constant_gathers());
     let mut ctx = gpu.create_context().expect("context");
     for (seed, graphs) in [(60, false), (61, true), (62, true), (63, true)] {
+        ctx.set_graphs(graphs);
+        let x = Tensor::from_vec(&[3, 2, 5, 8], random_f32(240, seed)).expect("x");
+        let want = cpu
+            .create_context()
+            .unwrap()
+            .execute(&[&x])
+            .expect("cpu runs");
+        assert_close(&ctx.execute(&[&x]).expect("cuda runs"), &want, 0.0);
+    }
+}
+
+/// q, k and v as a `Split` of a packed projection gives them: `Slice`s of one index of the
+/// leading axis, read by later layers, next to slices the runtime aliases too (a range of a
+/// middle axis behind single indices) and ones it must copy (every other row, a partial
+/// inner range, an engine output).
+fn packed_slices() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[3.into(), 2.into(), 5.into(), 8.into()])
+        .expect("x");
+    let mut slice = |name: &str, starts: &[i64], ends: &[i64], axes: &[i64], steps: &[i64]| {
+        let kind = Slice {
+            starts: starts.to_vec(),
+            ends: ends.to_vec(),
+            axes: axes.to_vec(),
+            steps: steps.to_vec(),
+        };
+        net.add_layer(name, kind, &[x]).expect(name)[0]
+    };
+    let q = slice("q", &[0], &[1], &[0], &[1]);
+    let k = slice("k", &[1], &[2], &[0], &[1]);
+    let v = slice("v", &[2], &[3], &[0], &[1]);
+    let rows = slice("rows", &[2, 1, 1], &[3, 2, 4], &[0, 1, 2], &[1, 1, 1]);
+    let strided = slice("strided", &[0], &[5], &[2], &[2]);
+    let inner = slice("inner", &[2], &[6], &[3], &[1]);
+    let out = slice("out", &[1], &[2], &[0], &[1]);
+    let add = |net: &mut NetworkDefinition, name: &str, a, b| {
+        let kind = Elementwise {
+            op: ElementwiseOp::Add,
+            fmod: false,
+        };
+        net.add_layer(name, kind, &[a, b]).expect(name)[0]
+    };
+    let qk = add(&mut net, "qk", q, k);
+    let qkv = add(&mut net, "qkv", qk, v);
+    let relu = |net: &mut NetworkDefinition, name: &str, t| {
+        let kind = ActivationKind::Relu;
+        net.add_layer(name, Activation { kind }, &[t]).expect(name)[0]
+    };
+    let (r, s, i) = (
+        relu(&mut net, "relu_rows", rows),
+        relu(&mut net, "relu_strided", strided),
+        relu(&mut net, "relu_inner", inner),
+    );
+    for (t, name) in [(qkv, "qkv"), (r, "r"), (s, "s"), (i, "i"), (out, "out")] {
+        net.mark_output(t, name).expect(name);
+    }
+    net
+}
+
+#[test]
+fn contiguous_slices_alias_their_input_and_match_cpu() {
+    if device_or_skip().is_none() {
+        return;
+    }
+    let _gpu = shared();
+    let (gpu, cpu) = gpu_and_cpu(&packed_slices());
+    let mut ctx = gpu.create_context().expect("context");
+    for (seed, graphs) in [(70, false), (71, true), (72, true), (73, false)] {
         ctx.set_graphs(graphs);
         let x = Tensor::from_vec(&[3, 2, 5, 8], random_f32(240, seed)).expect("x");
         let want = cpu

@@ -537,7 +537,10 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
 
 /// How an exported attention is written: the key's transpose, the scale as a division or
 /// a multiplication, a padding mask added (before the scale when `mask_first`, which is
-/// not attention's order), a causal mask selected, a boolean padding mask selected.
+/// not attention's order), a causal mask selected, a boolean padding mask selected; with
+/// `split_scale`, the scale's square root multiplies `q` and `kᵀ` instead of the scores (as
+/// the ONNX export of `scaled_dot_product_attention` writes it), the key's before its
+/// transpose when `key_first`.
 #[derive(Clone, Copy, Default)]
 struct Sdpa {
     divide: bool,
@@ -545,6 +548,8 @@ struct Sdpa {
     causal: bool,
     mask_first: bool,
     bool_mask: bool,
+    split_scale: bool,
+    key_first: bool,
 }
 
 /// `MatMul(Softmax(s), v)`, the softmax over the last axis: the end of an exported attention.
@@ -577,7 +582,27 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
     let v = net
         .add_input("v", DType::F32, &dims(&[2, 3, 5, 6]))
         .unwrap();
-    let kt = net
+    let root = net
+        .add_constant(
+            "root",
+            Tensor::from_vec(&[1], vec![0.125f32.sqrt()]).unwrap(),
+        )
+        .unwrap();
+    let by_root = |net: &mut NetworkDefinition, name: &str, x: TensorId| {
+        net.add(name, Elementwise::new(ElementwiseOp::Mul), &[x, root])
+            .unwrap()
+    };
+    let (q, k) = if form.split_scale {
+        let k = if form.key_first {
+            by_root(&mut net, "k_scaled", k)
+        } else {
+            k
+        };
+        (by_root(&mut net, "q_scaled", q), k)
+    } else {
+        (q, k)
+    };
+    let mut kt = net
         .add(
             "kt",
             Transpose {
@@ -586,6 +611,9 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
             &[k],
         )
         .unwrap();
+    if form.split_scale && !form.key_first {
+        kt = by_root(&mut net, "kt_scaled", kt);
+    }
     let qk = net.add("qk", MatMul::default(), &[q, kt]).unwrap();
     let mask = form.padding.then(|| {
         net.add_input("m", DType::F32, &dims(&[2, 1, 1, 5]))
@@ -602,10 +630,12 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
     } else {
         (ElementwiseOp::Mul, 0.125)
     };
-    let c = net
-        .add_constant("c", Tensor::from_vec(&[], vec![c]).unwrap())
-        .unwrap();
-    let mut s = net.add("scaled", Elementwise::new(op), &[s, c]).unwrap();
+    if !form.split_scale {
+        let c = net
+            .add_constant("c", Tensor::from_vec(&[], vec![c]).unwrap())
+            .unwrap();
+        s = net.add("scaled", Elementwise::new(op), &[s, c]).unwrap();
+    }
     if form.causal {
         let tril: Vec<u8> = (0..25).map(|i| u8::from(i % 5 <= i / 5)).collect();
         let cond = net
@@ -686,6 +716,16 @@ fn exported_attention_becomes_one_layer() {
             bool_mask: true,
             ..Sdpa::default()
         },
+        Sdpa {
+            split_scale: true,
+            ..Sdpa::default()
+        },
+        Sdpa {
+            split_scale: true,
+            key_first: true,
+            padding: true,
+            ..Sdpa::default()
+        },
     ];
     for (i, form) in forms.into_iter().enumerate() {
         let (fused, plain) = fused_and_plain(&sdpa_network(form, false));
@@ -698,6 +738,9 @@ fn exported_attention_becomes_one_layer() {
                 !ks.contains(&"Softmax") && !ks.contains(&"MatMul"),
                 "form {i}: {ks:?}"
             );
+            if form.split_scale {
+                assert!(!ks.contains(&"Elementwise"), "form {i}: {ks:?}");
+            }
         }
         assert!(kinds(&plain).contains(&"Softmax"));
         let seed = 40 + i as u64;

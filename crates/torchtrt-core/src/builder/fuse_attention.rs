@@ -5,8 +5,8 @@
 //!
 //! Recognised around the scores `q·kᵀ` (the key transposed by a `Transpose` of any
 //! permutation ending in the last two dims swapped, or by the MatMul's `transpose_b`):
-//! multiplication or division by a one-element constant (the scale; 1 when there is none,
-//! any scale already applied to `q` or `k` stays there; masks must come after it); an
+//! multiplication or division by a one-element constant (the scale; 1 when there is none;
+//! masks must come after it), of the scores or of `q` and `kᵀ` (or `k`) alone; an
 //! additive mask (`Add` of a tensor whose last dim is the key count) or a boolean one
 //! (`Where(keep, scores, fill)` with a fill of at most −10⁴); a causal mask (the same
 //! `Where` with a constant lower-triangular condition over equal query and key counts);
@@ -163,6 +163,34 @@ fn scores(work: &Work, uses: &Uses, t: TensorId, x: TensorId, found: &mut Found)
     }
 }
 
+/// `t` with the multiplications and divisions by one-element constants that only lead to
+/// it peeled off, and the factor they applied (`(q·a)·(k·b)ᵀ = a·b·(q·kᵀ)`: exporters of
+/// `scaled_dot_product_attention` scale both operands by the square root of the scale).
+fn unscaled(work: &Work, uses: &Uses, mut t: TensorId) -> (TensorId, f64) {
+    let mut factor = 1.0;
+    while let Some(p) = uses.sole(work, t) {
+        let layer = &work.layers[p];
+        let LayerKind::Elementwise(e) = &layer.kind else {
+            break;
+        };
+        let [a, b] = layer.inputs[..] else {
+            break;
+        };
+        let (s, other) = match (e.op, scalar(work, a), scalar(work, b)) {
+            (ElementwiseOp::Mul, _, Some(s)) => (s, a),
+            (ElementwiseOp::Mul, Some(s), None) => (s, b),
+            (ElementwiseOp::Div, None, Some(s)) if s != 0.0 => (1.0 / s, a),
+            _ => break,
+        };
+        if work.ty(other) != work.ty(t) {
+            break;
+        }
+        factor *= s;
+        t = other;
+    }
+    (t, factor)
+}
+
 /// The attention ending in the MatMul `m`, if it is one.
 fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
     let layer = &work.layers[m];
@@ -198,8 +226,10 @@ fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
     if work.ty(work.layers[qk].outputs[0]).shape != work.ty(x).shape {
         return None;
     }
-    let (q, kt) = (work.layers[qk].inputs[0], work.layers[qk].inputs[1]);
+    let (q, q_scale) = unscaled(work, uses, work.layers[qk].inputs[0]);
+    let (kt, k_scale) = unscaled(work, uses, work.layers[qk].inputs[1]);
     found.q = q;
+    found.scale *= q_scale * k_scale;
     if qk_mm.transpose_b {
         found.k = kt;
     } else {
@@ -213,7 +243,9 @@ fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
             return None;
         }
         perm.swap(2, 3);
-        found.k = work.layers[tr].inputs[0];
+        let (k, k_scale) = unscaled(work, uses, work.layers[tr].inputs[0]);
+        found.k = k;
+        found.scale *= k_scale;
         if perm != [0, 1, 2, 3] {
             found.k_perm = Some(perm);
         }

@@ -697,45 +697,32 @@ impl Walk {
         false
     }
 
-    /// A `Gather` of one constant index (a constant or a value kept across runs, so the same
-    /// in every recorded replay) along an axis with only unit dims before it, whose output is
-    /// not an engine output: that output is one contiguous block of the input, so it aliases
-    /// the input's device memory at an offset (how exported attention selects q, k, v).
+    /// A selection whose output is one contiguous block of its input, and is not an engine
+    /// output, aliases the input's device memory at an offset instead of copying: a `Gather`
+    /// of one constant index (a constant or a value kept across runs, so the same in every
+    /// recorded replay) along an axis with only unit dims before it (how exported attention
+    /// selects q, k, v), or a `Slice` of fixed parameters keeping one index of every axis
+    /// before one axis, a step-1 range of it and all of every axis after it (a `Split` of a
+    /// packed q, k, v along its outermost axis).
     fn try_slice_view(&mut self, layer: &Layer) -> bool {
-        let LayerKind::Gather(g) = &layer.kind else {
-            return false;
-        };
         let plan = self.engine.plan();
         if self.dims.len() != 1 || plan.outputs.iter().any(|(_, t)| *t == layer.outputs[0]) {
             return false;
         }
         let x = &self.slots[layer.inputs[0].index()];
-        let Host::Shared(index) = &self.slots[layer.inputs[1].index()].host else {
-            return false;
-        };
-        let Some(index) = index.to_i64_vec() else {
-            return false;
-        };
-        let [i] = index[..] else {
-            return false;
-        };
-        let rank = x.shape.len() as i64;
-        let Ok(axis) = usize::try_from(if g.axis < 0 { g.axis + rank } else { g.axis }) else {
-            return false;
-        };
-        let Some(&len) = x.shape.get(axis) else {
-            return false;
-        };
-        let Ok(i) = usize::try_from(if i < 0 { i + len as i64 } else { i }) else {
-            return false;
-        };
-        let inner: usize = x.shape[axis + 1..].iter().product();
         let (dtype, ref shape) = self.dims[0];
-        let fits = i < len
-            && x.shape[..axis].iter().all(|&d| d == 1)
-            && dtype == x.dtype
-            && shape.iter().product::<usize>() == inner;
-        let offset = i * inner * x.dtype.size();
+        let start = match &layer.kind {
+            LayerKind::Gather(_) => self.gathered_block(layer),
+            LayerKind::Slice(s) if layer.inputs.len() == 1 => sliced_block(s, &x.shape),
+            _ => None,
+        };
+        let Some(start) = start else {
+            return false;
+        };
+        let x = &self.slots[layer.inputs[0].index()];
+        let fits = dtype == x.dtype
+            && start + shape.iter().product::<usize>() <= x.shape.iter().product::<usize>();
+        let offset = start * x.dtype.size();
         let dev = match x.dev {
             Dev::Run { index, offset: o } if fits => {
                 self.devs.share(index);
@@ -752,6 +739,30 @@ impl Walk {
         v.reset(dtype, shape);
         v.dev = dev;
         true
+    }
+
+    /// The element where a `Gather`'s output starts in its input, when that output is one
+    /// contiguous block of it (see [`Self::try_slice_view`]).
+    fn gathered_block(&self, layer: &Layer) -> Option<usize> {
+        let LayerKind::Gather(g) = &layer.kind else {
+            return None;
+        };
+        let x = &self.slots[layer.inputs[0].index()];
+        let Host::Shared(index) = &self.slots[layer.inputs.get(1)?.index()].host else {
+            return None;
+        };
+        let [i] = index.to_i64_vec()?[..] else {
+            return None;
+        };
+        let rank = x.shape.len() as i64;
+        let axis = usize::try_from(if g.axis < 0 { g.axis + rank } else { g.axis }).ok()?;
+        let len = *x.shape.get(axis)?;
+        let i = usize::try_from(if i < 0 { i + len as i64 } else { i }).ok()?;
+        let inner: usize = x.shape[axis + 1..].iter().product();
+        let fits = i < len
+            && x.shape[..axis].iter().all(|&d| d == 1)
+            && self.dims[0].1.iter().product::<usize>() == inner;
+        fits.then_some(i * inner)
     }
 
     /// Where layer output `t` must be written in place: the engine output it is, when that
@@ -1162,5 +1173,71 @@ fn check_output(
             Err(output_mismatch(plan, k, dtype, shape, t.dtype(), t.shape()))
         }
         _ => Ok(()),
+    }
+}
+
+/// The element where a `Slice` of `shape` starts, when its output is one contiguous block:
+/// single indices of the axes before some axis, a step-1 range of that axis, whole axes
+/// after it; `None` for anything else or an empty output.
+fn sliced_block(s: &crate::layers::Slice, shape: &[usize]) -> Option<usize> {
+    let dims = s.resolve(shape).ok()?;
+    let first = dims
+        .iter()
+        .position(|&(_, _, n)| n != 1)
+        .unwrap_or(dims.len());
+    let mut start = 0;
+    let mut stride = 1;
+    for (k, (&(at, step, n), &d)) in dims.iter().zip(shape).enumerate().rev() {
+        let whole = at == 0 && n == d && (step == 1 || n <= 1);
+        let ok = match k.cmp(&first) {
+            std::cmp::Ordering::Greater => whole,
+            std::cmp::Ordering::Equal => n > 0 && (step == 1 || n <= 1),
+            std::cmp::Ordering::Less => n == 1,
+        };
+        if !ok {
+            return None;
+        }
+        start += usize::try_from(at).ok()? * stride;
+        stride *= d;
+    }
+    Some(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sliced_block;
+    use crate::layers::Slice;
+
+    fn slice(starts: &[i64], ends: &[i64], axes: &[i64], steps: &[i64]) -> Slice {
+        Slice {
+            starts: starts.to_vec(),
+            ends: ends.to_vec(),
+            axes: axes.to_vec(),
+            steps: steps.to_vec(),
+        }
+    }
+
+    #[test]
+    fn only_slices_that_are_one_contiguous_block_have_a_start() {
+        let shape = [3, 2, 5, 8];
+        let split = |i: i64| slice(&[i], &[i + 1], &[0], &[1]);
+        assert_eq!(sliced_block(&split(0), &shape), Some(0));
+        assert_eq!(sliced_block(&split(2), &shape), Some(160));
+        assert_eq!(
+            sliced_block(&slice(&[1], &[3], &[0], &[1]), &shape),
+            Some(80)
+        );
+        let row = slice(&[2, 1, 3], &[3, 2, 5], &[0, 1, 2], &[1, 1, 1]);
+        assert_eq!(sliced_block(&row, &shape), Some(160 + 40 + 24));
+        assert_eq!(
+            sliced_block(&slice(&[-1], &[i64::MAX], &[-1], &[1]), &[1, 1, 8]),
+            Some(7)
+        );
+        let middle_then_partial = slice(&[1, 2], &[2, 4], &[1, 3], &[1, 1]);
+        assert_eq!(sliced_block(&middle_then_partial, &shape), None);
+        assert_eq!(sliced_block(&slice(&[0], &[3], &[0], &[2]), &shape), None);
+        assert_eq!(sliced_block(&slice(&[0], &[4], &[3], &[1]), &shape), None);
+        assert_eq!(sliced_block(&slice(&[2], &[-1], &[0], &[-1]), &shape), None);
+        assert_eq!(sliced_block(&slice(&[3], &[3], &[0], &[1]), &shape), None);
     }
 }
