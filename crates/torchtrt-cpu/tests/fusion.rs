@@ -316,8 +316,9 @@ fn a_constant_bias_add_fuses_into_the_matmul_and_gives_the_same_result() {
     }
 }
 
-/// A MatMul with a bias input (what a GPU engine's fused linear layer is when it falls back
-/// to the host) adds it in the layer's dtype: f32, f16 and bf16 against the f32 product.
+/// A MatMul with a bias input, and with a residual after it (what a GPU engine's fused
+/// linear layer is when it falls back to the host), adds them in the layer's dtype: f32,
+/// f16 and bf16 against the f32 product.
 #[test]
 fn a_matmul_bias_input_is_added_in_every_float_precision() {
     let mut net = NetworkDefinition::new();
@@ -330,10 +331,21 @@ fn a_matmul_bias_input_is_added_in_every_float_precision() {
     let b = net
         .add_constant("b", Tensor::from_vec(&[6], values(6, 8)).unwrap())
         .unwrap();
+    let r = net
+        .add_constant("r", Tensor::from_vec(&[3, 4, 6], values(72, 21)).unwrap())
+        .unwrap();
     let y = net
         .add("mm", torchtrt_core::layers::MatMul::default(), &[x, w, b])
         .unwrap();
+    let z = net
+        .add(
+            "mm_r",
+            torchtrt_core::layers::MatMul::default(),
+            &[x, w, b, r],
+        )
+        .unwrap();
     net.mark_output(y, "y").unwrap();
+    net.mark_output(z, "z").unwrap();
     let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
     let input = Tensor::from_vec(&[3, 4, 20], values(240, 17)).unwrap();
     let (w, bias, xs) = (
@@ -348,16 +360,23 @@ fn a_matmul_bias_input_is_added_in_every_float_precision() {
         };
         let engine = build(&net, &config, &backends).unwrap();
         let got = engine.create_context().unwrap().execute(&[&input]).unwrap();
-        let got = got[0].to_f64_vec();
-        for (i, g) in got.iter().enumerate() {
+        let residual = values(72, 21);
+        let (plain, summed) = (got[0].to_f64_vec(), got[1].to_f64_vec());
+        for (i, (g, s)) in plain.iter().zip(&summed).enumerate() {
             let (r, j) = (i / 6, i % 6);
             let want = f64::from(bias[j])
                 + (0..20)
                     .map(|k| f64::from(xs[r * 20 + k]) * f64::from(w[k * 6 + j]))
                     .sum::<f64>();
+            let bound = |w: f64| tol * (1.0 + w.abs());
             assert!(
-                (g - want).abs() <= tol * (1.0 + want.abs()),
+                (g - want).abs() <= bound(want),
                 "{precision} [{i}]: {g} vs {want}"
+            );
+            let want = want + f64::from(residual[i]);
+            assert!(
+                (s - want).abs() <= bound(want),
+                "{precision} [{i}]: {s} vs {want}"
             );
         }
     }

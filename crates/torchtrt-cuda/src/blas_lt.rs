@@ -1,6 +1,7 @@
 //! Row-major products with the bias added as cuBLASLt writes them (`CUBLASLT_EPILOGUE_BIAS`):
-//! `C[m×n] = A · B + bias[n]` in one kernel, where the bias would otherwise cost a pass
-//! over C. The descriptors and the algorithm cuBLASLt's heuristic picks are kept per shape.
+//! `C[m×n] = A · B + bias[n] (+ R)` in one kernel, where the bias and a residual `R` would
+//! otherwise cost a pass over C each (the residual enters as cuBLASLt's `C` with β = 1).
+//! The descriptors and the algorithm cuBLASLt's heuristic picks are kept per shape.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -50,6 +51,7 @@ struct Key {
     gemm: Gemm,
     align: u32,
     workspace: usize,
+    residual: bool,
 }
 
 /// A product's descriptors and algorithm.
@@ -218,17 +220,19 @@ impl Drop for Lt {
 }
 
 impl Blas {
-    /// Queues `C = A · B + bias` on `stream`, `bias` holding one value per column of C in
-    /// the GEMM's element type.
+    /// Queues `C = A · B + bias (+ R)` on `stream`, `bias` holding one value per column of C
+    /// in the GEMM's element type, `residual` (`R`, if any) a matrix of C's shape.
     ///
     /// # Safety
-    /// `a`, `b`, `c` and `bias` must be device pointers of this device holding `m·k`,
-    /// `k·n`, `m·n` and `n` elements of `g.ty`, valid until the stream has run the product.
+    /// `a`, `b`, `c`, `bias` and `residual` must be device pointers of this device holding
+    /// `m·k`, `k·n`, `m·n`, `n` and `m·n` elements of `g.ty`, valid until the stream has run
+    /// the product.
     pub unsafe fn gemm_bias(
         &self,
         stream: &Stream,
         g: &Gemm,
         [a, b, c, bias]: [u64; 4],
+        residual: Option<u64>,
     ) -> CudaResult<()> {
         if g.m == 0 || g.n == 0 {
             return Ok(());
@@ -239,7 +243,8 @@ impl Blas {
             ));
         }
         let size = g.ty.size() as u64;
-        if [a, b, c, bias].iter().any(|p| p % size != 0) {
+        let r = residual.unwrap_or(c);
+        if [a, b, c, bias, r].iter().any(|p| p % size != 0) {
             return Err(CudaError::Invalid(format!(
                 "GEMM operands not aligned to their {size}-byte elements"
             )));
@@ -248,8 +253,9 @@ impl Blas {
         let (ws_ptr, ws_bytes) = self.workspace().unwrap_or((0, 0));
         let key = Key {
             gemm: *g,
-            align: alignment(&[a, b, c]),
+            align: alignment(&[a, b, c, r]),
             workspace: ws_bytes,
+            residual: residual.is_some(),
         };
         let mut lt = self.lt()?;
         let lt = &mut *lt;
@@ -261,7 +267,7 @@ impl Blas {
             lt.plans.insert(key, plan);
         }
         let plan = &lt.plans[&key];
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (alpha, beta) = (1.0f32, if residual.is_some() { 1.0f32 } else { 0.0 });
         let [la, lb, ld] = plan.layouts;
         // SAFETY: per the function's contract; the bias pointer is read by the product
         // queued right after it is set, under this handle's lock; alpha and beta live
@@ -280,7 +286,7 @@ impl Blas {
                 la,
                 a as *const c_void,
                 lb,
-                c as *const c_void,
+                r as *const c_void,
                 ld,
                 c as *mut c_void,
                 ld,

@@ -498,3 +498,100 @@ fn a_linear_layers_bias_rides_on_the_cuda_product() {
         }
     }
 }
+
+/// `r + (x · W [+ bias])`: a transformer block's residual after its projection.
+fn projection_and_residual(k: usize, m: usize, bias: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let dims = |last: usize| {
+        [
+            Dim::dynamic("n", 1, 2, 4),
+            Dim::Fixed(7),
+            Dim::Fixed(last as i64),
+        ]
+    };
+    let x = net.add_input("x", DType::F32, &dims(k)).expect("x");
+    let r = net.add_input("r", DType::F32, &dims(m)).expect("r");
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[k, m], random_f32(k * m, 5)).expect("w"),
+        )
+        .expect("w");
+    let mut y = net.add("mm", MatMul::default(), &[x, w]).expect("mm");
+    if bias {
+        let b = net
+            .add_constant("b", Tensor::from_vec(&[m], random_f32(m, 6)).expect("b"))
+            .expect("b");
+        y = net
+            .add("bias", Elementwise::new(ElementwiseOp::Add), &[y, b])
+            .expect("bias");
+    }
+    let z = net
+        .add("residual", Elementwise::new(ElementwiseOp::Add), &[r, y])
+        .expect("residual");
+    net.mark_output(z, "z").expect("z");
+    net
+}
+
+#[test]
+fn a_residual_add_rides_on_the_cuda_product() {
+    if device_or_skip().is_none() {
+        return;
+    }
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    for (k, m, bias) in [(96, 80, true), (64, 40, false)] {
+        let net = projection_and_residual(k, m, bias);
+        let reference =
+            build(&net, &BuildConfig::default(), std::slice::from_ref(&cpu)).expect("cpu");
+        for precision in [DType::F32, DType::F16, DType::BF16] {
+            let config = BuildConfig {
+                device: DeviceKind::Cuda,
+                precision,
+                ..BuildConfig::default()
+            };
+            let engine = build(&net, &config, &[cuda.clone(), cpu.clone()]).expect("builds");
+            let what = format!("{precision} k {k} m {m} bias {bias}");
+            let layers = &engine.plan().layers;
+            assert!(
+                layers
+                    .iter()
+                    .any(|l| matches!(l.kind, LayerKind::MatMul(_)) && l.inputs.len() == 4),
+                "{what}: bias and residual are the MatMul's third and fourth inputs"
+            );
+            assert!(
+                !layers
+                    .iter()
+                    .any(|l| matches!(l.kind, LayerKind::Elementwise(_))),
+                "{what}: no Add is left"
+            );
+            let tol = match precision {
+                DType::F32 => 1e-5,
+                DType::F16 => 1e-2,
+                _ => 5e-2,
+            };
+            for n in [1, 4] {
+                let x = Tensor::from_vec(&[n, 7, k], random_f32(n * 7 * k, 20 + n as u64)).unwrap();
+                let r = Tensor::from_vec(&[n, 7, m], random_f32(n * 7 * m, 30 + n as u64)).unwrap();
+                let got = engine
+                    .create_context()
+                    .unwrap()
+                    .execute(&[&x, &r])
+                    .expect("runs");
+                let want = reference
+                    .create_context()
+                    .unwrap()
+                    .execute(&[&x, &r])
+                    .unwrap();
+                let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+                let scale = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+                for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+                    assert!(
+                        (g - w).abs() <= tol * (w.abs() + scale),
+                        "{what} n {n} [{i}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -357,23 +357,10 @@ pub(crate) fn fuse_matmul_bias(
         let Some(bias) = work.tensors[b.index()].value.clone() else {
             continue;
         };
-        let Some(pos) = sole_producer(work, m, uses) else {
+        let Some(pos) = linear_producer(work, m, uses, dtype, fuses_matmul_bias) else {
             continue;
         };
-        let mm = &work.layers[pos];
-        let weights_2d = mm.inputs.get(1).is_some_and(|&w| {
-            work.tensors[w.index()]
-                .value
-                .as_ref()
-                .is_some_and(|v| v.rank() == 2)
-        });
-        let plain = matches!(&mm.kind, LayerKind::MatMul(l) if !l.transpose_a)
-            && mm.inputs.len() == 2
-            && weights_2d
-            && work
-                .devices
-                .get(pos)
-                .is_some_and(|d| fuses_matmul_bias(d, dtype));
+        let plain = work.layers[pos].inputs.len() == 2;
         let n = types[0].shape.last().and_then(|d| d.as_const());
         let per_column = bias.dtype() == dtype
             && n.is_some_and(|n| {
@@ -396,6 +383,77 @@ pub(crate) fn fuse_matmul_bias(
         return Ok(true);
     }
     Ok(false)
+}
+
+/// Fuses `MatMul(a, W) (+ bias) + r` into the MatMul as its fourth input (after a bias, a
+/// zero one when it has none), when the MatMul is one [`fuse_matmul_bias`] takes, runs on
+/// CUDA (the product's epilogue adds `r` as it writes), nothing else reads its output, and
+/// `r` has the sum's type (no broadcast). The MatMul moves to the `Add`'s place. Returns
+/// whether it fused.
+pub(crate) fn fuse_matmul_residual(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> Result<bool> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(false);
+    };
+    let dtype = types[0].dtype;
+    if e.op != ElementwiseOp::Add || inputs.len() != 2 || inputs[0] == inputs[1] {
+        return Ok(false);
+    }
+    let on_cuda = |d: &DeviceKind, t| *d == DeviceKind::Cuda && fuses_matmul_bias(d, t);
+    for side in 0..2 {
+        let (m, r) = (inputs[side], inputs[1 - side]);
+        let Some(pos) = linear_producer(work, m, uses, dtype, on_cuda) else {
+            continue;
+        };
+        let n = types[0].shape.last().and_then(|d| d.as_const());
+        let (Some(n), 2..=3) = (n, work.layers[pos].inputs.len()) else {
+            continue;
+        };
+        if work.ty(m) != &types[0] || work.ty(r) != &types[0] {
+            continue;
+        }
+        let mut mm = work.layers.remove(pos);
+        let device = work.devices.remove(pos);
+        if mm.inputs.len() == 2 {
+            let zeros = Tensor::zeros(dtype, &[n as usize]);
+            let column = emit_vector(work, format!("{}/bias", mm.name), zeros);
+            mm.inputs.push(column);
+        }
+        mm.inputs.push(r);
+        mm.outputs = layer.outputs.clone();
+        work.emit(mm, types.to_vec(), device);
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// The position of the MatMul producing `t` that a bias or residual can ride on: `t` has
+/// one reader, A is not transposed, B is a constant matrix, and `fuses(device, dtype)`.
+fn linear_producer(
+    work: &Work,
+    t: TensorId,
+    uses: &[usize],
+    dtype: DType,
+    fuses: impl Fn(&DeviceKind, DType) -> bool,
+) -> Option<usize> {
+    let pos = sole_producer(work, t, uses)?;
+    let mm = &work.layers[pos];
+    let weights_2d = mm.inputs.get(1).is_some_and(|&w| {
+        work.tensors[w.index()]
+            .value
+            .as_ref()
+            .is_some_and(|v| v.rank() == 2)
+    });
+    let fits = matches!(&mm.kind, LayerKind::MatMul(l) if !l.transpose_a)
+        && weights_2d
+        && work.devices.get(pos).is_some_and(|d| fuses(d, dtype));
+    fits.then_some(pos)
 }
 
 /// Whether MatMuls on `device` add a bias of `dtype` as they write their product.

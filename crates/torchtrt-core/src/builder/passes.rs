@@ -64,6 +64,11 @@ const LAYER_PASSES: &[LayerPass] = &[
         run: |w, s| fuse::fuse_matmul_bias(w, s.layer, s.kind, s.inputs, s.types, s.uses),
     },
     LayerPass {
+        name: "fuse_matmul_residual",
+        enabled: |_| true,
+        run: |w, s| fuse::fuse_matmul_residual(w, s.layer, s.kind, s.inputs, s.types, s.uses),
+    },
+    LayerPass {
         name: "fuse_activation",
         enabled: |_| true,
         run: |w, s| {
@@ -152,6 +157,7 @@ mod tests {
                 "affine_as_conv",
                 "fuse_residual",
                 "fuse_matmul_bias",
+                "fuse_matmul_residual",
                 "fuse_activation",
                 "fuse_attention",
                 "attention_heads",

@@ -8,7 +8,9 @@ use super::{InferInput, LayerOp, TypeShape, broadcast_shapes, require_float};
 /// `op(A) · op(B)` where `op` optionally swaps the last two dims. Rank-1 operands are
 /// promoted as in `numpy.matmul` (and the promoted dim removed from the result); leading
 /// dims broadcast. An optional third input is a bias of B's column count, added along the
-/// result's last axis (the builder fuses a following `Add` of a constant into CPU MatMuls).
+/// result's last axis (the builder fuses a following `Add` of a constant into MatMuls with
+/// constant weights); an optional fourth, after a bias, is a residual of the result's type
+/// added to it (the builder fuses a following `Add` into CUDA MatMuls).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct MatMul {
     /// Transpose the last two dims of A first.
@@ -22,7 +24,7 @@ impl LayerOp for MatMul {
         "MatMul"
     }
     fn arity(&self) -> (usize, usize) {
-        (2, 3)
+        (2, 4)
     }
     fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
         let (a, b) = (&inputs[0], &inputs[1]);
@@ -79,6 +81,17 @@ impl LayerOp for MatMul {
         }
         if b.shape.len() > 1 {
             shape.push(bn);
+        }
+        if let Some(r) = inputs.get(3)
+            && (r.dtype != a.dtype || r.shape != shape.as_slice())
+        {
+            return Err(format!(
+                "MatMul residual {}{} is not the result's {}{}",
+                r.dtype,
+                format_shape(r.shape),
+                a.dtype,
+                format_shape(&shape)
+            ));
         }
         Ok(vec![TypeShape::new(a.dtype, shape)])
     }

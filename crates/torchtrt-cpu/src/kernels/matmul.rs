@@ -112,7 +112,7 @@ struct Plan<'s> {
 
 impl Kernel for MatMulKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
-        check_arity(WHAT, inputs, outputs, 2..=3, 1)?;
+        check_arity(WHAT, inputs, outputs, 2..=4, 1)?;
         let (a, b) = (inputs[0], inputs[1]);
         check_dtype(WHAT, a, self.dtype)?;
         check_dtype(WHAT, b, self.dtype)?;
@@ -146,20 +146,34 @@ impl Kernel for MatMulKernel {
             }
             None => None,
         };
+        let residual = match inputs.get(3) {
+            Some(&r) if r.dtype() == self.dtype && r.shape() == shape.as_slice() => Some(r),
+            Some(r) => {
+                return Err(format!(
+                    "{WHAT}: the residual {r} is not the result's {}{shape:?}",
+                    self.dtype
+                ));
+            }
+            None => None,
+        };
         if let Some(p) = &self.packed
             && b.shape() == p.shape.as_slice()
             && a.rank() >= 1
         {
             let depth = p.rhs.depth();
             let rows = a.numel() / depth.max(1);
-            return p.rhs.product(
+            p.rhs.product(
                 elems(a)?,
                 depth,
                 rows,
                 bias.map(elems::<f32>).transpose()?,
                 elems_mut(out)?,
                 rayon::current_num_threads(),
-            );
+            )?;
+            return match residual {
+                Some(r) => add_residual(out, r),
+                None => Ok(()),
+            };
         }
         let plan = Plan::new(oa, ob, &batch)?;
         match self.dtype {
@@ -171,11 +185,35 @@ impl Kernel for MatMulKernel {
             }),
             other => Err(format!("{WHAT} has no CPU kernel for {other}")),
         }?;
-        match bias {
-            Some(bias) => add_bias(out, bias),
+        if let Some(bias) = bias {
+            add_bias(out, bias)?;
+        }
+        match residual {
+            Some(r) => add_residual(out, r),
             None => Ok(()),
         }
     }
+}
+
+/// Adds `r` (of `out`'s shape) to `out`, in their dtype.
+fn add_residual(out: &mut Tensor, r: &Tensor) -> Result<(), String> {
+    fn sum<T: Copy + Send + Sync>(out: &mut [T], r: &[T], add: impl Fn(T, T) -> T + Sync) {
+        out.par_iter_mut()
+            .zip(r)
+            .for_each(|(y, &v)| *y = add(*y, v));
+    }
+    match r.dtype() {
+        DType::F32 => sum(elems_mut::<f32>(out)?, elems(r)?, |y, v| y + v),
+        DType::F64 => sum(elems_mut::<f64>(out)?, elems(r)?, |y, v| y + v),
+        DType::F16 => sum(elems_mut::<half::f16>(out)?, elems(r)?, |y, v| {
+            half::f16::from_f32(y.to_f32() + v.to_f32())
+        }),
+        DType::BF16 => sum(elems_mut::<half::bf16>(out)?, elems(r)?, |y, v| {
+            half::bf16::from_f32(y.to_f32() + v.to_f32())
+        }),
+        other => return Err(format!("{WHAT} has no CPU residual for {other}")),
+    }
+    Ok(())
 }
 
 /// Adds `bias` (one value per column) to every row of `out`, in their dtype.

@@ -1,8 +1,9 @@
 //! MatMul on cuBLAS: numpy broadcasting of the batch dims, rank-1 promotion and transposes
 //! as the CPU kernel has them. Batches whose operands advance by constant strides become
 //! one strided-batched GEMM per run; a dense A against one shared B becomes a single GEMM.
-//! A third input, the bias of B's columns (the builder's `fuse_matmul_bias`), is added by
-//! cuBLASLt as it writes the product.
+//! A third input, the bias of B's columns (the builder's `fuse_matmul_bias`), and a fourth,
+//! a residual of the output's shape (`fuse_matmul_residual`), are added by cuBLASLt as it
+//! writes the product.
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -103,6 +104,8 @@ struct MatMulKernel {
     blas: Arc<Mutex<Blas>>,
     /// A third input holds one value per column of the output.
     bias: bool,
+    /// A fourth input, of the output's shape, is added to it.
+    residual: bool,
 }
 
 pub(super) fn prepare(
@@ -113,14 +116,14 @@ pub(super) fn prepare(
     let LayerKind::MatMul(l) = layer else {
         return None;
     };
-    let bias = match inputs {
-        [_, _] => false,
-        [_, b, c] => {
+    let (bias, residual) = match inputs {
+        [_, _] => (false, false),
+        [_, b, c, rest @ ..] if rest.len() <= 1 => {
             // A single product over a dense A: what the builder fuses a bias into.
             if l.transpose_a || b.shape.len() != 2 || c.shape.len() != 1 {
                 return None;
             }
-            true
+            (true, !rest.is_empty())
         }
         _ => return None,
     };
@@ -135,6 +138,7 @@ pub(super) fn prepare(
             ty,
             blas,
             bias,
+            residual,
         }) as Box<dyn DeviceKernel>
     }))
 }
@@ -265,7 +269,8 @@ impl DeviceKernel for MatMulKernel {
         outputs: &[DeviceTensor],
         stream: &Stream,
     ) -> Result<(), String> {
-        expect_arity(WHAT, inputs, outputs, 2 + usize::from(self.bias), 1)?;
+        let arity = 2 + usize::from(self.bias) + usize::from(self.residual);
+        expect_arity(WHAT, inputs, outputs, arity, 1)?;
         let ptr = |i: usize| inputs[i].ptr;
         let (sa, sb) = (dims(&inputs[0].desc)?, dims(&inputs[1].desc)?);
         let a = Operand::new(&sa, self.transpose_a, true)?;
@@ -300,6 +305,14 @@ impl DeviceKernel for MatMulKernel {
                 ));
             }
         }
+        if self.residual {
+            let r = dims(&inputs[3].desc)?;
+            if r != out {
+                return Err(format!(
+                    "{WHAT}: the residual {r:?} is not the output's {out:?}"
+                ));
+            }
+        }
         let blas = BlasScope::new(&self.blas, stream, WHAT)?;
         let ia = matrix_indices(&a.batch, &batch);
         let ib = matrix_indices(&b.batch, &batch);
@@ -318,12 +331,14 @@ impl DeviceKernel for MatMulKernel {
         let err = |e| format!("{WHAT} {sa:?} · {sb:?}: {e}");
         if self.bias {
             // SAFETY: a 2-D B against a dense, untransposed A is one product of
-            // `count·m` rows (shapes checked above); the bias holds `n` elements.
+            // `count·m` rows (shapes checked above); the bias holds `n` elements, the
+            // residual the output's.
             return unsafe {
                 blas.gemm_bias(
                     stream,
                     &gemm(count * m),
                     [ptr(0), ptr(1), outputs[0].ptr, ptr(2)],
+                    self.residual.then(|| ptr(3)),
                 )
             }
             .map_err(err);

@@ -124,6 +124,17 @@ fn matmul_with_a_bias_matches_cpu() {
                 &l,
                 &inputs,
             );
+            let mut out: Vec<usize> = a[..a.len() - 1].to_vec();
+            out.push(n);
+            let mut with_residual = inputs.to_vec();
+            with_residual.push((rand(dtype, &out, 120 + i as u64), false));
+            assert!(crate::harness::supported(&dev, &l, &with_residual));
+            check(
+                &dev,
+                &format!("MatMul {a:?}·{b:?}+bias+residual"),
+                &l,
+                &with_residual,
+            );
         }
     }
 }
