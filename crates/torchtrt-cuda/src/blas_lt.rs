@@ -1,7 +1,9 @@
 //! Row-major products with the bias added as cuBLASLt writes them (`CUBLASLT_EPILOGUE_BIAS`):
 //! `C[m×n] = A · B + bias[n] (+ R)` in one kernel, where the bias and a residual `R` would
 //! otherwise cost a pass over C each (the residual enters as cuBLASLt's `C` with β = 1).
-//! The descriptors and the algorithm cuBLASLt's heuristic picks are kept per shape.
+//! The descriptors are kept per shape, with the algorithm: of cuBLASLt's heuristic's first
+//! [`CANDIDATES`], the fastest when timed on the first run of the shape (its top pick can be
+//! far from the best with a residual), the top pick while the stream is being captured.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -11,11 +13,15 @@ use cudarc::cublaslt::{result, sys};
 
 use crate::blas::{Blas, Gemm, GemmType};
 use crate::error::{CudaError, CudaResult};
-use crate::stream::Stream;
+use crate::stream::{Event, Stream};
 
 /// Shapes whose plans one handle keeps before it starts over (a server with a dynamic
 /// batch sees a bounded set; a fuzzer does not).
 const MAX_PLANS: usize = 256;
+/// Algorithms of the heuristic's ranking that are timed.
+const CANDIDATES: usize = 6;
+/// Timed runs of each candidate in a round (two rounds).
+const RUNS: usize = 4;
 
 fn lt_error(call: &'static str) -> impl FnOnce(result::CublasError) -> CudaError {
     move |e| CudaError::Driver {
@@ -54,6 +60,18 @@ struct Key {
     residual: bool,
 }
 
+/// One product's operands (`r` is the residual, or the output when β is 0) and where it
+/// runs.
+struct Operands<'s> {
+    a: u64,
+    b: u64,
+    r: u64,
+    bias: u64,
+    beta: f32,
+    workspace: (u64, usize),
+    stream: &'s Stream,
+}
+
 /// A product's descriptors and algorithm.
 struct Plan {
     desc: sys::cublasLtMatmulDesc_t,
@@ -76,7 +94,7 @@ impl Drop for Plan {
 impl Plan {
     /// Column-major cuBLASLt computes `Cᵀ[n×m] = Bᵀ · Aᵀ`, so its A is our B and its bias,
     /// one value per row of its D, is one per column of ours.
-    fn new(handle: sys::cublasLtHandle_t, key: &Key) -> CudaResult<Plan> {
+    fn new(key: &Key) -> CudaResult<Plan> {
         let g = key.gemm;
         let dims = |v: usize| {
             u64::try_from(v).map_err(|_| CudaError::Invalid(format!("GEMM dimension {v}")))
@@ -128,7 +146,6 @@ impl Plan {
                 &epilogue,
             )?;
         }
-        plan.choose(handle, key)?;
         Ok(plan)
     }
 
@@ -151,8 +168,13 @@ impl Plan {
         .map_err(lt_error("cublasLtMatmulDescSetAttribute"))
     }
 
-    /// Asks cuBLASLt's heuristic for the best algorithm within the workspace and alignment.
-    fn choose(&mut self, handle: sys::cublasLtHandle_t, key: &Key) -> CudaResult<()> {
+    /// The heuristic's ranking of algorithms for this product within the workspace and
+    /// alignment, best first (at most [`CANDIDATES`]).
+    fn candidates(
+        &self,
+        handle: sys::cublasLtHandle_t,
+        key: &Key,
+    ) -> CudaResult<Vec<sys::cublasLtMatmulAlgo_t>> {
         use sys::cublasLtMatmulPreferenceAttributes_t as P;
         let pref =
             result::create_matmul_pref().map_err(lt_error("cublasLtMatmulPreferenceCreate"))?;
@@ -162,7 +184,7 @@ impl Plan {
             unsafe { result::set_matmul_pref_attribute(pref, attr, value, size) }
                 .map_err(lt_error("cublasLtMatmulPreferenceSetAttribute"))
         };
-        let chosen = (|| {
+        let ranked = (|| {
             set(
                 P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                 (&workspace as *const u64).cast(),
@@ -177,14 +199,132 @@ impl Plan {
                 set(attr, (&key.align as *const u32).cast(), 4)?;
             }
             let [a, b, d] = self.layouts;
-            // SAFETY: every descriptor is live.
-            unsafe { result::get_matmul_algo_heuristic(handle, self.desc, a, b, d, d, pref) }
-                .map_err(lt_error("cublasLtMatmulAlgoGetHeuristic"))
+            // SAFETY: all-zero bytes are a valid (empty) heuristic result.
+            let mut results: [sys::cublasLtMatmulHeuristicResult_t; CANDIDATES] =
+                unsafe { std::mem::zeroed() };
+            let mut count = 0i32;
+            // SAFETY: every descriptor is live; `results` holds `CANDIDATES` entries.
+            unsafe {
+                sys::cublasLtMatmulAlgoGetHeuristic(
+                    handle,
+                    self.desc,
+                    a,
+                    b,
+                    d,
+                    d,
+                    pref,
+                    CANDIDATES as i32,
+                    results.as_mut_ptr(),
+                    &mut count,
+                )
+            }
+            .result()
+            .map_err(lt_error("cublasLtMatmulAlgoGetHeuristic"))?;
+            let found: Vec<_> = results[..count.clamp(0, CANDIDATES as i32) as usize]
+                .iter()
+                .filter(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+                .map(|r| r.algo)
+                .collect();
+            if found.is_empty() {
+                return Err(CudaError::Invalid(format!(
+                    "cuBLASLt has no algorithm for {:?}",
+                    key.gemm
+                )));
+            }
+            Ok(found)
         })();
         // SAFETY: created above, destroyed once.
         let _ = unsafe { result::destroy_matmul_pref(pref) };
-        self.algo = chosen?.algo;
-        Ok(())
+        ranked
+    }
+
+    /// Queues the product with `algo`, writing `d`.
+    ///
+    /// # Safety
+    /// As [`Blas::gemm_bias`]; the bias is set on the descriptor for this call.
+    unsafe fn run(
+        &self,
+        handle: sys::cublasLtHandle_t,
+        algo: &sys::cublasLtMatmulAlgo_t,
+        o: &Operands<'_>,
+        d: u64,
+    ) -> CudaResult<()> {
+        let Operands {
+            a,
+            b,
+            r,
+            bias,
+            beta,
+            workspace: (ws_ptr, ws_bytes),
+            stream,
+        } = *o;
+        let alpha = 1.0f32;
+        let [la, lb, ld] = self.layouts;
+        // SAFETY: per the function's contract; alpha and beta live through the call.
+        unsafe {
+            self.set(
+                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                &(bias as *const c_void),
+            )?;
+            result::matmul(
+                handle,
+                self.desc,
+                (&alpha as *const f32).cast(),
+                (&beta as *const f32).cast(),
+                b as *const c_void,
+                la,
+                a as *const c_void,
+                lb,
+                r as *const c_void,
+                ld,
+                d as *mut c_void,
+                ld,
+                algo,
+                ws_ptr as *mut c_void,
+                ws_bytes,
+                stream.raw().cast(),
+            )
+        }
+        .map_err(lt_error("cublasLtMatmul"))
+    }
+
+    /// The fastest of `algos` on this product, each timed writing a scratch output
+    /// ([`RUNS`] runs between events, twice); algorithms that fail to launch are skipped.
+    ///
+    /// # Safety
+    /// As [`Blas::gemm_bias`].
+    unsafe fn fastest(
+        &self,
+        handle: sys::cublasLtHandle_t,
+        algos: &[sys::cublasLtMatmulAlgo_t],
+        o: &Operands<'_>,
+        out_bytes: usize,
+    ) -> CudaResult<sys::cublasLtMatmulAlgo_t> {
+        let stream = o.stream;
+        let scratch = stream.device().allocator().alloc(out_bytes)?;
+        // SAFETY: the scratch output holds the product; the rest per the contract.
+        let launch = |algo| unsafe { self.run(handle, algo, o, scratch.ptr()) };
+        let mut timed: Vec<(f32, &sys::cublasLtMatmulAlgo_t)> = algos
+            .iter()
+            .filter(|algo| launch(algo).is_ok())
+            .map(|algo| (f32::INFINITY, algo))
+            .collect();
+        for _ in 0..2 {
+            for (best, algo) in &mut timed {
+                let (start, end) = (Event::new(stream.device())?, Event::new(stream.device())?);
+                start.record(stream)?;
+                for _ in 0..RUNS {
+                    launch(algo)?;
+                }
+                end.record(stream)?;
+                end.synchronize()?;
+                *best = best.min(start.elapsed_ms(&end)?);
+            }
+        }
+        let best = timed.into_iter().min_by(|x, y| x.0.total_cmp(&y.0));
+        best.map(|(_, algo)| *algo).ok_or_else(|| {
+            CudaError::Invalid(format!("none of {} cuBLASLt algorithms ran", algos.len()))
+        })
     }
 }
 
@@ -259,44 +399,37 @@ impl Blas {
         };
         let mut lt = self.lt()?;
         let lt = &mut *lt;
+        let ops = Operands {
+            a,
+            b,
+            r,
+            bias,
+            beta: if residual.is_some() { 1.0 } else { 0.0 },
+            workspace: (ws_ptr, ws_bytes),
+            stream,
+        };
         if !lt.plans.contains_key(&key) {
             if lt.plans.len() >= MAX_PLANS {
                 lt.plans.clear();
             }
-            let plan = Plan::new(lt.handle, &key)?;
+            let mut plan = Plan::new(&key)?;
+            let algos = plan.candidates(lt.handle, &key)?;
+            if stream.is_capturing()? {
+                // SAFETY: per the function's contract.
+                return unsafe { plan.run(lt.handle, &algos[0], &ops, c) };
+            }
+            plan.algo = match algos[..] {
+                [only] => only,
+                // SAFETY: per the function's contract.
+                _ => unsafe { plan.fastest(lt.handle, &algos, &ops, g.m * g.n * g.ty.size())? },
+            };
             lt.plans.insert(key, plan);
         }
         let plan = &lt.plans[&key];
-        let (alpha, beta) = (1.0f32, if residual.is_some() { 1.0f32 } else { 0.0 });
-        let [la, lb, ld] = plan.layouts;
         // SAFETY: per the function's contract; the bias pointer is read by the product
-        // queued right after it is set, under this handle's lock; alpha and beta live
-        // through the call; the workspace is the scope's, valid for the product.
-        unsafe {
-            plan.set(
-                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                &(bias as *const c_void),
-            )?;
-            result::matmul(
-                lt.handle,
-                plan.desc,
-                (&alpha as *const f32).cast(),
-                (&beta as *const f32).cast(),
-                b as *const c_void,
-                la,
-                a as *const c_void,
-                lb,
-                r as *const c_void,
-                ld,
-                c as *mut c_void,
-                ld,
-                &plan.algo,
-                ws_ptr as *mut c_void,
-                ws_bytes,
-                stream.raw().cast(),
-            )
-        }
-        .map_err(lt_error("cublasLtMatmul"))
+        // queued right after it is set, under this handle's lock; the workspace is the
+        // scope's, valid for the product.
+        unsafe { plan.run(lt.handle, &plan.algo, &ops, c) }
     }
 }
 
