@@ -181,17 +181,70 @@ __device__ __forceinline__ void direct_impl(const void* x, const void* w, const 
         OH, OW, planes, code, p0, p1); }
 FOR_EACH_DTYPE(DIRECT)
 
+template <int B> struct Word;
+template <> struct Word<4> { typedef unsigned int T; };
+template <> struct Word<8> { typedef unsigned long long T; };
+template <> struct Word<16> { typedef uint4 T; };
+
+/* V adjacent elements of D from element i of p (V-aligned), as floats. */
+template <typename D, int V>
+__device__ __forceinline__ void load_vec(const typename D::T* p, i64 i, float* out) {
+    typedef typename Word<V * sizeof(typename D::T)>::T W;
+    union { W w; typename D::T e[V]; } u;
+    u.w = *reinterpret_cast<const W*>(p + i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = Elem<D>::load(u.e, j);
+}
+
+/* One plane's input window (rows from ih0, columns from iw0; IHt × IWt, zero outside the
+   input) into dst (rows of pitch IP), read as V-aligned groups of V elements (the caller
+   guarantees W and the plane's base are multiples of V), 16 elements in flight per thread. */
+template <typename D, int V>
+__device__ __forceinline__ void dw_stage(const typename D::T* src, float* dst, int H, int W,
+                                         int ih0, int iw0, int IHt, int IWt, int IP, int t,
+                                         int nt) {
+    const int NB = 16 / V;
+    const int sh = ((iw0 % V) + V) % V, gw = (IWt + sh + V - 1) / V, n = IHt * gw;
+    for (int e = t; e < n; e += NB * nt) {
+        float v[NB][V];
+        int gy[NB], gx[NB];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+            const int q = e + j * nt;
+            gy[j] = q < n ? q / gw : -1;
+            gx[j] = q < n ? q - gy[j] * gw : 0;
+            const int ih = ih0 + gy[j], iw = iw0 - sh + gx[j] * V;
+            if (q < n && (unsigned)ih < (unsigned)H && iw >= 0 && iw < W) {
+                load_vec<D, V>(src, (i64)ih * W + iw, v[j]);
+            } else {
+#pragma unroll
+                for (int c = 0; c < V; ++c) v[j][c] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+            if (gy[j] < 0) continue;
+#pragma unroll
+            for (int c = 0; c < V; ++c) {
+                const int col = gx[j] * V - sh + c;
+                if (col >= 0 && col < IWt) dst[gy[j] * IP + col] = v[j][c];
+            }
+        }
+    }
+}
+
 /* Depthwise K×K at stride S (no dilation), tiled. A block of (TC, RG, P) threads takes a
    tile of RG·RH output rows × TC·DW_RW columns of P planes: it stages the tiles' input
    windows (IHt × IWt, zero outside the input) in shared memory as floats, in rows of pitch
    IP (even), followed by the planes' weights; each thread then computes RH × DW_RW
-   outputs from registers. Loads are issued eight at a time. Grid (tiles across, tiles down,
+   outputs from registers. Loads are issued eight at a time, or as groups of `vec` = 4
+   elements where the rows allow (16 elements in flight). Grid (tiles across, tiles down,
    plane groups); plane groups beyond the grid are walked in a loop. A plane's input and
    output positions, and the planes, count below 2^31 (the launch checks). */
 template <typename D, int K, int S, int RH>
 __device__ __forceinline__ void depthwise_tiled(const void* x, const void* w, const void* bias,
     void* y, int C, int H, int W, int M, int Mg, int PH, int PW, int OH, int OW, int IHt,
-    int IWt, int IP, int dy, int dx, int planes, int code, float p0, float p1) {
+    int IWt, int IP, int dy, int dx, int planes, int code, float p0, float p1, int vec) {
     extern __shared__ float dw_sm[];
     const int TC = blockDim.x, RG = blockDim.y, P = blockDim.z;
     const int A = IHt * IP, nt = TC * RG * P;
@@ -209,6 +262,11 @@ __device__ __forceinline__ void depthwise_tiled(const void* x, const void* w, co
             const typename D::T* src = (const typename D::T*)x
                 + ((i64)n * C + (Mg == 1 ? m : m / Mg)) * HW;
             float* dst = dw_sm + p * A;
+            if (vec == 4) {
+                dw_stage<D, 4>(src, dst, H, W, ih0, iw0, IHt, IWt, IP, t, nt);
+                if (++m == M) { m = 0; ++n; }
+                continue;
+            }
             int ry = ry0, rx = rx0;
             for (int e = t; e < n_el; e += 8 * nt) {
                 float v[8];
@@ -281,11 +339,11 @@ __device__ __forceinline__ void depthwise_tiled(const void* x, const void* w, co
 
 #define DW_CASE(D, KK, SS, RR) if (K == KK && S == SS) { depthwise_tiled<D, KK, SS, RR>(x, \
     w, bias, y, \
-    C, H, W, M, Mg, PH, PW, OH, OW, IHt, IWt, IP, dy, dx, planes, code, p0, p1); return; }
+    C, H, W, M, Mg, PH, PW, OH, OW, IHt, IWt, IP, dy, dx, planes, code, p0, p1, vec); return; }
 #define DEPTHWISE(Sx, D) extern "C" __global__ void __launch_bounds__(256, 3) \
     conv_depthwise_##Sx(const void* x, const void* w, const void* bias, void* y, int C, int H, \
     int W, int M, int Mg, int PH, int PW, int OH, int OW, int IHt, int IWt, int IP, int dy, \
-    int dx, int planes, int code, float p0, float p1, int K, int S) { \
+    int dx, int planes, int code, float p0, float p1, int K, int S, int vec) { \
     DW_CASES(D) }
 FOR_EACH_DTYPE(DEPTHWISE)
 "#;

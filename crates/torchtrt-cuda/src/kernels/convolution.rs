@@ -402,7 +402,8 @@ impl ConvKernel {
             .f32(epilogue.p0)
             .f32(epilogue.p1)
             .i32(i(k)?)
-            .i32(i(g.stride[0])?);
+            .i32(i(g.stride[0])?)
+            .i32(i(staging_width(s.w, x, self.dtype.size()))?);
         // SAFETY: the arguments match `conv_depthwise_*`; the tensors hold the checked
         // shapes, and `Tiling::of` sized the shared memory for the block's windows.
         unsafe {
@@ -760,5 +761,34 @@ impl DeviceKernel for ConvKernel {
             return Ok(());
         }
         self.run_gemm(&s, k, x, w, bias, res, y, stream)
+    }
+}
+
+/// Elements the tiled depthwise kernel reads per load of an input row `w` wide at `x`
+/// (elements of `size` bytes): 4 where rows and planes start at multiples of 4 (`w` a
+/// multiple, `x` aligned), else 1. Pairs were measured and not kept: on the H200, 7×7 and
+/// 5×5 layers on 14-wide rows took a quarter longer than one element at a time
+/// (BENCHMARKS.md, round 2 session 13); groups of 4 took 11–32 % less on 28- to 112-wide rows.
+fn staging_width(w: usize, x: u64, size: usize) -> usize {
+    if w.is_multiple_of(4) && x.is_multiple_of(4 * size as u64) {
+        4
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod staging_tests {
+    use super::staging_width;
+
+    #[test]
+    fn rows_are_read_in_fours_where_they_align() {
+        assert_eq!(staging_width(56, 0x1000, 2), 4);
+        assert_eq!(staging_width(14, 0x1000, 2), 1);
+        assert_eq!(staging_width(7, 0x1000, 2), 1);
+        assert_eq!(staging_width(56, 0x1004, 2), 1);
+        assert_eq!(staging_width(56, 0x1008, 2), 4);
+        assert_eq!(staging_width(28, 0x1010, 4), 4);
+        assert_eq!(staging_width(28, 0x1008, 4), 1);
     }
 }

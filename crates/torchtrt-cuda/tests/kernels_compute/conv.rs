@@ -315,8 +315,8 @@ fn convolution_adds_a_residual_before_the_activation() {
 
 /// The tiled depthwise kernel (3×3, 5×5, 7×7 at stride 1 and 2): planes small enough to share
 /// a block, planes wider than one tile and taller than one, several tiles of many planes,
-/// no padding and uneven padding, a channel multiplier, every activation; then every case
-/// again with a residual.
+/// no padding and uneven padding, a channel multiplier, every activation, rows read one
+/// element or four at a time; then every case again with a residual.
 #[test]
 fn depthwise_tiles_match_cpu() {
     let Some(dev) = device_or_skip() else { return };
@@ -336,6 +336,8 @@ fn depthwise_tiles_match_cpu() {
         ([3, 40, 14, 14], 1),
         ([2, 5, 33, 57], 1),
         ([1, 4, 21, 19], 3),
+        ([2, 8, 56, 56], 1),
+        ([1, 5, 28, 30], 1),
     ];
     let mut case = 0u64;
     for k in [3usize, 5, 7] {
