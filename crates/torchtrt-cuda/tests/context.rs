@@ -872,9 +872,18 @@ fn constant_index_gathers_alias_their_input_and_match_cpu() {
         return;
     }
     let _gpu = shared();
-    let (gpu, cpu) = gpu_and_cpu(&constant_gathers());
+    selections_match_cpu(
+        &constant_gathers(),
+        [(60, false), (61, true), (62, true), (63, true)],
+    );
+}
+
+/// `net` (one input `[3, 2, 5, 8]`) on the GPU, with and without CUDA graphs per
+/// `(seed, graphs)` run, equal to the CPU engine (selections copy bits exactly).
+fn selections_match_cpu(net: &NetworkDefinition, runs: [(u64, bool); 4]) {
+    let (gpu, cpu) = gpu_and_cpu(net);
     let mut ctx = gpu.create_context().expect("context");
-    for (seed, graphs) in [(60, false), (61, true), (62, true), (63, true)] {
+    for (seed, graphs) in runs {
         ctx.set_graphs(graphs);
         let x = Tensor::from_vec(&[3, 2, 5, 8], random_f32(240, seed)).expect("x");
         let want = cpu
@@ -941,16 +950,8 @@ fn contiguous_slices_alias_their_input_and_match_cpu() {
         return;
     }
     let _gpu = shared();
-    let (gpu, cpu) = gpu_and_cpu(&packed_slices());
-    let mut ctx = gpu.create_context().expect("context");
-    for (seed, graphs) in [(70, false), (71, true), (72, true), (73, false)] {
-        ctx.set_graphs(graphs);
-        let x = Tensor::from_vec(&[3, 2, 5, 8], random_f32(240, seed)).expect("x");
-        let want = cpu
-            .create_context()
-            .unwrap()
-            .execute(&[&x])
-            .expect("cpu runs");
-        assert_close(&ctx.execute(&[&x]).expect("cuda runs"), &want, 0.0);
-    }
+    selections_match_cpu(
+        &packed_slices(),
+        [(70, false), (71, true), (72, true), (73, false)],
+    );
 }

@@ -432,8 +432,6 @@ fn a_linear_layers_bias_rides_on_the_cuda_product() {
     if device_or_skip().is_none() {
         return;
     }
-    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
-    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
     let cases = [
         (96, 80, false, &[80][..], false),
         (64, 33, true, &[1, 1, 33][..], true),
@@ -441,14 +439,10 @@ fn a_linear_layers_bias_rides_on_the_cuda_product() {
     ];
     for (k, m, transposed, bias_shape, first) in cases {
         let net = linear(k, m, transposed, bias_shape, first);
-        for precision in [DType::F32, DType::F16, DType::BF16] {
-            let config = BuildConfig {
-                device: DeviceKind::Cuda,
-                precision,
-                ..BuildConfig::default()
-            };
-            let engine = build(&net, &config, &[cuda.clone(), cpu.clone()]).expect("builds");
-            let what = format!("{precision} k {k} m {m} transposed {transposed}");
+        let inputs = |n: usize| {
+            vec![Tensor::from_vec(&[n, 7, k], random_f32(n * 7 * k, n as u64)).expect("x")]
+        };
+        cuda_engines_match_cpu(&net, inputs, |engine, what| {
             let layers = &engine.plan().layers;
             let mm = layers
                 .iter()
@@ -460,40 +454,56 @@ fn a_linear_layers_bias_rides_on_the_cuda_product() {
                 "{what}: the bias is the third input"
             );
             assert_eq!(engine.plan().devices[mm], DeviceKind::Cuda, "{what}");
-            assert!(
-                !layers
-                    .iter()
-                    .any(|l| matches!(l.kind, LayerKind::Elementwise(_))),
-                "{what}: the Add is gone"
-            );
-            let reference =
-                build(&net, &BuildConfig::default(), std::slice::from_ref(&cpu)).expect("cpu");
-            let tol = match precision {
-                DType::F32 => 1e-5,
-                DType::F16 => 1e-2,
-                _ => 5e-2,
-            };
-            for n in [1, 3, 4] {
-                let x = Tensor::from_vec(&[n, 7, k], random_f32(n * 7 * k, n as u64)).expect("x");
-                let got = engine
-                    .create_context()
-                    .unwrap()
-                    .execute(&[&x])
-                    .expect("runs");
-                let want = reference
-                    .create_context()
-                    .unwrap()
-                    .execute(&[&x])
-                    .expect("ref");
-                assert_eq!(got[0].shape(), [n, 7, m]);
-                let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
-                let scale = w.iter().map(|v| v * v).sum::<f64>().sqrt() / (w.len() as f64).sqrt();
-                for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-                    assert!(
-                        (g - w).abs() <= tol * (w.abs() + scale),
-                        "{what} n {n} [{i}]: {g} vs {w}"
-                    );
-                }
+        });
+    }
+}
+
+/// `net` built for CUDA in f32, f16 and bf16: each engine shown to `check` (with what it
+/// is), must have no element-wise layer left, and must give the CPU f32 engine's outputs on
+/// `inputs(n)` for n = 1, 3, 4 within its precision's tolerance (relative to each element,
+/// with a floor of the same times the outputs' root-mean-square).
+fn cuda_engines_match_cpu(
+    net: &NetworkDefinition,
+    inputs: impl Fn(usize) -> Vec<Tensor>,
+    check: impl Fn(&Engine, &str),
+) {
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
+    let reference = build(net, &BuildConfig::default(), std::slice::from_ref(&cpu)).expect("cpu");
+    for (precision, tol) in [(DType::F32, 1e-5), (DType::F16, 1e-2), (DType::BF16, 5e-2)] {
+        let config = BuildConfig {
+            device: DeviceKind::Cuda,
+            precision,
+            ..BuildConfig::default()
+        };
+        let engine = build(net, &config, &[cuda.clone(), cpu.clone()]).expect("builds");
+        let what = format!("{precision}");
+        check(&engine, &what);
+        assert!(
+            !engine
+                .plan()
+                .layers
+                .iter()
+                .any(|l| matches!(l.kind, LayerKind::Elementwise(_))),
+            "{what}: no Add is left"
+        );
+        for n in [1, 3, 4] {
+            let x = inputs(n);
+            let x: Vec<&Tensor> = x.iter().collect();
+            let got = engine.create_context().unwrap().execute(&x).expect("runs");
+            let want = reference
+                .create_context()
+                .unwrap()
+                .execute(&x)
+                .expect("ref");
+            assert_eq!(got[0].shape(), want[0].shape());
+            let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+            let scale = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+            for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    (g - w).abs() <= tol * (w.abs() + scale),
+                    "{what} n {n} [{i}]: {g} vs {w}"
+                );
             }
         }
     }
@@ -538,60 +548,23 @@ fn a_residual_add_rides_on_the_cuda_product() {
     if device_or_skip().is_none() {
         return;
     }
-    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::new());
-    let cuda: Arc<dyn Backend> = Arc::new(CudaBackend::new(0, cpu.clone()).expect("backend"));
     for (k, m, bias) in [(96, 80, true), (64, 40, false)] {
         let net = projection_and_residual(k, m, bias);
-        let reference =
-            build(&net, &BuildConfig::default(), std::slice::from_ref(&cpu)).expect("cpu");
-        for precision in [DType::F32, DType::F16, DType::BF16] {
-            let config = BuildConfig {
-                device: DeviceKind::Cuda,
-                precision,
-                ..BuildConfig::default()
-            };
-            let engine = build(&net, &config, &[cuda.clone(), cpu.clone()]).expect("builds");
-            let what = format!("{precision} k {k} m {m} bias {bias}");
-            let layers = &engine.plan().layers;
+        let inputs = |n: usize| {
+            vec![
+                Tensor::from_vec(&[n, 7, k], random_f32(n * 7 * k, 20 + n as u64)).expect("x"),
+                Tensor::from_vec(&[n, 7, m], random_f32(n * 7 * m, 30 + n as u64)).expect("r"),
+            ]
+        };
+        cuda_engines_match_cpu(&net, inputs, |engine, what| {
             assert!(
-                layers
+                engine
+                    .plan()
+                    .layers
                     .iter()
                     .any(|l| matches!(l.kind, LayerKind::MatMul(_)) && l.inputs.len() == 4),
-                "{what}: bias and residual are the MatMul's third and fourth inputs"
+                "{what} bias {bias}: bias and residual are the MatMul's third and fourth inputs"
             );
-            assert!(
-                !layers
-                    .iter()
-                    .any(|l| matches!(l.kind, LayerKind::Elementwise(_))),
-                "{what}: no Add is left"
-            );
-            let tol = match precision {
-                DType::F32 => 1e-5,
-                DType::F16 => 1e-2,
-                _ => 5e-2,
-            };
-            for n in [1, 4] {
-                let x = Tensor::from_vec(&[n, 7, k], random_f32(n * 7 * k, 20 + n as u64)).unwrap();
-                let r = Tensor::from_vec(&[n, 7, m], random_f32(n * 7 * m, 30 + n as u64)).unwrap();
-                let got = engine
-                    .create_context()
-                    .unwrap()
-                    .execute(&[&x, &r])
-                    .expect("runs");
-                let want = reference
-                    .create_context()
-                    .unwrap()
-                    .execute(&[&x, &r])
-                    .unwrap();
-                let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
-                let scale = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
-                for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-                    assert!(
-                        (g - w).abs() <= tol * (w.abs() + scale),
-                        "{what} n {n} [{i}]: {g} vs {w}"
-                    );
-                }
-            }
-        }
+        });
     }
 }

@@ -345,15 +345,8 @@ pub(crate) fn fuse_matmul_bias(
     types: &[TypeShape],
     uses: &[usize],
 ) -> Result<bool> {
-    let LayerKind::Elementwise(e) = kind else {
-        return Ok(false);
-    };
     let dtype = types[0].dtype;
-    if e.op != ElementwiseOp::Add || inputs.len() != 2 {
-        return Ok(false);
-    }
-    for side in 0..2 {
-        let (m, b) = (inputs[side], inputs[1 - side]);
+    for (m, b) in add_sides(kind, inputs) {
         let Some(bias) = work.tensors[b.index()].value.clone() else {
             continue;
         };
@@ -372,15 +365,11 @@ pub(crate) fn fuse_matmul_bias(
         if !plain || !per_column || work.ty(m) != &types[0] {
             continue;
         }
-        let mut mm = work.layers.remove(pos);
-        let device = work.devices.remove(pos);
         let mut value = Tensor::clone(&bias);
         value.reshape(&[bias.numel()])?;
-        let column = emit_vector(work, format!("{}/bias", mm.name), value);
-        mm.inputs.push(column);
-        mm.outputs = layer.outputs.clone();
-        work.emit(mm, types.to_vec(), device);
-        return Ok(true);
+        return absorb_into_matmul(work, pos, layer, types, |w, name| {
+            vec![emit_vector(w, format!("{name}/bias"), value)]
+        });
     }
     Ok(false)
 }
@@ -398,16 +387,9 @@ pub(crate) fn fuse_matmul_residual(
     types: &[TypeShape],
     uses: &[usize],
 ) -> Result<bool> {
-    let LayerKind::Elementwise(e) = kind else {
-        return Ok(false);
-    };
     let dtype = types[0].dtype;
-    if e.op != ElementwiseOp::Add || inputs.len() != 2 || inputs[0] == inputs[1] {
-        return Ok(false);
-    }
     let on_cuda = |d: &DeviceKind, t| *d == DeviceKind::Cuda && fuses_matmul_bias(d, t);
-    for side in 0..2 {
-        let (m, r) = (inputs[side], inputs[1 - side]);
+    for (m, r) in add_sides(kind, inputs) {
         let Some(pos) = linear_producer(work, m, uses, dtype, on_cuda) else {
             continue;
         };
@@ -418,19 +400,47 @@ pub(crate) fn fuse_matmul_residual(
         if work.ty(m) != &types[0] || work.ty(r) != &types[0] {
             continue;
         }
-        let mut mm = work.layers.remove(pos);
-        let device = work.devices.remove(pos);
-        if mm.inputs.len() == 2 {
-            let zeros = Tensor::zeros(dtype, &[n as usize]);
-            let column = emit_vector(work, format!("{}/bias", mm.name), zeros);
-            mm.inputs.push(column);
-        }
-        mm.inputs.push(r);
-        mm.outputs = layer.outputs.clone();
-        work.emit(mm, types.to_vec(), device);
-        return Ok(true);
+        let unbiased = work.layers[pos].inputs.len() == 2;
+        return absorb_into_matmul(work, pos, layer, types, |w, name| {
+            let mut extra = Vec::new();
+            if unbiased {
+                let zeros = Tensor::zeros(dtype, &[n as usize]);
+                extra.push(emit_vector(w, format!("{name}/bias"), zeros));
+            }
+            extra.push(r);
+            extra
+        });
     }
     Ok(false)
+}
+
+/// The operands of an `Add` of two different tensors, each way round; none for anything
+/// else.
+fn add_sides(kind: &LayerKind, inputs: &[TensorId]) -> Vec<(TensorId, TensorId)> {
+    match (kind, inputs) {
+        (LayerKind::Elementwise(e), &[x, y]) if e.op == ElementwiseOp::Add && x != y => {
+            vec![(x, y), (y, x)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Moves the MatMul at `pos` to the place of `layer` (the `Add` it absorbs), writing its
+/// outputs, with the inputs `extra` emits appended. Always `Ok(true)`: it fused.
+fn absorb_into_matmul(
+    work: &mut Work,
+    pos: usize,
+    layer: &Layer,
+    types: &[TypeShape],
+    extra: impl FnOnce(&mut Work, &str) -> Vec<TensorId>,
+) -> Result<bool> {
+    let mut mm = work.layers.remove(pos);
+    let device = work.devices.remove(pos);
+    let more = extra(work, &mm.name);
+    mm.inputs.extend(more);
+    mm.outputs = layer.outputs.clone();
+    work.emit(mm, types.to_vec(), device);
+    Ok(true)
 }
 
 /// The position of the MatMul producing `t` that a bias or residual can ride on: `t` has

@@ -170,10 +170,7 @@ impl Kernel for MatMulKernel {
                 elems_mut(out)?,
                 rayon::current_num_threads(),
             )?;
-            return match residual {
-                Some(r) => add_residual(out, r),
-                None => Ok(()),
-            };
+            return residual.map_or(Ok(()), |r| add_in_dtype(out, r));
         }
         let plan = Plan::new(oa, ob, &batch)?;
         match self.dtype {
@@ -185,56 +182,37 @@ impl Kernel for MatMulKernel {
             }),
             other => Err(format!("{WHAT} has no CPU kernel for {other}")),
         }?;
-        if let Some(bias) = bias {
-            add_bias(out, bias)?;
+        for t in [bias, residual].into_iter().flatten() {
+            add_in_dtype(out, t)?;
         }
-        match residual {
-            Some(r) => add_residual(out, r),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 
-/// Adds `r` (of `out`'s shape) to `out`, in their dtype.
-fn add_residual(out: &mut Tensor, r: &Tensor) -> Result<(), String> {
-    fn sum<T: Copy + Send + Sync>(out: &mut [T], r: &[T], add: impl Fn(T, T) -> T + Sync) {
-        out.par_iter_mut()
-            .zip(r)
-            .for_each(|(y, &v)| *y = add(*y, v));
+/// Adds `t` to `out` in their dtype: a bias (one value per column, repeated over the rows)
+/// or a residual (of `out`'s size).
+fn add_in_dtype(out: &mut Tensor, t: &Tensor) -> Result<(), String> {
+    fn add<T: Copy + Send + Sync>(out: &mut [T], t: &[T], f: impl Fn(T, T) -> T + Sync) {
+        if t.len() == out.len() {
+            out.par_iter_mut().zip(t).for_each(|(y, &v)| *y = f(*y, v));
+        } else {
+            out.par_chunks_mut(t.len().max(1)).for_each(|row| {
+                for (y, &v) in row.iter_mut().zip(t) {
+                    *y = f(*y, v);
+                }
+            });
+        }
     }
-    match r.dtype() {
-        DType::F32 => sum(elems_mut::<f32>(out)?, elems(r)?, |y, v| y + v),
-        DType::F64 => sum(elems_mut::<f64>(out)?, elems(r)?, |y, v| y + v),
-        DType::F16 => sum(elems_mut::<half::f16>(out)?, elems(r)?, |y, v| {
+    match t.dtype() {
+        DType::F32 => add(elems_mut::<f32>(out)?, elems(t)?, |y, v| y + v),
+        DType::F64 => add(elems_mut::<f64>(out)?, elems(t)?, |y, v| y + v),
+        DType::F16 => add(elems_mut::<half::f16>(out)?, elems(t)?, |y, v| {
             half::f16::from_f32(y.to_f32() + v.to_f32())
         }),
-        DType::BF16 => sum(elems_mut::<half::bf16>(out)?, elems(r)?, |y, v| {
+        DType::BF16 => add(elems_mut::<half::bf16>(out)?, elems(t)?, |y, v| {
             half::bf16::from_f32(y.to_f32() + v.to_f32())
         }),
-        other => return Err(format!("{WHAT} has no CPU residual for {other}")),
-    }
-    Ok(())
-}
-
-/// Adds `bias` (one value per column) to every row of `out`, in their dtype.
-fn add_bias(out: &mut Tensor, bias: &Tensor) -> Result<(), String> {
-    fn rows<T: Copy + Send + Sync>(out: &mut [T], bias: &[T], add: impl Fn(T, T) -> T + Sync) {
-        out.par_chunks_mut(bias.len().max(1)).for_each(|row| {
-            for (y, &c) in row.iter_mut().zip(bias) {
-                *y = add(*y, c);
-            }
-        });
-    }
-    match bias.dtype() {
-        DType::F32 => rows(elems_mut::<f32>(out)?, elems(bias)?, |y, c| y + c),
-        DType::F64 => rows(elems_mut::<f64>(out)?, elems(bias)?, |y, c| y + c),
-        DType::F16 => rows(elems_mut::<half::f16>(out)?, elems(bias)?, |y, c| {
-            half::f16::from_f32(y.to_f32() + c.to_f32())
-        }),
-        DType::BF16 => rows(elems_mut::<half::bf16>(out)?, elems(bias)?, |y, c| {
-            half::bf16::from_f32(y.to_f32() + c.to_f32())
-        }),
-        other => return Err(format!("{WHAT} has no CPU bias for {other}")),
+        other => return Err(format!("{WHAT} has no CPU addition for {other}")),
     }
     Ok(())
 }
