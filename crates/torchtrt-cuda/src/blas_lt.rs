@@ -2,7 +2,7 @@
 //! `C[m×n] = A · B + bias[n] (+ R)` in one kernel, where the bias and a residual `R` would
 //! otherwise cost a pass over C each (the residual enters as cuBLASLt's `C` with β = 1).
 //! The descriptors are kept per shape, with the algorithm: of cuBLASLt's heuristic's first
-//! [`CANDIDATES`], the fastest when timed on the first run of the shape (its top pick can be
+//! [`CANDIDATES`], the fastest when timed on the first run of the shape ([`timing`]) (its top pick can be
 //! far from the best with a residual), the top pick while the stream is being captured.
 
 use std::collections::HashMap;
@@ -13,15 +13,14 @@ use cudarc::cublaslt::{result, sys};
 
 use crate::blas::{Blas, Gemm, GemmType};
 use crate::error::{CudaError, CudaResult};
-use crate::stream::{Event, Stream};
+use crate::stream::Stream;
+use crate::timing;
 
 /// Shapes whose plans one handle keeps before it starts over (a server with a dynamic
 /// batch sees a bounded set; a fuzzer does not).
 const MAX_PLANS: usize = 256;
 /// Algorithms of the heuristic's ranking that are timed.
 const CANDIDATES: usize = 6;
-/// Timed runs of each candidate in a round (two rounds).
-const RUNS: usize = 4;
 
 fn lt_error(call: &'static str) -> impl FnOnce(result::CublasError) -> CudaError {
     move |e| CudaError::Driver {
@@ -289,7 +288,7 @@ impl Plan {
     }
 
     /// The fastest of `algos` on this product, each timed writing a scratch output
-    /// ([`RUNS`] runs between events, twice); algorithms that fail to launch are skipped.
+    /// ([`timing::fastest`]); algorithms that fail to launch are skipped.
     ///
     /// # Safety
     /// As [`Blas::gemm_bias`].
@@ -300,29 +299,14 @@ impl Plan {
         o: &Operands<'_>,
         out_bytes: usize,
     ) -> CudaResult<sys::cublasLtMatmulAlgo_t> {
-        let stream = o.stream;
-        let scratch = stream.device().allocator().alloc(out_bytes)?;
+        let scratch = o.stream.device().allocator().alloc(out_bytes)?;
         // SAFETY: the scratch output holds the product; the rest per the contract.
-        let launch = |algo| unsafe { self.run(handle, algo, o, scratch.ptr()) };
-        let mut timed: Vec<(f32, &sys::cublasLtMatmulAlgo_t)> = algos
-            .iter()
-            .filter(|algo| launch(algo).is_ok())
-            .map(|algo| (f32::INFINITY, algo))
-            .collect();
-        for _ in 0..2 {
-            for (best, algo) in &mut timed {
-                let (start, end) = (Event::new(stream.device())?, Event::new(stream.device())?);
-                start.record(stream)?;
-                for _ in 0..RUNS {
-                    launch(algo)?;
-                }
-                end.record(stream)?;
-                end.synchronize()?;
-                *best = best.min(start.elapsed_ms(&end)?);
-            }
-        }
-        let best = timed.into_iter().min_by(|x, y| x.0.total_cmp(&y.0));
-        best.map(|(_, algo)| *algo).ok_or_else(|| {
+        let launch =
+            |algo: &&sys::cublasLtMatmulAlgo_t| unsafe { self.run(handle, algo, o, scratch.ptr()) };
+        let ran: Vec<&sys::cublasLtMatmulAlgo_t> =
+            algos.iter().filter(|algo| launch(algo).is_ok()).collect();
+        let best = timing::fastest(o.stream, &ran, launch, |e| e)?;
+        best.map(|i| *ran[i]).ok_or_else(|| {
             CudaError::Invalid(format!("none of {} cuBLASLt algorithms ran", algos.len()))
         })
     }

@@ -35,6 +35,7 @@ mod plugin_runtime;
 pub mod probe;
 mod shared;
 mod stream;
+mod timing;
 
 pub use backend::CudaBackend;
 pub use blas::{BatchStrides, Blas, Gemm, GemmType};

@@ -107,17 +107,9 @@ fn scores(work: &Work, uses: &Uses, t: TensorId, x: TensorId, found: &mut Found)
             };
             match e.op {
                 ElementwiseOp::Mul | ElementwiseOp::Div => {
-                    let (s, other) = match (scalar(work, a), scalar(work, b)) {
-                        (_, Some(s)) => (s, a),
-                        (Some(s), None) if e.op == ElementwiseOp::Mul => (s, b),
-                        _ => return None,
-                    };
+                    let (factor, other) = scaling(work, layer)?;
                     found.scaled = true;
-                    found.scale *= if e.op == ElementwiseOp::Div {
-                        1.0 / s
-                    } else {
-                        s
-                    };
+                    found.scale *= factor;
                     scores(work, uses, other, x, found)
                 }
                 ElementwiseOp::Add if found.mask.is_none() && !found.scaled => {
@@ -169,26 +161,34 @@ fn scores(work: &Work, uses: &Uses, t: TensorId, x: TensorId, found: &mut Found)
 fn unscaled(work: &Work, uses: &Uses, mut t: TensorId) -> (TensorId, f64) {
     let mut factor = 1.0;
     while let Some(p) = uses.sole(work, t) {
-        let layer = &work.layers[p];
-        let LayerKind::Elementwise(e) = &layer.kind else {
+        let Some((s, other)) = scaling(work, &work.layers[p]) else {
             break;
         };
-        let [a, b] = layer.inputs[..] else {
-            break;
-        };
-        let (s, other) = match (e.op, scalar(work, a), scalar(work, b)) {
-            (ElementwiseOp::Mul, _, Some(s)) => (s, a),
-            (ElementwiseOp::Mul, Some(s), None) => (s, b),
-            (ElementwiseOp::Div, None, Some(s)) if s != 0.0 => (1.0 / s, a),
-            _ => break,
-        };
-        if work.ty(other) != work.ty(t) {
+        if s.is_infinite() || work.ty(other) != work.ty(t) {
             break;
         }
         factor *= s;
         t = other;
     }
     (t, factor)
+}
+
+/// A multiplication of one operand by a one-element constant (either side) or its division
+/// by one: the factor it applies (`1/s` for a division by `s`) and that operand; `None` for
+/// any other layer.
+fn scaling(work: &Work, layer: &Layer) -> Option<(f64, TensorId)> {
+    let LayerKind::Elementwise(e) = &layer.kind else {
+        return None;
+    };
+    let [a, b] = layer.inputs[..] else {
+        return None;
+    };
+    match (e.op, scalar(work, a), scalar(work, b)) {
+        (ElementwiseOp::Mul, _, Some(s)) => Some((s, a)),
+        (ElementwiseOp::Mul, Some(s), None) => Some((s, b)),
+        (ElementwiseOp::Div, _, Some(s)) => Some((1.0 / s, a)),
+        _ => None,
+    }
 }
 
 /// The attention ending in the MatMul `m`, if it is one.

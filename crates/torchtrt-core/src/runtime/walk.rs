@@ -709,11 +709,12 @@ impl Walk {
         if self.dims.len() != 1 || plan.outputs.iter().any(|(_, t)| *t == layer.outputs[0]) {
             return false;
         }
-        let x = &self.slots[layer.inputs[0].index()];
         let (dtype, ref shape) = self.dims[0];
         let start = match &layer.kind {
             LayerKind::Gather(_) => self.gathered_block(layer),
-            LayerKind::Slice(s) if layer.inputs.len() == 1 => sliced_block(s, &x.shape),
+            LayerKind::Slice(s) if layer.inputs.len() == 1 => {
+                sliced_block(s, &self.slots[layer.inputs[0].index()].shape)
+            }
             _ => None,
         };
         let Some(start) = start else {

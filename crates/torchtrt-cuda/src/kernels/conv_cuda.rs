@@ -264,26 +264,25 @@ __device__ __forceinline__ void depthwise_tiled(const void* x, const void* w, co
             float* dst = dw_sm + p * A;
             if (vec == 4) {
                 dw_stage<D, 4>(src, dst, H, W, ih0, iw0, IHt, IWt, IP, t, nt);
-                if (++m == M) { m = 0; ++n; }
-                continue;
-            }
-            int ry = ry0, rx = rx0;
-            for (int e = t; e < n_el; e += 8 * nt) {
-                float v[8];
-                int at[8];
+            } else {
+                int ry = ry0, rx = rx0;
+                for (int e = t; e < n_el; e += 8 * nt) {
+                    float v[8];
+                    int at[8];
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const int ih = ih0 + ry, iw = iw0 + rx;
-                    const bool in = e + j * nt < n_el;
-                    v[j] = in && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W
-                        ? Elem<D>::load(src, ih * W + iw) : 0.0f;
-                    at[j] = in ? ry * IP + rx : -1;
-                    rx += dx;
-                    ry += dy;
-                    if (rx >= IWt) { rx -= IWt; ++ry; }
+                    for (int j = 0; j < 8; ++j) {
+                        const int ih = ih0 + ry, iw = iw0 + rx;
+                        const bool in = e + j * nt < n_el;
+                        v[j] = in && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W
+                            ? Elem<D>::load(src, ih * W + iw) : 0.0f;
+                        at[j] = in ? ry * IP + rx : -1;
+                        rx += dx;
+                        ry += dy;
+                        if (rx >= IWt) { rx -= IWt; ++ry; }
+                    }
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) if (at[j] >= 0) dst[at[j]] = v[j];
                 }
-#pragma unroll
-                for (int j = 0; j < 8; ++j) if (at[j] >= 0) dst[at[j]] = v[j];
             }
             if (++m == M) { m = 0; ++n; }
         }

@@ -1,18 +1,16 @@
 //! The choice between a convolution's tactics — the tensor-core implicit GEMM and im2col +
 //! cuBLAS — per input shape, made by timing both on the first run of that shape (as
 //! `cudnn.benchmark` does): after a warm-up run of each, each writes a scratch output
-//! [`RUNS`] times between CUDA events on the run's stream, twice, and the faster best is
-//! kept for the shape. A run inside a stream capture cannot wait for events, so it takes
+//! [`timing::RUNS`] times between CUDA events on the run's stream, twice, and the faster best
+//! is kept for the shape. A run inside a stream capture cannot wait for events, so it takes
 //! [`Tactic::guess`] without remembering it. A tactic can also be forced
 //! (`PrepareCtx::conv_tactic`, `TORCHTRT_CONV_TACTIC`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::stream::{Event, Stream};
-
-/// Timed runs of each tactic in a round (two rounds).
-const RUNS: usize = 4;
+use crate::stream::Stream;
+use crate::timing;
 
 /// How a convolution with a tensor-core kernel runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,26 +80,11 @@ impl Tactics {
         let mut timed = Vec::new();
         for tactic in [Tactic::Implicit, Tactic::Gemm] {
             if run(tactic)? {
-                timed.push((f32::INFINITY, tactic));
+                timed.push(tactic);
             }
         }
-        for _ in 0..2 {
-            for (best, tactic) in &mut timed {
-                let (start, end) = (
-                    Event::new(stream.device()).map_err(err)?,
-                    Event::new(stream.device()).map_err(err)?,
-                );
-                start.record(stream).map_err(err)?;
-                for _ in 0..RUNS {
-                    run(*tactic)?;
-                }
-                end.record(stream).map_err(err)?;
-                end.synchronize().map_err(err)?;
-                *best = best.min(start.elapsed_ms(&end).map_err(err)?);
-            }
-        }
-        let best = timed.into_iter().min_by(|a, b| a.0.total_cmp(&b.0));
-        let tactic = best.map_or(Tactic::Gemm, |(_, t)| t);
+        let best = timing::fastest(stream, &timed, |&t| run(t).map(drop), err)?;
+        let tactic = best.map_or(Tactic::Gemm, |i| timed[i]);
         self.chosen
             .lock()
             .map_err(|_| poisoned())?
