@@ -33,9 +33,11 @@ SHAPES = [
 ]
 
 
-def onnx_model(path, n, c, size, k, stride):
+def onnx_model(path, n, c, size, k, stride, channels_last=False):
     """A one-node depthwise Conv model in f16 (input, output and weights), so that the engine
-    holds the convolution alone; returns its f32 weights and bias."""
+    holds the convolution alone; returns its f32 weights and bias. `channels_last`: the input
+    and output are NHWC, transposed around the Conv (the builder's layout pass takes both
+    transposes away, leaving the channels-last kernel alone)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -43,12 +45,20 @@ def onnx_model(path, n, c, size, k, stride):
     w = (rng.standard_normal((c, 1, k, k)) / k).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32)
     out = (size + 2 * (k // 2) - k) // stride + 1
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, kernel_shape=[k, k],
+    conv = helper.make_node("Conv", ["xc", "w", "b"], ["yc"], group=c, kernel_shape=[k, k],
                             pads=[k // 2] * 4, strides=[stride, stride])
+    if channels_last:
+        nodes = [helper.make_node("Transpose", ["x"], ["xc"], perm=[0, 3, 1, 2]), conv,
+                 helper.make_node("Transpose", ["yc"], ["y"], perm=[0, 2, 3, 1])]
+        shapes = [n, size, size, c], [n, out, out, c]
+    else:
+        nodes = [helper.make_node("Identity", ["x"], ["xc"]), conv,
+                 helper.make_node("Identity", ["yc"], ["y"])]
+        shapes = [n, c, size, size], [n, c, out, out]
     graph = helper.make_graph(
-        [node], "depthwise",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [n, c, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [n, c, out, out])],
+        nodes, "depthwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, shapes[0])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, shapes[1])],
         [numpy_helper.from_array(w.astype(np.float16), "w"),
          numpy_helper.from_array(b.astype(np.float16), "b")])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -63,19 +73,19 @@ def ours_ms(exe, model, engine, iters, *flags):
     return json.loads(out.strip().splitlines()[-1])["median_ms"]
 
 
-def time_exes(row, exes, model, stem, iters):
-    """`ours{i}_ms` (or `ours{i}_error`) in `row` for each executable, engines at `stem_{i}`."""
+def time_exes(row, exes, model, stem, iters, key="ours"):
+    """`{key}{i}_ms` (or `{key}{i}_error`) in `row` for each executable, engines at `stem_{i}`."""
     for i, exe in enumerate(exes):
         try:
-            row[f"ours{i}_ms"] = ours_ms(exe, model, f"{stem}_{i}.engine", iters)
+            row[f"{key}{i}_ms"] = ours_ms(exe, model, f"{stem}_{i}.engine", iters)
         except Exception as e:  # noqa: BLE001 - report and go on
-            row[f"ours{i}_error"] = str(e)[-200:]
+            row[f"{key}{i}_error"] = str(e)[-200:]
 
 
-def ours_cells(row, count):
+def ours_cells(row, count, key="ours"):
     """The table cells of the executables' times (or their errors)."""
-    return " | ".join(f"{row[f'ours{i}_ms']:.4f}" if f"ours{i}_ms" in row
-                      else row.get(f"ours{i}_error", "") for i in range(count))
+    return " | ".join(f"{row[f'{key}{i}_ms']:.4f}" if f"{key}{i}_ms" in row
+                      else row.get(f"{key}{i}_error", "") for i in range(count))
 
 
 def layer_rows(exes, iters, work):
@@ -99,6 +109,9 @@ def layer_rows(exes, iters, work):
             "copy_ms": nets.cuda_median_ms(lambda: buf.copy_(src), iters, 20),
         }
         time_exes(row, exes, model, os.path.join(work, name), iters)
+        nhwc = os.path.join(work, name + "_nhwc.onnx")
+        onnx_model(nhwc, n, c, size, k, stride, channels_last=True)
+        time_exes(row, exes, nhwc, os.path.join(work, name + "_nhwc"), iters, key="nhwc")
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -129,13 +142,18 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     rows = layer_rows(args.exe, args.iterations, args.work)
-    print("| layer | " + " | ".join(f"torchtrtc {i} ms" for i in range(len(args.exe)))
-          + " | cuDNN NCHW ms | cuDNN NHWC ms | copy ms | of copy (0) | cuDNN NHWC / ours (0) |")
+    count = len(args.exe)
+    print("| layer | " + " | ".join(f"torchtrtc {i} NCHW ms" for i in range(count)) + " | "
+          + " | ".join(f"torchtrtc {i} NHWC ms" for i in range(count))
+          + " | cuDNN NCHW ms | cuDNN NHWC ms | copy ms | of copy (0 NCHW, NHWC) |"
+          " cuDNN NHWC / ours (0 NHWC) |")
     for r in rows:
-        o = r.get("ours0_ms")
-        tail = f"{r['copy_ms'] / o:.2f} | {r['cudnn_nhwc_ms'] / o:.2f}" if o else " | "
-        print(f"| {r['layer']} | {ours_cells(r, len(args.exe))} | {r['cudnn_nchw_ms']:.4f} | "
-              f"{r['cudnn_nhwc_ms']:.4f} | {r['copy_ms']:.4f} | {tail} |")
+        o, h = r.get("ours0_ms"), r.get("nhwc0_ms")
+        of = " / ".join(f"{r['copy_ms'] / v:.2f}" for v in (o, h) if v)
+        vs = f"{r['cudnn_nhwc_ms'] / h:.2f}" if h else ""
+        print(f"| {r['layer']} | {ours_cells(r, count)} | {ours_cells(r, count, 'nhwc')} | "
+              f"{r['cudnn_nchw_ms']:.4f} | {r['cudnn_nhwc_ms']:.4f} | {r['copy_ms']:.4f} | "
+              f"{of} | {vs} |")
     if args.networks:
         for r in network_rows(args.exe, args.networks, args.iterations, args.work):
             print(json.dumps(r))

@@ -18,7 +18,8 @@ pub mod tensor;
 
 pub use backend::EngineBlob;
 pub use backend::{
-    Backend, CapturedRun, DeviceContext, DeviceMemory, Kernel, Placement, PrepareOptions,
+    Backend, CapturedRun, ChannelsLast, DeviceContext, DeviceMemory, Kernel, Placement,
+    PrepareOptions,
 };
 pub use builder::{BuildConfig, TimingCache, build, passes};
 pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, MemoryPlan, Target};

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use torchtrt_core::EngineBlob;
 use torchtrt_core::backend::{Backend, DeviceContext, Kernel, PrepareOptions};
 use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
+use torchtrt_core::{ChannelsLast, EngineBlob};
 use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
 use crate::context::CudaDeviceContext;
@@ -146,8 +146,8 @@ impl Backend for CudaBackend {
         true
     }
 
-    fn prefers_channels_last(&self, layer: &Convolution, inputs: &[InferInput<'_>]) -> bool {
-        kernels::prefers_channels_last(layer, inputs, self.device.compute_capability())
+    fn channels_last(&self, layer: &Convolution, inputs: &[InferInput<'_>]) -> ChannelsLast {
+        kernels::channels_last(layer, inputs, self.device.compute_capability())
     }
 
     fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {

@@ -33,7 +33,7 @@ pub use pt2::{import_program, import_pt2};
 
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
-    Backend, BuildConfig, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
+    Backend, BuildConfig, ChannelsLast, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
     ExecutionContext, IoBuffer, IoTensor, Kernel, LayerTiming, LibraryInfo, MemoryKind,
     NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, TimingCache,
     layers, registry,

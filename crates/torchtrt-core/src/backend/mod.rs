@@ -25,6 +25,20 @@ pub enum Placement {
     Device,
 }
 
+/// How a backend runs a convolution channels last ([`Backend::channels_last`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelsLast {
+    /// Channels first only.
+    No,
+    /// Either way at about the same cost: channels last pays where it spares the transposes
+    /// a network makes around it (a channels-last normalisation beside a depthwise
+    /// convolution).
+    Either,
+    /// Faster channels last: run channels first, it would copy its input channels last
+    /// itself, which channels-last edges spare.
+    Faster,
+}
+
 /// A layer prepared for one device: parameters resolved, constant weights packed.
 /// Shared by every execution context of an engine, so it runs through `&self`.
 pub trait Kernel: Send + Sync {
@@ -121,17 +135,19 @@ pub trait Backend: Send + Sync {
         false
     }
 
-    /// Whether `layer`, a channels-first convolution over `inputs` (dtypes, shapes, constant
-    /// weights), runs faster on this backend reading and writing its activations channels
-    /// last ([`Convolution::channels_last`](crate::layers::Convolution::channels_last)); the
-    /// builder's layout pass then gives chains of such convolutions channels-last edges, with
-    /// reformats where a neighbour needs channels first. The default is `false`.
-    fn prefers_channels_last(
+    /// How `layer`, a channels-first convolution over `inputs` (dtypes, shapes, constant
+    /// weights), runs on this backend reading and writing its activations channels last
+    /// ([`Convolution::channels_last`](crate::layers::Convolution::channels_last)): the
+    /// builder's layout pass gives groups of such convolutions, and the element-wise layers
+    /// between them, channels-last edges where that moves fewer elements than it adds, with
+    /// reformats where a neighbour needs channels first. The default is
+    /// [`ChannelsLast::No`].
+    fn channels_last(
         &self,
         _layer: &crate::layers::Convolution,
         _inputs: &[InferInput<'_>],
-    ) -> bool {
-        false
+    ) -> ChannelsLast {
+        ChannelsLast::No
     }
 
     /// Threads a plugin's CPU launch may use: the size of the pool this backend runs host

@@ -1,66 +1,301 @@
-//! Tensor layouts per edge. The convolutions the backend runs faster channels last
-//! ([`Backend::prefers_channels_last`]: kept channels first, each would copy its input to
-//! channels last itself) form groups joined by their edges (one produces another's input or
-//! residual). A group becomes channels last when the reformats it then needs move fewer
-//! elements, at the profile's optimum shapes, than its convolutions' own copies would: a
-//! chain of them passes its activations channels last from one to the next. A reformat (a
-//! `Transpose`) converts a tensor once where a channels-last convolution reads a
-//! channels-first tensor, and back where anything else reads a channels-last convolution's
-//! output; reformats nothing reads are left for `compact` to drop. The builder records the
-//! reformats it inserted, which `inspect` counts.
+//! Tensor layouts per edge. Members are the convolutions the backend runs channels last
+//! ([`Backend::channels_last`]) and the element-wise layers over rank-4 tensors (indifferent
+//! to layout: broadcasting commutes with a permutation of all four dims); members joined by
+//! their edges form groups. A group becomes channels last when it contains a convolution
+//! and the reformats it then needs move no more elements, at the profile's optimum shapes,
+//! than it spares: the input copies of convolutions that are [`ChannelsLast::Faster`] so,
+//! and the network's own transposes at its edges. A `Transpose` to channels last of a
+//! member's output is the member's channels-last output itself (the member writes into its
+//! result and the transpose goes); a `Transpose` to channels first read by members is its
+//! input seen channels last (members read that input, and the transpose goes when nothing
+//! else reads it). That is how a channels-last normalisation between two depthwise
+//! convolutions (ConvNeXt) loses its transposes. Elsewhere a reformat (a `Transpose`)
+//! converts a tensor once where a member reads a channels-first tensor (constants whose
+//! bytes do not move, such as `[1, C, 1, 1]` scales, are retyped instead), and back where
+//! anything else reads a member's output; reformats nothing reads are left for `compact` to
+//! drop. The builder records the reformats it inserted, which `inspect` counts.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::Work;
-use crate::backend::Backend;
+use crate::backend::{Backend, ChannelsLast};
 use crate::layers::{
-    ACTIVATION_INPUTS as ACTIVATIONS, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
+    ACTIVATION_INPUTS, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
     to_channels_last,
 };
 use crate::network::{Layer, TensorId};
+use crate::tensor::Tensor;
+use torchtrt_plugin_api::DeviceKind;
 
-/// Runs the groups of convolutions `backend` prefers channels last that pay channels last.
-pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn Backend) {
-    let candidate: Vec<bool> = work
-        .layers
-        .iter()
-        .zip(&work.devices)
-        .map(|(layer, &device)| match &layer.kind {
-            LayerKind::Convolution(c) if !c.channels_last && device == backend.device() => {
-                backend.prefers_channels_last(c, &work.infer_inputs(&layer.inputs))
+/// What a layer is to the layout pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Role {
+    /// Not a member: its tensors keep their layout.
+    Out,
+    /// A convolution the backend runs channels last; `saves` its own copy of the input.
+    Conv { saves: bool },
+    /// An element-wise layer whose inputs and output all have rank 4.
+    Elementwise,
+}
+
+fn role(work: &Work, i: usize, backend: &dyn Backend) -> Role {
+    let layer = &work.layers[i];
+    if work.devices[i] != backend.device() || layer.outputs.len() != 1 {
+        return Role::Out;
+    }
+    match &layer.kind {
+        LayerKind::Convolution(c) if !c.channels_last => {
+            match backend.channels_last(c, &work.infer_inputs(&layer.inputs)) {
+                ChannelsLast::No => Role::Out,
+                ChannelsLast::Either => Role::Conv { saves: false },
+                ChannelsLast::Faster => Role::Conv { saves: true },
             }
-            _ => false,
-        })
-        .collect();
-    let convert = chosen(work, outputs, &candidate);
+        }
+        LayerKind::Elementwise(_) | LayerKind::Unary(_) | LayerKind::Activation(_)
+            if layer
+                .inputs
+                .iter()
+                .chain(&layer.outputs)
+                .all(|&t| work.ty(t).shape.len() == 4) =>
+        {
+            Role::Elementwise
+        }
+        _ => Role::Out,
+    }
+}
+
+/// The inputs of a member that share its output's layout.
+fn layout_slots(layer: &Layer, role: Role) -> Vec<usize> {
+    match role {
+        Role::Out => Vec::new(),
+        Role::Conv { .. } => ACTIVATION_INPUTS
+            .into_iter()
+            .filter(|&s| s < layer.inputs.len())
+            .collect(),
+        Role::Elementwise => (0..layer.inputs.len()).collect(),
+    }
+}
+
+/// Whether `layer` is a rank-4 `Transpose` to channels last (`to_last`) or first.
+fn transposes_to(layer: &Layer, to_last: bool) -> bool {
+    let perm = if to_last {
+        to_channels_last(4)
+    } else {
+        to_channels_first(4)
+    };
+    matches!(&layer.kind, LayerKind::Transpose(t) if t.perm == perm)
+}
+
+/// Producers, readers (layer, input slot) and output marks of every tensor.
+struct Uses {
+    producer: Vec<Option<usize>>,
+    readers: Vec<Vec<(usize, usize)>>,
+    output: Vec<bool>,
+}
+
+impl Uses {
+    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Uses {
+        let n = work.tensors.len();
+        let mut uses = Uses {
+            producer: vec![None; n],
+            readers: vec![Vec::new(); n],
+            output: vec![false; n],
+        };
+        for (i, layer) in work.layers.iter().enumerate() {
+            for (slot, t) in layer.inputs.iter().enumerate() {
+                uses.readers[t.index()].push((i, slot));
+            }
+            for t in &layer.outputs {
+                uses.producer[t.index()] = Some(i);
+            }
+        }
+        for (_, t) in outputs {
+            uses.output[t.index()] = true;
+        }
+        uses
+    }
+}
+
+/// The layers of `work` split into groups, and how each tensor crosses a group's edge.
+struct Plan {
+    roles: Vec<Role>,
+    slots: Vec<Vec<usize>>,
+    group: Vec<usize>,
+    uses: Uses,
+}
+
+impl Plan {
+    fn new(work: &Work, outputs: &[(String, TensorId)], backend: &dyn Backend) -> Plan {
+        let n = work.layers.len();
+        let roles: Vec<Role> = (0..n).map(|i| role(work, i, backend)).collect();
+        let slots: Vec<Vec<usize>> = (0..n)
+            .map(|i| layout_slots(&work.layers[i], roles[i]))
+            .collect();
+        let uses = Uses::new(work, outputs);
+        let mut root: Vec<usize> = (0..n).collect();
+        fn find(root: &mut [usize], mut i: usize) -> usize {
+            while root[i] != i {
+                root[i] = root[root[i]];
+                i = root[i];
+            }
+            i
+        }
+        for (i, member_slots) in slots.iter().enumerate() {
+            for &slot in member_slots {
+                let t = work.layers[i].inputs[slot];
+                if let Some(p) = uses.producer[t.index()].filter(|&p| roles[p] != Role::Out) {
+                    let (a, b) = (find(&mut root, i), find(&mut root, p));
+                    root[a] = b;
+                }
+            }
+        }
+        let group = (0..n).map(|i| find(&mut root, i)).collect();
+        Plan {
+            roles,
+            slots,
+            group,
+            uses,
+        }
+    }
+
+    fn member_of(&self, i: usize, g: usize) -> bool {
+        self.roles[i] != Role::Out && self.group[i] == g
+    }
+
+    /// Whether `t` is produced by a member of group `g`.
+    fn made_in(&self, t: TensorId, g: usize) -> bool {
+        self.uses.producer[t.index()].is_some_and(|p| self.member_of(p, g))
+    }
+
+    /// Whether layer `i` reads `t` in group `g`'s layout.
+    fn reads_in(&self, i: usize, slot: usize, g: usize) -> bool {
+        self.member_of(i, g) && self.slots[i].contains(&slot)
+    }
+
+    /// The `Transpose` to channels first producing `t`, on the backend's device.
+    fn entry_transpose(&self, work: &Work, t: TensorId, device: DeviceKind) -> Option<usize> {
+        self.uses.producer[t.index()]
+            .filter(|&p| work.devices[p] == device && transposes_to(&work.layers[p], false))
+    }
+
+    /// The first `Transpose` to channels last reading `y`, the output of member `i`: the
+    /// member writes its channels-last result into that transpose's output.
+    fn exit_transpose(&self, work: &Work, i: usize) -> Option<usize> {
+        let y = work.layers[i].outputs[0];
+        self.uses.readers[y.index()]
+            .iter()
+            .map(|&(r, _)| r)
+            .find(|&r| work.devices[r] == work.devices[i] && transposes_to(&work.layers[r], true))
+    }
+
+    /// Which layers become channels last: every member of each group with a convolution
+    /// whose reformats move no more elements than it spares.
+    fn chosen(&self, work: &Work) -> Vec<bool> {
+        let n = work.layers.len();
+        let (mut cost, mut spared) = (vec![0u64; n], vec![0u64; n]);
+        let mut has_conv = vec![false; n];
+        let mut entered = HashSet::new();
+        for i in (0..n).filter(|&i| self.roles[i] != Role::Out) {
+            let g = self.group[i];
+            if let Role::Conv { saves } = self.roles[i] {
+                has_conv[g] = true;
+                if saves {
+                    spared[g] += elements(work, work.layers[i].inputs[0]);
+                }
+            }
+            for &slot in &self.slots[i] {
+                let t = work.layers[i].inputs[slot];
+                if self.made_in(t, g) || !entered.insert((g, t)) {
+                    continue;
+                }
+                if retyped_constant(work, t).is_some() {
+                    continue;
+                }
+                if self.entry_transpose(work, t, work.devices[i]).is_some() {
+                    let only_members = !self.uses.output[t.index()]
+                        && self.uses.readers[t.index()]
+                            .iter()
+                            .all(|&(r, s)| self.reads_in(r, s, g));
+                    if only_members {
+                        spared[g] += elements(work, t);
+                    }
+                    continue;
+                }
+                cost[g] += elements(work, t);
+            }
+            let y = work.layers[i].outputs[0];
+            let exit = self.exit_transpose(work, i);
+            if exit.is_some() {
+                spared[g] += elements(work, y);
+            }
+            let outside = self.uses.output[y.index()]
+                || self.uses.readers[y.index()]
+                    .iter()
+                    .any(|&(r, s)| Some(r) != exit && !self.reads_in(r, s, g));
+            if outside {
+                cost[g] += elements(work, y);
+            }
+        }
+        (0..n)
+            .map(|i| {
+                let g = self.group[i];
+                self.roles[i] != Role::Out && has_conv[g] && cost[g] <= spared[g]
+            })
+            .collect()
+    }
+}
+
+/// Runs the groups of convolutions and element-wise layers that pay channels last.
+pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn Backend) {
+    let plan = Plan::new(work, outputs, backend);
+    let convert = plan.chosen(work);
     if !convert.contains(&true) {
         return;
     }
+    let mut exits: HashMap<usize, TensorId> = HashMap::new();
+    let mut dropped = HashSet::new();
+    let mut twin: HashMap<TensorId, TensorId> = HashMap::new();
+    for i in (0..work.layers.len()).filter(|&i| convert[i]) {
+        if let Some(e) = plan.exit_transpose(work, i) {
+            exits.insert(i, work.layers[e].outputs[0]);
+            dropped.insert(e);
+        }
+        for &slot in &plan.slots[i] {
+            let t = work.layers[i].inputs[slot];
+            if let Some(p) = plan.entry_transpose(work, t, work.devices[i]) {
+                twin.insert(t, work.layers[p].inputs[0]);
+            }
+        }
+    }
     let layers = std::mem::take(&mut work.layers);
     let devices = std::mem::take(&mut work.devices);
-    let mut channels_last: HashMap<TensorId, TensorId> = HashMap::new();
-    for ((mut layer, device), convert) in layers.into_iter().zip(devices).zip(convert) {
-        if !convert {
+    for (i, (mut layer, device)) in layers.into_iter().zip(devices).enumerate() {
+        if dropped.contains(&i) {
+            continue;
+        }
+        if !convert[i] {
             work.layers.push(layer);
             work.devices.push(device);
             continue;
         }
-        for &slot in &ACTIVATIONS {
-            let Some(&t) = layer.inputs.get(slot) else {
-                continue;
-            };
-            let last = match channels_last.get(&t) {
+        for &slot in &plan.slots[i] {
+            let t = layer.inputs[slot];
+            let last = match twin.get(&t) {
                 Some(&last) => last,
                 None => {
-                    let last = reformat(work, t, None, true, device);
-                    channels_last.insert(t, last);
+                    let last = entry(work, t, device);
+                    twin.insert(t, last);
                     last
                 }
             };
             layer.inputs[slot] = last;
         }
         let y = layer.outputs[0];
-        let y_last = new_like(work, y, "channels_last", &to_channels_last);
+        let y_last = match exits.get(&i) {
+            Some(&u) => u,
+            None => new_like(work, y, "channels_last", &to_channels_last),
+        };
         if let LayerKind::Convolution(c) = &mut layer.kind {
             c.channels_last = true;
         }
@@ -68,74 +303,32 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
         work.layers.push(layer);
         work.devices.push(device);
         reformat(work, y_last, Some(y), false, device);
-        channels_last.insert(y, y_last);
+        twin.insert(y, y_last);
     }
 }
 
-/// Which candidates become channels last: each group of candidates joined by their edges
-/// whose entries (tensors it reads from outside) and exits (its outputs read outside or
-/// marked as network outputs) hold no more elements than its convolutions' inputs.
-fn chosen(work: &Work, outputs: &[(String, TensorId)], candidate: &[bool]) -> Vec<bool> {
-    let n = work.layers.len();
-    let mut producer = vec![None; work.tensors.len()];
-    for (i, layer) in work.layers.iter().enumerate() {
-        for t in &layer.outputs {
-            producer[t.index()] = Some(i);
-        }
+/// The channels-last form of `t` (not made by a `Transpose` to channels first), which a
+/// member on `device` reads: a retyped constant or a new reformat.
+fn entry(work: &mut Work, t: TensorId, device: DeviceKind) -> TensorId {
+    if let Some(value) = retyped_constant(work, t) {
+        let out = new_like(work, t, "channels_last", &to_channels_last);
+        work.tensors[out.index()].value = Some(Arc::new(value));
+        return out;
     }
-    let mut root: Vec<usize> = (0..n).collect();
-    fn find(root: &mut [usize], mut i: usize) -> usize {
-        while root[i] != i {
-            root[i] = root[root[i]];
-            i = root[i];
-        }
-        i
+    reformat(work, t, None, true, device)
+}
+
+/// A constant `t` as its channels-last twin when that moves none of its bytes (its channels,
+/// or its height and width, are 1), retyped.
+fn retyped_constant(work: &Work, t: TensorId) -> Option<Tensor> {
+    let value = work.tensors[t.index()].value.as_ref()?;
+    let shape = value.shape();
+    let still = shape.len() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
+    if !still {
+        return None;
     }
-    let activations = |i: usize| {
-        ACTIVATIONS
-            .iter()
-            .filter_map(move |&slot| work.layers[i].inputs.get(slot).copied())
-    };
-    for i in (0..n).filter(|&i| candidate[i]) {
-        for t in activations(i) {
-            if let Some(p) = producer[t.index()].filter(|&p| candidate[p]) {
-                let (a, b) = (find(&mut root, i), find(&mut root, p));
-                root[a] = b;
-            }
-        }
-    }
-    let group: Vec<usize> = (0..n).map(|i| find(&mut root, i)).collect();
-    let in_group =
-        |t: TensorId, g: usize| producer[t.index()].is_some_and(|p| candidate[p] && group[p] == g);
-    let mut outside: Vec<bool> = vec![false; work.tensors.len()];
-    for (i, layer) in work.layers.iter().enumerate() {
-        for (slot, t) in layer.inputs.iter().enumerate() {
-            let inside = candidate[i] && ACTIVATIONS.contains(&slot) && in_group(*t, group[i]);
-            outside[t.index()] |= !inside;
-        }
-    }
-    for (_, t) in outputs {
-        outside[t.index()] = true;
-    }
-    let mut copies = vec![0u64; n];
-    let mut reformats = vec![0u64; n];
-    let mut entered = HashSet::new();
-    for i in (0..n).filter(|&i| candidate[i]) {
-        let g = group[i];
-        copies[g] += elements(work, work.layers[i].inputs[0]);
-        for t in activations(i) {
-            if !in_group(t, g) && entered.insert((g, t)) {
-                reformats[g] += elements(work, t);
-            }
-        }
-        let y = work.layers[i].outputs[0];
-        if outside[y.index()] {
-            reformats[g] += elements(work, y);
-        }
-    }
-    (0..n)
-        .map(|i| candidate[i] && reformats[group[i]] <= copies[group[i]])
-        .collect()
+    let last = permuted(shape, &to_channels_last(4));
+    Tensor::from_bytes(value.dtype(), &last, value.bytes()).ok()
 }
 
 /// Elements of `t` at the profile's optimum shapes (a dim not known there counts as 1).
@@ -169,7 +362,7 @@ fn reformat(
     t: TensorId,
     into: Option<TensorId>,
     to_last: bool,
-    device: torchtrt_plugin_api::DeviceKind,
+    device: DeviceKind,
 ) -> TensorId {
     let (perm_of, suffix): (&dyn Fn(usize) -> Vec<usize>, _) = if to_last {
         (&to_channels_last, "channels_last")

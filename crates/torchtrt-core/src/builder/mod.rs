@@ -53,9 +53,9 @@ pub struct BuildConfig {
     /// Replace exported scaled-dot-product attention (MatMul, scale, mask, Softmax,
     /// MatMul) by one `Attention` layer. On by default.
     pub fuse_attention: bool,
-    /// Let the backend run convolutions channels last where it prefers to
-    /// ([`Backend::prefers_channels_last`]), with reformat layers between layouts. On by
-    /// default.
+    /// Let the backend run convolutions, and the element-wise layers between them, channels
+    /// last where that moves fewer elements ([`Backend::channels_last`]), with reformat
+    /// layers between layouts. On by default.
     pub layouts: bool,
     /// Largest tensor (bytes) a layer may compute at the profile's largest shapes; a
     /// larger one is a build error naming the layer. `None`: the machine's physical memory.

@@ -17,12 +17,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use torchtrt_core::ChannelsLast;
 use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::conv_cuda::CONV;
 use super::conv_tactic::{Tactic, Tactics};
 use super::depthwise::Tiling;
+use super::depthwise_nhwc::{self, DepthwiseNhwc, Run};
 use super::epilogue::Epilogue;
 use super::im2col::{Gather, Im2col};
 use super::implicit_gemm::{self, ImplicitGemm, Problem};
@@ -89,6 +91,8 @@ struct ConvKernel {
     packed_rows: Option<usize>,
     /// The tensor-core kernel, where it applies (`implicit_gemm`).
     implicit: Option<ImplicitGemm>,
+    /// The channels-last depthwise kernel, for such a layer.
+    nhwc_depthwise: Option<DepthwiseNhwc>,
     /// Which of the implicit GEMM and im2col + cuBLAS runs each input shape.
     tactics: Tactics,
 }
@@ -110,7 +114,9 @@ pub(super) fn prepare(
     }
     let epilogue = Epilogue::new(l.activation)?;
     let geo = geometry(l, spatial)?;
-    if l.channels_last && !prefers_channels_last(l, inputs, ctx.device.compute_capability()) {
+    if l.channels_last
+        && channels_last(l, inputs, ctx.device.compute_capability()) == ChannelsLast::No
+    {
         return None;
     }
     let packed_rows = padded_rows(l, inputs, &geo, ty);
@@ -140,28 +146,39 @@ pub(super) fn prepare(
             packed_rows,
             implicit: ImplicitGemm::prepare(ctx, dtype, l.groups, inputs[1].value, epilogue)
                 .transpose()?,
+            nhwc_depthwise: match l.channels_last {
+                true => DepthwiseNhwc::prepare(l, inputs, ctx).transpose()?,
+                false => None,
+            },
             tactics: Tactics::new(ctx.conv_tactic),
         }) as Box<dyn DeviceKernel>)
     })())
 }
 
-/// Whether the 2-D convolution `l` over `inputs` runs channels last on a device of compute
-/// capability `cc`: where the tensor-core kernel takes it, which reads its input channels
-/// last and so needs no copy of it then.
-pub(crate) fn prefers_channels_last(
+/// How the 2-D convolution `l` over `inputs` runs channels last on a device of compute
+/// capability `cc`: faster where the tensor-core kernel takes it (channels first, it copies
+/// its input channels last), either way for a depthwise layer the channels-last depthwise
+/// kernel takes.
+pub(crate) fn channels_last(
     l: &Convolution,
     inputs: &[InferInput<'_>],
     cc: (u32, u32),
-) -> bool {
+) -> ChannelsLast {
     let Some(x) = inputs.first() else {
-        return false;
+        return ChannelsLast::No;
     };
-    x.shape.len() == 4
+    let fits = x.shape.len() == 4
         && inputs.len() >= 2
         && inputs.iter().all(|i| i.dtype == x.dtype)
         && Epilogue::new(l.activation).is_some()
-        && geometry(l, 2).is_some()
-        && implicit_gemm::takes(x.dtype, l.groups, inputs[1].value, cc)
+        && geometry(l, 2).is_some();
+    if fits && implicit_gemm::takes(x.dtype, l.groups, inputs[1].value, cc) {
+        ChannelsLast::Faster
+    } else if fits && depthwise_nhwc::window(l, inputs).is_some() {
+        ChannelsLast::Either
+    } else {
+        ChannelsLast::No
+    }
 }
 
 /// The padded row count of a constant 16-bit weight matrix whose rows (`Cg·KH·KW`) are
@@ -741,6 +758,16 @@ impl DeviceKernel for ConvKernel {
         let bias = inputs.get(2).map_or(0, |b| b.ptr);
         let res = inputs.get(3).map_or(0, |r| r.ptr);
         let (x, y) = (inputs[0].ptr, outputs[0].ptr);
+        if let Some(dw) = &self.nhwc_depthwise {
+            let run = Run {
+                n: s.n,
+                input: [s.h, s.w],
+                c: s.c,
+                output: [s.oh, s.ow],
+                pad: self.geo.pad,
+            };
+            return dw.run(&run, [x, inputs[1].ptr, bias, res, y], stream);
+        }
         if self.channels_last {
             return self.run_channels_last(&s, k, [x, w, bias, res, y], stream);
         }

@@ -16,6 +16,7 @@ mod conv_tactic;
 mod convolution;
 mod copy;
 mod depthwise;
+mod depthwise_nhwc;
 mod elementwise;
 mod epilogue;
 mod expand;
@@ -48,7 +49,7 @@ mod unary;
 mod value_test;
 
 pub use conv_tactic::Tactic as ConvTactic;
-pub(crate) use convolution::prefers_channels_last;
+pub(crate) use convolution::channels_last;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};

@@ -379,6 +379,65 @@ fn depthwise_tiles_match_cpu() {
     }
 }
 
+/// The channels-last depthwise kernel (`Convolution::channels_last` on a depthwise layer,
+/// what the layout pass makes of ConvNeXt's 7×7 convolutions): 3×3, 5×5 and 7×7 at stride 1
+/// and 2; channel counts read 8 or 4 at a time and ones that are not (6, 3); rows that leave
+/// a partial group of output columns; centred, no and uneven padding; every activation;
+/// constant weights (stored tap-major) and weights given at run time; then every case again
+/// with a residual, channels last too.
+#[test]
+fn depthwise_channels_last_matches_cpu() {
+    let Some(dev) = device_or_skip() else { return };
+    let images: [[usize; 4]; 5] = [
+        [2, 7, 7, 96],
+        [1, 9, 13, 8],
+        [3, 6, 11, 6],
+        [1, 12, 5, 3],
+        [2, 17, 30, 24],
+    ];
+    let mut case = 0u64;
+    for k in [3usize, 5, 7] {
+        for s in [1usize, 2] {
+            for x in images {
+                let x = [x[0], x[1].max(k), x[2].max(k), x[3]];
+                let half = (k / 2) as i64;
+                let pads: [(&[i64], &[i64]); 3] = [
+                    (&[half, half], &[half, half]),
+                    (&[0, 0], &[0, 0]),
+                    (&[half, 0], &[0, half + 1]),
+                ];
+                let (begin, end) = pads[case as usize % 3];
+                let l = LayerKind::Convolution(Convolution {
+                    strides: vec![s as i64; 2],
+                    pads_begin: begin.to_vec(),
+                    pads_end: end.to_vec(),
+                    dilations: vec![1, 1],
+                    groups: x[3] as i64,
+                    activation: EPILOGUES[case as usize % EPILOGUES.len()],
+                    channels_last: true,
+                });
+                let w = [x[3], 1, k, k];
+                let dtype = [DType::F32, DType::F16, DType::BF16][case as usize % 3];
+                let constant = case % 4 != 3;
+                let mut inputs = vec![
+                    (rand(dtype, &x, 11 * case), false),
+                    (rand(dtype, &w, 11 * case + 1), constant),
+                    (rand(dtype, &[w[0]], 11 * case + 2), true),
+                ];
+                let what = format!(
+                    "channels-last depthwise k{k} s{s} x{x:?} {dtype} pads {begin:?} {end:?} \
+                     constant weights {constant}"
+                );
+                check(&dev, &what, &l, &inputs);
+                let out = crate::harness::cpu(&l, &inputs);
+                inputs.push((rand(dtype, out[0].shape(), 11 * case + 3), false));
+                check(&dev, &format!("{what} with a residual"), &l, &inputs);
+                case += 1;
+            }
+        }
+    }
+}
+
 /// Shapes the tensor-core implicit GEMM takes (f16/bf16, one group, channels a multiple of
 /// 32), the tactic forced: output channels and columns that leave partial tiles, odd and
 /// even output planes (single and paired stores), 1×1 at strides 1 and 2, 3×3 with padding,
