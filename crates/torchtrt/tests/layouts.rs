@@ -104,10 +104,22 @@ fn scale(
     c: usize,
     seed: u64,
 ) -> torchtrt::TensorId {
-    let s = Tensor::from_vec(&[1, c, 1, 1], random_f32(c, seed)).unwrap();
+    constant_operand(net, name, x, ElementwiseOp::Mul, [c, 1, 1], seed)
+}
+
+/// `x op s` for a constant `s [1, *dims]` broadcast over `x`.
+fn constant_operand(
+    net: &mut NetworkDefinition,
+    name: &str,
+    x: torchtrt::TensorId,
+    op: ElementwiseOp,
+    dims: [usize; 3],
+    seed: u64,
+) -> torchtrt::TensorId {
+    let shape = [1, dims[0], dims[1], dims[2]];
+    let s = Tensor::from_vec(&shape, random_f32(dims.iter().product(), seed)).unwrap();
     let s = net.add_constant(&format!("{name}_s"), s).unwrap();
-    net.add(name, Elementwise::new(ElementwiseOp::Mul), &[x, s])
-        .unwrap()
+    net.add(name, Elementwise::new(op), &[x, s]).unwrap()
 }
 
 /// Input `x`: `[n, channels, side, side]` f32 images, `n` dynamic (1 to 3, optimum 2).
@@ -339,45 +351,52 @@ fn convnext_blocks(c: usize) -> NetworkDefinition {
 fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
     let net = convnext_blocks(8);
     let cpu = || -> Arc<dyn Backend> { Arc::new(ChannelsLastCpu(CpuBackend::new())) };
-    let engine = torchtrt_core::build(&net, &BuildConfig::default(), &[cpu()]).unwrap();
-    let plan = engine.plan();
     let transposes = |plan: &torchtrt::EnginePlan| {
         plan.layers
             .iter()
             .filter(|l| matches!(l.kind, LayerKind::Transpose(_)))
             .count()
     };
-    let last: Vec<&str> = plan
-        .layers
-        .iter()
-        .filter(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last))
-        .map(|l| l.name.as_str())
-        .collect();
-    for dw in ["block0_dw", "block1_dw"] {
-        assert!(last.contains(&dw), "{dw} not among {last:?}");
-    }
-    assert_eq!(
-        (transposes(plan), plan.reformats.len()),
-        (2, 2),
-        "the network's four transposes gone; one reformat in, one out: {:?}",
-        plan.reformats
-    );
-    let config = BuildConfig {
-        layouts: false,
-        ..BuildConfig::default()
-    };
-    let plain = torchtrt_core::build(&net, &config, &[cpu()]).unwrap();
-    assert_eq!(transposes(plain.plan()), 4);
-    for n in [1, 3] {
-        let input = Tensor::from_vec(&[n, 8, 6, 6], random_f32(n * 288, 90 + n as u64)).unwrap();
-        let (got, want) = (run(&engine, &input), run(&plain, &input));
-        assert_eq!(got[0].shape(), want[0].shape());
-        assert_close(
-            got[0].as_slice::<f32>().unwrap(),
-            want[0].as_slice::<f32>().unwrap(),
-            1e-5,
-            1e-5,
+    // Folding makes the per-channel scale a 1×1 depthwise convolution with the residual
+    // fused; without it the scale stays an element-wise layer whose `[1, C, 1, 1]` constant
+    // is retyped channels last.
+    for fold_constants in [true, false] {
+        let config = |layouts| BuildConfig {
+            layouts,
+            fold_constants,
+            ..BuildConfig::default()
+        };
+        let engine = torchtrt_core::build(&net, &config(true), &[cpu()]).unwrap();
+        let plan = engine.plan();
+        let last: Vec<&str> = plan
+            .layers
+            .iter()
+            .filter(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last))
+            .map(|l| l.name.as_str())
+            .collect();
+        for dw in ["block0_dw", "block1_dw"] {
+            assert!(last.contains(&dw), "{dw} not among {last:?}");
+        }
+        assert_eq!(
+            (transposes(plan), plan.reformats.len()),
+            (2, 2),
+            "the network's four transposes gone; one reformat in, one out: {:?}",
+            plan.reformats
         );
+        let plain = torchtrt_core::build(&net, &config(false), &[cpu()]).unwrap();
+        assert_eq!(transposes(plain.plan()), 4);
+        for n in [1, 3] {
+            let input =
+                Tensor::from_vec(&[n, 8, 6, 6], random_f32(n * 288, 90 + n as u64)).unwrap();
+            let (got, want) = (run(&engine, &input), run(&plain, &input));
+            assert_eq!(got[0].shape(), want[0].shape());
+            assert_close(
+                got[0].as_slice::<f32>().unwrap(),
+                want[0].as_slice::<f32>().unwrap(),
+                1e-5,
+                1e-5,
+            );
+        }
     }
 }
 
@@ -439,8 +458,8 @@ impl Dice {
 }
 
 /// A random network of convolutions (1×1 or 3×3, stride 1 or 2, 4–12 channels, with and
-/// without a residual; depthwise 3×3), activations, adds of equal-shaped tensors, per-channel
-/// scales, softmaxes over the channels between transposes to channels last and back, and
+/// without a residual; depthwise 3×3), activations, adds of equal-shaped tensors, constants
+/// broadcast per channel or per position, softmaxes over the channels between transposes to channels last and back, and
 /// non-convolution readers, whose tensors are picked at random as inputs of later layers and
 /// as network outputs.
 fn random_network(seed: u64) -> NetworkDefinition {
@@ -501,7 +520,15 @@ fn random_network(seed: u64) -> NetworkDefinition {
                 let first = transpose(&mut net, &format!("{name}_first"), mid, [0, 3, 1, 2]);
                 (first, [c, side])
             }
-            7 => (scale(&mut net, &name, t, c, seed * 100 + i), [c, side]),
+            7 => {
+                let (op, dims) = match dice.below(3) {
+                    0 => (ElementwiseOp::Mul, [c, 1, 1]),
+                    1 => (ElementwiseOp::Sub, [c, 1, 1]),
+                    _ => (ElementwiseOp::Add, [1, side, side]),
+                };
+                let made = constant_operand(&mut net, &name, t, op, dims, seed * 100 + i);
+                (made, [c, side])
+            }
             _ => {
                 let tap = net
                     .add(&name, Elementwise::new(ElementwiseOp::Sub), &[t, t])
@@ -524,11 +551,14 @@ fn random_network(seed: u64) -> NetworkDefinition {
 
 #[test]
 fn random_networks_compute_the_same_channels_last() {
-    let (mut converted, mut spared) = (0, 0);
-    for seed in 1..=40 {
+    let (mut converted, mut spared, mut retyped) = (0, 0, 0);
+    for seed in 1..=80 {
         let net = random_network(seed);
         let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
-        let config = BuildConfig::default();
+        let config = BuildConfig {
+            fold_constants: seed % 2 == 0,
+            ..BuildConfig::default()
+        };
         let engine = torchtrt_core::build(&net, &config, &[cpu]).unwrap();
         let plain = torchtrt_core::build(&net, &config, &[Arc::new(CpuBackend::new())]).unwrap();
         converted += usize::from(!engine.plan().reformats.is_empty());
@@ -540,6 +570,9 @@ fn random_networks_compute_the_same_channels_last() {
                 .count()
         };
         spared += usize::from(own_transposes(engine.plan()) < own_transposes(plain.plan()));
+        retyped += usize::from(engine.plan().layers.iter().any(|l| {
+            matches!(l.kind, LayerKind::Constant(_)) && l.name.ends_with("/channels_last")
+        }));
         for n in [1, 3] {
             let input = Tensor::from_vec(&[n, 6, 8, 8], random_f32(n * 384, seed + 7)).unwrap();
             let (got, want) = (run(&engine, &input), run(&plain, &input));
@@ -555,10 +588,17 @@ fn random_networks_compute_the_same_channels_last() {
             }
         }
     }
-    println!("{converted} of 40 networks have a channels-last group, {spared} lose transposes");
-    assert!(spared >= 3, "only {spared} of 40 networks lost a transpose");
+    println!(
+        "{converted} of 80 networks have a channels-last group, {spared} lose transposes, \
+         {retyped} retype a constant"
+    );
     assert!(
-        converted >= 10,
-        "only {converted} of 40 networks had a channels-last group"
+        retyped >= 2,
+        "only {retyped} of 80 networks retyped a constant"
+    );
+    assert!(spared >= 6, "only {spared} of 80 networks lost a transpose");
+    assert!(
+        converted >= 20,
+        "only {converted} of 80 networks had a channels-last group"
     );
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::Work;
 use crate::backend::{Backend, ChannelsLast};
 use crate::layers::{
-    ACTIVATION_INPUTS, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
+    ACTIVATION_INPUTS, Constant, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
     to_channels_last,
 };
 use crate::network::{Layer, TensorId};
@@ -312,7 +312,15 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
 fn entry(work: &mut Work, t: TensorId, device: DeviceKind) -> TensorId {
     if let Some(value) = retyped_constant(work, t) {
         let out = new_like(work, t, "channels_last", &to_channels_last);
-        work.tensors[out.index()].value = Some(Arc::new(value));
+        let value = Arc::new(value);
+        work.tensors[out.index()].value = Some(value.clone());
+        work.layers.push(Layer {
+            name: work.tensors[out.index()].name.clone(),
+            kind: LayerKind::Constant(Constant { value, slot: 0 }),
+            inputs: Vec::new(),
+            outputs: vec![out],
+        });
+        work.devices.push(DeviceKind::Cpu);
         return out;
     }
     reformat(work, t, None, true, device)
