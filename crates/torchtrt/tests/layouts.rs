@@ -276,6 +276,63 @@ fn channels_last_only_where_its_reformats_move_less_than_the_copies_they_save() 
     );
 }
 
+/// Two depthwise convolutions added, on inputs `[1, 8, 5, 5]` given channels first or (where
+/// `nhwc`) as `[1, 5, 5, 8]` transposed to channels first: built with and without the layout
+/// pass, returns whether the convolutions ran channels last and the transposes left.
+fn two_depthwise(nhwc: [bool; 2]) -> (bool, usize) {
+    let mut net = NetworkDefinition::new();
+    let mut branches = Vec::new();
+    for (i, last) in nhwc.into_iter().enumerate() {
+        let x = if last {
+            let x = net
+                .add_input(&format!("x{i}"), DType::F32, &[1, 5, 5, 8].map(Dim::Fixed))
+                .unwrap();
+            transpose(&mut net, &format!("first{i}"), x, [0, 3, 1, 2])
+        } else {
+            net.add_input(&format!("x{i}"), DType::F32, &[1, 8, 5, 5].map(Dim::Fixed))
+                .unwrap()
+        };
+        branches.push(depthwise(
+            &mut net,
+            &format!("dw{i}"),
+            x,
+            [8, 3],
+            30 + i as u64,
+        ));
+    }
+    let sum = net
+        .add("sum", Elementwise::new(ElementwiseOp::Add), &branches)
+        .unwrap();
+    net.mark_output(sum, "y").unwrap();
+    let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
+    let engine = torchtrt_core::build(&net, &BuildConfig::default(), &[cpu]).unwrap();
+    let plan = engine.plan();
+    let last = plan
+        .layers
+        .iter()
+        .any(|l| matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last));
+    let transposes = plan
+        .layers
+        .iter()
+        .filter(|l| matches!(l.kind, LayerKind::Transpose(_)))
+        .count();
+    (last, transposes)
+}
+
+#[test]
+fn transposes_a_group_takes_away_count_against_its_reformats() {
+    assert_eq!(
+        two_depthwise([true, false]),
+        (false, 1),
+        "one transpose spared against a reformat in and one out: stays channels first"
+    );
+    assert_eq!(
+        two_depthwise([true, true]),
+        (true, 1),
+        "two transposes spared against one reformat out"
+    );
+}
+
 #[test]
 fn cuda_engines_run_chains_of_convolutions_channels_last() {
     if !torchtrt::cuda::probe::available() {
