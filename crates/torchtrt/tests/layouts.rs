@@ -53,16 +53,7 @@ fn conv(
     stride: i64,
     seed: u64,
 ) -> torchtrt::TensorId {
-    let w = Tensor::from_vec(&[m, c, k, k], random_f32(m * c * k * k, seed)).unwrap();
-    let w = net.add_constant(&format!("{name}_w"), w).unwrap();
-    let b = Tensor::from_vec(&[m], random_f32(m, seed + 100)).unwrap();
-    let b = net.add_constant(&format!("{name}_b"), b).unwrap();
-    let mut layer = Convolution::new(2);
-    let pad = (k as i64 - 1) / 2;
-    layer.pads_begin = vec![pad; 2];
-    layer.pads_end = vec![pad; 2];
-    layer.strides = vec![stride; 2];
-    net.add(name, layer, &[x, w, b]).unwrap()
+    grouped(net, name, x, [m, c, k], [stride, 1], seed)
 }
 
 /// A depthwise `k`×`k` convolution (stride 1, padded to keep the size) of `c` channels.
@@ -73,15 +64,29 @@ fn depthwise(
     [c, k]: [usize; 2],
     seed: u64,
 ) -> torchtrt::TensorId {
-    let w = Tensor::from_vec(&[c, 1, k, k], random_f32(c * k * k, seed)).unwrap();
+    grouped(net, name, x, [c, 1, k], [1, c as i64], seed)
+}
+
+/// A `k`×`k` convolution of `m` filters over `cg` channels each, with bias, padded to keep
+/// the size at stride 1, at `[stride, groups]`.
+fn grouped(
+    net: &mut NetworkDefinition,
+    name: &str,
+    x: torchtrt::TensorId,
+    [m, cg, k]: [usize; 3],
+    [stride, groups]: [i64; 2],
+    seed: u64,
+) -> torchtrt::TensorId {
+    let w = Tensor::from_vec(&[m, cg, k, k], random_f32(m * cg * k * k, seed)).unwrap();
     let w = net.add_constant(&format!("{name}_w"), w).unwrap();
-    let b = Tensor::from_vec(&[c], random_f32(c, seed + 100)).unwrap();
+    let b = Tensor::from_vec(&[m], random_f32(m, seed + 100)).unwrap();
     let b = net.add_constant(&format!("{name}_b"), b).unwrap();
     let mut layer = Convolution::new(2);
     let pad = (k as i64 - 1) / 2;
     layer.pads_begin = vec![pad; 2];
     layer.pads_end = vec![pad; 2];
-    layer.groups = c as i64;
+    layer.strides = vec![stride; 2];
+    layer.groups = groups;
     net.add(name, layer, &[x, w, b]).unwrap()
 }
 

@@ -313,6 +313,36 @@ fn convolution_adds_a_residual_before_the_activation() {
     }
 }
 
+/// The padding of depthwise case `case` with a `k`×`k` window, in turn: centred, none, and
+/// uneven (a half window before the rows, one more than half after the columns).
+fn window_pads(k: usize, case: u64) -> (Vec<i64>, Vec<i64>) {
+    let half = (k / 2) as i64;
+    match case % 3 {
+        0 => (vec![half, half], vec![half, half]),
+        1 => (vec![0, 0], vec![0, 0]),
+        _ => (vec![half, 0], vec![0, half + 1]),
+    }
+}
+
+/// A depthwise convolution of `groups` groups at stride `s` with `pads` (begin, end).
+fn depthwise_layer(
+    s: usize,
+    (begin, end): (&[i64], &[i64]),
+    groups: usize,
+    activation: Option<ActivationKind>,
+    channels_last: bool,
+) -> LayerKind {
+    LayerKind::Convolution(Convolution {
+        strides: vec![s as i64; 2],
+        pads_begin: begin.to_vec(),
+        pads_end: end.to_vec(),
+        dilations: vec![1, 1],
+        groups: groups as i64,
+        activation,
+        channels_last,
+    })
+}
+
 /// The tiled depthwise kernel (3×3, 5×5, 7×7 at stride 1 and 2): planes small enough to share
 /// a block, planes wider than one tile and taller than one, several tiles of many planes,
 /// no padding and uneven padding, a channel multiplier, every activation, rows read one
@@ -344,22 +374,9 @@ fn depthwise_tiles_match_cpu() {
         for s in [1usize, 2] {
             for &(x, mult) in planes {
                 let x = [x[0], x[1], x[2].max(k), x[3].max(k)];
-                let half = (k / 2) as i64;
-                let pads: [(&[i64], &[i64]); 3] = [
-                    (&[half, half], &[half, half]),
-                    (&[0, 0], &[0, 0]),
-                    (&[half, 0], &[0, half + 1]),
-                ];
-                let (begin, end) = pads[case as usize % 3];
-                let l = LayerKind::Convolution(Convolution {
-                    strides: vec![s as i64; 2],
-                    pads_begin: begin.to_vec(),
-                    pads_end: end.to_vec(),
-                    dilations: vec![1, 1],
-                    groups: x[1] as i64,
-                    activation: activations[case as usize % activations.len()],
-                    channels_last: false,
-                });
+                let (begin, end) = window_pads(k, case);
+                let act = activations[case as usize % activations.len()];
+                let l = depthwise_layer(s, (&begin, &end), x[1], act, false);
                 let w = [x[1] * mult, 1, k, k];
                 let dtype = [DType::F32, DType::F16, DType::BF16][case as usize / 2 % 3];
                 let mut inputs = vec![
@@ -400,22 +417,9 @@ fn depthwise_channels_last_matches_cpu() {
         for s in [1usize, 2] {
             for x in images {
                 let x = [x[0], x[1].max(k), x[2].max(k), x[3]];
-                let half = (k / 2) as i64;
-                let pads: [(&[i64], &[i64]); 3] = [
-                    (&[half, half], &[half, half]),
-                    (&[0, 0], &[0, 0]),
-                    (&[half, 0], &[0, half + 1]),
-                ];
-                let (begin, end) = pads[case as usize % 3];
-                let l = LayerKind::Convolution(Convolution {
-                    strides: vec![s as i64; 2],
-                    pads_begin: begin.to_vec(),
-                    pads_end: end.to_vec(),
-                    dilations: vec![1, 1],
-                    groups: x[3] as i64,
-                    activation: EPILOGUES[case as usize % EPILOGUES.len()],
-                    channels_last: true,
-                });
+                let (begin, end) = window_pads(k, case);
+                let act = EPILOGUES[case as usize % EPILOGUES.len()];
+                let l = depthwise_layer(s, (&begin, &end), x[3], act, true);
                 let w = [x[3], 1, k, k];
                 let dtype = [DType::F32, DType::F16, DType::BF16][case as usize % 3];
                 let constant = case % 4 != 3;
