@@ -12,56 +12,13 @@
 use torchtrt_plugin_api::DimExpr;
 
 use super::Work;
+use super::uses::Uses;
 use crate::layers::{Attention, InferInput, LayerKind, Reshape, TypeShape};
 use crate::network::TensorId;
 
 /// The permutation between `[batch, heads, seq, head]` and `[batch, seq, heads, head]` (its
 /// own inverse).
 const SWAP_HEADS: [usize; 4] = [0, 2, 1, 3];
-
-/// Live readers and producers of each tensor: layers that an output depends on (outputs
-/// count as readers).
-struct Live {
-    readers: Vec<Vec<usize>>,
-    producer: Vec<Option<usize>>,
-    outputs: Vec<bool>,
-}
-
-impl Live {
-    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Live {
-        let n = work.tensors.len();
-        let mut producer = vec![None; n];
-        for (i, layer) in work.layers.iter().enumerate() {
-            for t in &layer.outputs {
-                producer[t.index()] = Some(i);
-            }
-        }
-        let mut is_output = vec![false; n];
-        for (_, t) in outputs {
-            is_output[t.index()] = true;
-        }
-        let live = super::live_work_layers(work, outputs);
-        let mut readers = vec![Vec::new(); n];
-        for (i, layer) in work.layers.iter().enumerate().filter(|(i, _)| live[*i]) {
-            for t in &layer.inputs {
-                readers[t.index()].push(i);
-            }
-        }
-        Live {
-            readers,
-            producer,
-            outputs: is_output,
-        }
-    }
-
-    /// The one live layer reading `t`, when `t` is not a network output.
-    fn only_reader(&self, t: TensorId) -> Option<usize> {
-        match self.readers[t.index()][..] {
-            [r] if !self.outputs[t.index()] => Some(r),
-            _ => None,
-        }
-    }
-}
 
 /// Whether `t` is `[d0, d1, d2 · d3]` of a `[d0, d1, d2, d3]` with a known `d2 · d3`.
 fn joins(t: &TypeShape, split: &[DimExpr]) -> bool {
@@ -76,7 +33,7 @@ fn joins(t: &TypeShape, split: &[DimExpr]) -> bool {
 
 /// The projection `[batch, seq, heads · head]` an operand `[batch, heads, seq, head]` is
 /// split from, with its head count.
-fn projection(work: &Work, live: &Live, operand: TensorId) -> Option<(TensorId, usize)> {
+fn projection(work: &Work, live: &Uses, operand: TensorId) -> Option<(TensorId, usize)> {
     let tr = live.producer[operand.index()]?;
     let LayerKind::Transpose(t) = &work.layers[tr].kind else {
         return None;
@@ -96,7 +53,7 @@ fn projection(work: &Work, live: &Live, operand: TensorId) -> Option<(TensorId, 
 }
 
 /// The `Transpose` to `[batch, seq, heads, head]` that alone reads the output of layer `a`.
-fn joining_transpose(work: &Work, live: &Live, a: usize) -> Option<usize> {
+fn joining_transpose(work: &Work, live: &Uses, a: usize) -> Option<usize> {
     let tr = live.only_reader(work.layers[a].outputs[0])?;
     match &work.layers[tr].kind {
         LayerKind::Transpose(t) if t.perm == SWAP_HEADS => Some(tr),
@@ -114,7 +71,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
         if att.q_heads != 0 || att.past || att.nonpad || att.scores.is_some() {
             continue;
         }
-        let live = Live::new(work, outputs);
+        let live = Uses::live(work, outputs);
         let ins = &work.layers[a].inputs;
         let (Some((q, hq)), Some((k, hk)), Some((v, hv))) = (
             projection(work, &live, ins[0]),

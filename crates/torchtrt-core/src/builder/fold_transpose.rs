@@ -7,6 +7,7 @@
 //! The layers bypassed are left unread, for `compact` to drop.
 
 use super::Work;
+use super::uses::Uses;
 use crate::layers::{ElementwiseOp, LayerKind, Transpose};
 use crate::network::TensorId;
 
@@ -17,40 +18,6 @@ fn swaps_last_two(perm: &[usize]) -> bool {
         && perm[n - 2] == n - 1
         && perm[n - 1] == n - 2
         && perm[..n - 2].iter().enumerate().all(|(i, &p)| i == p)
-}
-
-/// Who produces and how many read each tensor of `work` (outputs count as readers).
-struct Uses {
-    readers: Vec<usize>,
-    producer: Vec<Option<usize>>,
-}
-
-impl Uses {
-    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Uses {
-        let n = work.tensors.len();
-        let mut uses = Uses {
-            readers: vec![0; n],
-            producer: vec![None; n],
-        };
-        for (i, layer) in work.layers.iter().enumerate() {
-            for t in &layer.inputs {
-                uses.readers[t.index()] += 1;
-            }
-            for t in &layer.outputs {
-                uses.producer[t.index()] = Some(i);
-            }
-        }
-        for (_, t) in outputs {
-            uses.readers[t.index()] += 1;
-        }
-        uses
-    }
-
-    /// The layer producing `t` when `t` has no other reader.
-    fn sole(&self, work: &Work, t: TensorId) -> Option<usize> {
-        (self.readers[t.index()] == 1).then_some(())?;
-        self.producer[t.index()].filter(|&p| work.layers[p].outputs.len() == 1)
-    }
 }
 
 /// The tensor `k` when `t` is `k` with its last two dims swapped, through layers nothing

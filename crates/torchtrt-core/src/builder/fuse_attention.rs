@@ -16,43 +16,10 @@
 use torchtrt_plugin_api::{DType, DimExpr};
 
 use super::Work;
+use super::uses::Uses;
 use crate::layers::{Attention, ElementwiseOp, LayerKind, Transpose, TypeShape};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
-
-/// Who produces and how many read each tensor (outputs count as readers).
-struct Uses {
-    readers: Vec<usize>,
-    producer: Vec<Option<usize>>,
-}
-
-impl Uses {
-    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Uses {
-        let n = work.tensors.len();
-        let mut uses = Uses {
-            readers: vec![0; n],
-            producer: vec![None; n],
-        };
-        for (i, layer) in work.layers.iter().enumerate() {
-            for t in &layer.inputs {
-                uses.readers[t.index()] += 1;
-            }
-            for t in &layer.outputs {
-                uses.producer[t.index()] = Some(i);
-            }
-        }
-        for (_, t) in outputs {
-            uses.readers[t.index()] += 1;
-        }
-        uses
-    }
-
-    /// The layer producing `t` when nothing else reads `t`.
-    fn sole(&self, work: &Work, t: TensorId) -> Option<usize> {
-        (self.readers[t.index()] == 1).then_some(())?;
-        self.producer[t.index()].filter(|&p| work.layers[p].outputs.len() == 1)
-    }
-}
 
 /// What was found around one attention: the operands and the layer's parameters.
 #[derive(Clone)]

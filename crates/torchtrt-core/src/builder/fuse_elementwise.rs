@@ -7,6 +7,7 @@
 use torchtrt_plugin_api::{DType, DeviceKind};
 
 use super::Work;
+use super::uses::Uses;
 use crate::backend::Backend;
 use crate::layers::{Fused, FusedOperand, FusedStep, LayerKind, fusible_kind};
 use crate::network::{Layer, TensorId};
@@ -23,21 +24,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
     if !backend.fuses_elementwise() {
         return;
     }
-    let n = work.tensors.len();
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut producer: Vec<Option<usize>> = vec![None; n];
-    let mut is_output = vec![false; n];
-    for (i, layer) in work.layers.iter().enumerate() {
-        for t in &layer.inputs {
-            consumers[t.index()].push(i);
-        }
-        for t in &layer.outputs {
-            producer[t.index()] = Some(i);
-        }
-    }
-    for (_, t) in outputs {
-        is_output[t.index()] = true;
-    }
+    let uses = Uses::new(work, outputs);
     let fusible: Vec<bool> = (0..work.layers.len())
         .map(|i| fusible_layer(work, i, backend.device()))
         .collect();
@@ -50,15 +37,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
         let g = members.len();
         members.push(vec![i]);
         group[i] = Some(g);
-        while let Some(p) = mergeable(
-            work,
-            &members[g],
-            &consumers,
-            &producer,
-            &is_output,
-            g,
-            &group,
-        ) {
+        while let Some(p) = mergeable(work, &members[g], &uses, g, &group) {
             let other = group[p].unwrap_or(g);
             let taken = std::mem::take(&mut members[other]);
             let mut merged = members[g].clone();
@@ -133,19 +112,17 @@ fn fusible_layer(work: &Work, i: usize, device: DeviceKind) -> bool {
 fn mergeable(
     work: &Work,
     list: &[usize],
-    consumers: &[Vec<usize>],
-    producer: &[Option<usize>],
-    is_output: &[bool],
+    uses: &Uses,
     g: usize,
     group: &[Option<usize>],
 ) -> Option<usize> {
     external_inputs(work, list).into_iter().find_map(|t| {
-        let p = producer[t.index()]?;
+        let p = uses.producer[t.index()]?;
         let other = group[p]?;
-        let inside = consumers[t.index()]
-            .iter()
-            .all(|c| list.binary_search(c).is_ok());
-        (other != g && !is_output[t.index()] && inside).then_some(p)
+        let inside = uses
+            .reader_layers(t)
+            .all(|c| list.binary_search(&c).is_ok());
+        (other != g && !uses.output[t.index()] && inside).then_some(p)
     })
 }
 

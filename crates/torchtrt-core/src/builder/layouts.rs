@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::Work;
+use super::uses::Uses;
 use crate::backend::{Backend, ChannelsLast};
 use crate::layers::{
     ACTIVATION_INPUTS, Constant, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
@@ -85,36 +86,6 @@ fn transposes_to(layer: &Layer, to_last: bool) -> bool {
         to_channels_first(4)
     };
     matches!(&layer.kind, LayerKind::Transpose(t) if t.perm == perm)
-}
-
-/// Producers, readers (layer, input slot) and output marks of every tensor.
-struct Uses {
-    producer: Vec<Option<usize>>,
-    readers: Vec<Vec<(usize, usize)>>,
-    output: Vec<bool>,
-}
-
-impl Uses {
-    fn new(work: &Work, outputs: &[(String, TensorId)]) -> Uses {
-        let n = work.tensors.len();
-        let mut uses = Uses {
-            producer: vec![None; n],
-            readers: vec![Vec::new(); n],
-            output: vec![false; n],
-        };
-        for (i, layer) in work.layers.iter().enumerate() {
-            for (slot, t) in layer.inputs.iter().enumerate() {
-                uses.readers[t.index()].push((i, slot));
-            }
-            for t in &layer.outputs {
-                uses.producer[t.index()] = Some(i);
-            }
-        }
-        for (_, t) in outputs {
-            uses.output[t.index()] = true;
-        }
-        uses
-    }
 }
 
 /// The layers of `work` split into groups, and how each tensor crosses a group's edge.

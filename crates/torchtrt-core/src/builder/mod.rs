@@ -14,6 +14,7 @@ mod negotiate;
 mod passes;
 mod tactics;
 mod timing_cache;
+mod uses;
 
 pub use passes::passes;
 pub use timing_cache::{CachedTactic, MAX_TIMING_CACHE_BYTES, TimingCache};
