@@ -234,10 +234,9 @@ pub fn build(
         layers: Vec::new(),
         devices: Vec::new(),
         reformats: HashSet::new(),
-        opt: HashMap::new(),
+        opt: tactics::optimum(network.inputs()),
     };
-    let timing = tactics::Timing::new(backends, network.inputs(), config);
-    work.opt = timing.opt.clone();
+    let timing = tactics::Timing { backends, config };
     let mut remap: Vec<TensorId> = (0..network.num_tensors() as u32).map(TensorId).collect();
     let reduced = config.precision != DType::F32;
     let mut demoted = HashSet::new();

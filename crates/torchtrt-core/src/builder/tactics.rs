@@ -22,38 +22,27 @@ use crate::tensor::{Tensor, mix_bits};
 /// Timed runs per tactic.
 const RUNS: usize = 5;
 
-/// What timing needs beyond the layer: the backends, the optimum value of every dynamic
-/// dimension, the build's options.
+/// What timing needs beyond the layer: the backends and the build's options.
 pub(super) struct Timing<'a> {
     pub backends: &'a [Arc<dyn Backend>],
-    pub opt: HashMap<String, i64>,
     pub config: &'a BuildConfig,
 }
 
-impl<'a> Timing<'a> {
-    /// Timing for a network with these inputs.
-    pub fn new(
-        backends: &'a [Arc<dyn Backend>],
-        inputs: &[NetworkInput],
-        config: &'a BuildConfig,
-    ) -> Timing<'a> {
-        let opt = inputs
-            .iter()
-            .flat_map(|i| &i.dims)
-            .filter_map(|d| match d {
-                crate::network::Dim::Dynamic { name, opt, .. } => Some((name.clone(), *opt)),
-                crate::network::Dim::Fixed(_) => None,
-            })
-            .collect();
-        Timing {
-            backends,
-            opt,
-            config,
-        }
-    }
+/// The optimum value of every dynamic dimension of `inputs`.
+pub(super) fn optimum(inputs: &[NetworkInput]) -> HashMap<String, i64> {
+    inputs
+        .iter()
+        .flat_map(|i| &i.dims)
+        .filter_map(|d| match d {
+            crate::network::Dim::Dynamic { name, opt, .. } => Some((name.clone(), *opt)),
+            crate::network::Dim::Fixed(_) => None,
+        })
+        .collect()
+}
 
+impl Work {
     /// The concrete shape of `ty` at the optimum, if every dimension is known there.
-    fn at_opt(&self, ty: &TypeShape) -> Option<Vec<usize>> {
+    pub(super) fn at_opt(&self, ty: &TypeShape) -> Option<Vec<usize>> {
         ty.shape
             .iter()
             .map(|d| {
@@ -81,7 +70,7 @@ pub(super) fn choose(
     let context = || format!("layer `{name}` (plugin {})", layer.key);
     let shapes = |tys: Vec<&TypeShape>| -> Option<Vec<(DType, Vec<usize>)>> {
         tys.into_iter()
-            .map(|t| timing.at_opt(t).map(|s| (t.dtype, s)))
+            .map(|t| work.at_opt(t).map(|s| (t.dtype, s)))
             .collect()
     };
     let (Some(ins), Some(outs)) = (
