@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the CUDA test suites on a GPU machine from what scripts/gpu_pack.sh packed into DIR:
+# every binary of SUITES (the torchtrt-cuda crate's library and tests, and the torchtrt
+# tests that build CUDA engines), each under a time limit, printing each one's result line.
+# Suites named after DIR run alone (e.g. `kernels_compute`).
+#
+#   bash scripts/gpu_suite.sh [DIR] [SUITE...]
+set -u
+cd "$(dirname "$0")/.."
+SUITES="torchtrt_cuda blas context context_images device engine fusion kernels_compute kernels_shuffle tf32 cuda layouts"
+dir="${1:-.device-bin}"
+shift || true
+suites="${*:-$SUITES}"
+export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+work="$(mktemp -d)"
+tar xJf "$dir/tests.tar.xz" -C "$work"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for t in $suites; do
+  echo "== $t"
+  timeout 540 "$work/tests/$t" 2>&1 | grep -E "test result|panicked|FAILED|failed" | tail -6
+done
+rm -rf "$work"
