@@ -521,9 +521,10 @@ impl Dice {
 
 /// A random network of convolutions (1×1 or 3×3, stride 1 or 2, 4–12 channels, with and
 /// without a residual; depthwise 3×3), activations, adds of equal-shaped tensors, constants
-/// broadcast per channel or per position, softmaxes over the channels between transposes to channels last and back, and
-/// non-convolution readers, whose tensors are picked at random as inputs of later layers and
-/// as network outputs.
+/// broadcast per channel or per position, softmaxes over the channels between transposes to
+/// channels last and back (the transposed tensor, a second transpose of the same input or
+/// the softmax sometimes a network output too), and non-convolution readers, whose tensors
+/// are picked at random as inputs of later layers and as network outputs.
 fn random_network(seed: u64) -> NetworkDefinition {
     let mut dice = Dice(seed);
     let mut net = NetworkDefinition::new();
@@ -580,6 +581,21 @@ fn random_network(seed: u64) -> NetworkDefinition {
                 };
                 let mid = net.add(&name, soft, &[to_last]).unwrap();
                 let first = transpose(&mut net, &format!("{name}_first"), mid, [0, 3, 1, 2]);
+                let tap = match dice.below(4) {
+                    0 => Some(to_last),
+                    1 => Some(transpose(
+                        &mut net,
+                        &format!("{name}_again"),
+                        t,
+                        [0, 2, 3, 1],
+                    )),
+                    2 => Some(mid),
+                    _ => None,
+                };
+                if let Some(tap) = tap {
+                    net.mark_output(tap, &format!("out{outputs}")).unwrap();
+                    outputs += 1;
+                }
                 (first, [c, side])
             }
             7 => {

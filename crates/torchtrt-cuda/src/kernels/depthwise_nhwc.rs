@@ -4,10 +4,10 @@
 //! adjacent channels (one 16-byte load per input pixel: 8 channels of f16/bf16, 4 of f32),
 //! sliding along the input row so that each load serves every output column whose window
 //! covers it, in f32 (where the channel count or a pointer does not align to that, a thread
-//! computes one output element); bias, residual (`y`'s shape) and activation are applied as it writes. Neighbouring
-//! threads take neighbouring channels, so a warp's loads are contiguous. Constant weights
-//! are stored once as `[K·K, C]`, each tap's channels one load; others are read from the
-//! input as they are.
+//! computes one output element); bias, residual (`y`'s shape) and activation are applied as
+//! it writes. Neighbouring threads take neighbouring channels, so a warp's loads are
+//! contiguous. Constant weights are stored once as `[K·K, C]`, each tap's channels one load;
+//! others are read from the input as they are.
 
 use torchtrt_core::layers::{Convolution, InferInput};
 use torchtrt_plugin_api::DType;
