@@ -680,3 +680,67 @@ fn random_networks_compute_the_same_channels_last() {
         "only {converted} of 80 networks had a channels-last group"
     );
 }
+
+/// Where `scripts/gen_onnx_node_tests.py` put the ONNX `light` networks (`TORCHTRT_ONNX_TESTS`
+/// or `target/onnx-tests`, which `scripts/test` fills).
+fn light_network(name: &str) -> std::path::PathBuf {
+    let root = std::env::var_os("TORCHTRT_ONNX_TESTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/onnx-tests")
+        });
+    let path = root
+        .join("light")
+        .join(format!("light_{name}"))
+        .join("model.onnx");
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/gen_onnx_node_tests.py target/onnx-tests",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn light_networks_compute_the_same_channels_last() {
+    let mut converted = 0;
+    for name in [
+        "resnet50",
+        "densenet121",
+        "inception_v1",
+        "inception_v2",
+        "squeezenet",
+    ] {
+        let options = torchtrt::onnx::ImportOptions::default();
+        let net = torchtrt::onnx::import_file(light_network(name), torchtrt::registry(), &options)
+            .unwrap();
+        let cpu = || -> Arc<dyn Backend> { Arc::new(ChannelsLastCpu(CpuBackend::new())) };
+        let config = |layouts| BuildConfig {
+            layouts,
+            ..BuildConfig::default()
+        };
+        let engine = torchtrt_core::build(&net, &config(true), &[cpu()]).unwrap();
+        let plain = torchtrt_core::build(&net, &config(false), &[cpu()]).unwrap();
+        converted += usize::from(!engine.plan().reformats.is_empty());
+        let dims: Vec<usize> = net.inputs()[0]
+            .dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(v) => *v as usize,
+                Dim::Dynamic { opt, .. } => *opt as usize,
+            })
+            .collect();
+        let n = dims.iter().product();
+        let input = Tensor::from_vec(&dims, random_f32(n, 17)).unwrap();
+        let (got, want) = (run(&engine, &input), run(&plain, &input));
+        for (g, w) in got.iter().zip(&want) {
+            let w = w.as_slice::<f32>().unwrap();
+            let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+            assert_close(g.as_slice::<f32>().unwrap(), w, 1e-5 * scale, 1e-4);
+        }
+    }
+    assert!(
+        converted >= 3,
+        "only {converted} of 6 networks had a channels-last group"
+    );
+}
