@@ -149,14 +149,7 @@ fn warm_up(engine: &Engine) {
         .inputs
         .iter()
         .map(|i| {
-            let shape: Vec<usize> = i
-                .dims
-                .iter()
-                .map(|d| match d {
-                    Dim::Fixed(v) => *v as usize,
-                    Dim::Dynamic { opt, .. } => *opt as usize,
-                })
-                .collect();
+            let shape: Vec<usize> = i.dims.iter().map(|d| d.range().1 as usize).collect();
             Tensor::zeros(i.dtype, &shape)
         })
         .collect();

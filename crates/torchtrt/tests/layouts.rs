@@ -725,10 +725,7 @@ fn light_networks_compute_the_same_channels_last() {
         let dims: Vec<usize> = net.inputs()[0]
             .dims
             .iter()
-            .map(|d| match d {
-                Dim::Fixed(v) => *v as usize,
-                Dim::Dynamic { opt, .. } => *opt as usize,
-            })
+            .map(|d| d.range().1 as usize)
             .collect();
         let n = dims.iter().product();
         let input = Tensor::from_vec(&dims, random_f32(n, 17)).unwrap();

@@ -180,7 +180,7 @@ impl Plan {
                 if self.made_in(t, g) || !entered.insert((g, t)) {
                     continue;
                 }
-                if retyped_constant(work, t).is_some() {
+                if retyped_shape(work, t).is_some() {
                     continue;
                 }
                 if self.entry_transpose(work, t, work.devices[i]).is_some() {
@@ -281,7 +281,11 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
 /// The channels-last form of `t` (not made by a `Transpose` to channels first), which a
 /// member on `device` reads: a retyped constant or a new reformat.
 fn entry(work: &mut Work, t: TensorId, device: DeviceKind) -> TensorId {
-    if let Some(value) = retyped_constant(work, t) {
+    let retyped = retyped_shape(work, t).and_then(|last| {
+        let value = work.tensors[t.index()].value.as_ref()?;
+        Tensor::from_bytes(value.dtype(), &last, value.bytes()).ok()
+    });
+    if let Some(value) = retyped {
         let out = new_like(work, t, "channels_last", &to_channels_last);
         let value = Arc::new(value);
         work.tensors[out.index()].value = Some(value.clone());
@@ -297,17 +301,12 @@ fn entry(work: &mut Work, t: TensorId, device: DeviceKind) -> TensorId {
     reformat(work, t, None, true, device)
 }
 
-/// A constant `t` as its channels-last twin when that moves none of its bytes (its channels,
-/// or its height and width, are 1), retyped.
-fn retyped_constant(work: &Work, t: TensorId) -> Option<Tensor> {
-    let value = work.tensors[t.index()].value.as_ref()?;
-    let shape = value.shape();
+/// The channels-last shape of a constant `t` whose bytes that order leaves where they are
+/// (its channels, or its height and width, are 1): such a constant is retyped, not moved.
+fn retyped_shape(work: &Work, t: TensorId) -> Option<Vec<usize>> {
+    let shape = work.tensors[t.index()].value.as_ref()?.shape();
     let still = shape.len() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
-    if !still {
-        return None;
-    }
-    let last = permuted(shape, &to_channels_last(4));
-    Tensor::from_bytes(value.dtype(), &last, value.bytes()).ok()
+    still.then(|| permuted(shape, &to_channels_last(4)))
 }
 
 /// Elements of `t` at the profile's optimum shapes (a dim not known there counts as 1).

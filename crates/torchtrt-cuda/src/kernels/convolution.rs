@@ -147,7 +147,7 @@ pub(super) fn prepare(
             implicit: ImplicitGemm::prepare(ctx, dtype, l.groups, inputs[1].value, epilogue)
                 .transpose()?,
             nhwc_depthwise: match l.channels_last {
-                true => DepthwiseNhwc::prepare(l, inputs, ctx).transpose()?,
+                true => DepthwiseNhwc::prepare(l, inputs, epilogue, ctx).transpose()?,
                 false => None,
             },
             tactics: Tactics::new(ctx.conv_tactic),

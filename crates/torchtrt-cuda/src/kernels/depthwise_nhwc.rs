@@ -168,9 +168,9 @@ __device__ __forceinline__ void dw_nhwc_any(const void* x, const void* w, const 
 FOR_EACH_DTYPE(DW_NHWC)
 "#;
 
-/// The window size of a depthwise convolution the kernel takes (`l` over `inputs`, which
-/// may be channels first or last: only the weights and parameters are read).
-pub(super) fn window(l: &Convolution, inputs: &[InferInput<'_>]) -> Option<usize> {
+/// The window size and stride of a depthwise convolution the kernel takes (`l` over
+/// `inputs`, which may be channels first or last: only the weights and parameters are read).
+pub(super) fn window(l: &Convolution, inputs: &[InferInput<'_>]) -> Option<(usize, usize)> {
     let (x, w) = (inputs.first()?, inputs.get(1)?);
     let dims: Vec<usize> = w
         .shape
@@ -193,7 +193,7 @@ pub(super) fn window(l: &Convolution, inputs: &[InferInput<'_>]) -> Option<usize
         && l.dilations.iter().all(|&d| d == 1)
         && l.pads_begin.iter().chain(&l.pads_end).all(|&p| p >= 0)
         && Epilogue::new(l.activation).is_some();
-    fits.then_some(k)
+    fits.then_some((k, s))
 }
 
 /// Sizes of one channels-last run.
@@ -217,13 +217,15 @@ pub(super) struct DepthwiseNhwc {
 }
 
 impl DepthwiseNhwc {
-    /// The kernel for `l` over `inputs` (channels last), `None` where it does not apply.
+    /// The kernel for `l` over `inputs` (channels last) with the layer's `epilogue`, `None`
+    /// where it does not apply.
     pub(super) fn prepare(
         l: &Convolution,
         inputs: &[InferInput<'_>],
+        epilogue: Epilogue,
         ctx: &PrepareCtx<'_>,
     ) -> Option<Result<DepthwiseNhwc, String>> {
-        let k = window(l, inputs)?;
+        let (k, stride) = window(l, inputs)?;
         let dtype = inputs[0].dtype;
         let suffix = dtype_suffix(dtype)?;
         Some((|| {
@@ -246,8 +248,8 @@ impl DepthwiseNhwc {
                 function,
                 size: dtype.size(),
                 k,
-                stride: l.strides[0] as usize,
-                epilogue: Epilogue::new(l.activation).ok_or_else(|| format!("{WHAT}: epilogue"))?,
+                stride,
+                epilogue,
                 taps,
             })
         })())

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use torchtrt::plugin_api::DType;
-use torchtrt::{Dim, Engine, Tensor};
+use torchtrt::{Engine, Tensor};
 
 use crate::BuildOptions;
 use crate::args::{parse_input_shape, parse_pair};
@@ -148,10 +148,7 @@ fn bench_inputs(
         }
         let shape = dims
             .iter()
-            .map(|d| match d {
-                Dim::Fixed(v) => usize::try_from(*v).ok(),
-                Dim::Dynamic { opt, .. } => usize::try_from(*opt).ok(),
-            })
+            .map(|d| usize::try_from(d.range().1).ok())
             .collect::<Option<Vec<usize>>>()
             .with_context(|| format!("--input-shape {spec}: a dimension is negative"))?;
         asked.push((name, shape));
