@@ -13,6 +13,7 @@ mod convolution;
 mod cum_sum;
 mod deconvolution;
 mod depth_to_space;
+mod dequantize;
 mod einsum;
 mod elementwise;
 mod expand;
@@ -27,6 +28,8 @@ mod normalization;
 mod pad;
 mod plugin;
 mod pooling;
+mod quantize;
+mod quantized_convolution;
 mod range;
 mod reduce;
 mod reshape;
@@ -66,6 +69,7 @@ pub use convolution::{
 pub use cum_sum::CumSum;
 pub use deconvolution::Deconvolution;
 pub use depth_to_space::{DepthToSpace, DepthToSpaceMode};
+pub use dequantize::Dequantize;
 pub use einsum::{Einsum, EinsumPlan};
 pub use elementwise::{Elementwise, ElementwiseOp};
 pub use expand::Expand;
@@ -80,6 +84,8 @@ pub use normalization::Normalization;
 pub use pad::{Pad, PadMode, resolve_pads};
 pub use plugin::PluginLayer;
 pub use pooling::{PoolKind, Pooling};
+pub use quantize::{Quantize, quantize_value, quantized_range};
+pub use quantized_convolution::QuantizedConvolution;
 pub use range::{Range, range_len};
 pub use reduce::{Reduce, ReduceOp};
 pub use reshape::Reshape;
@@ -316,6 +322,9 @@ layer_kinds! {
     RmsNormalization(RmsNormalization),
     RotaryEmbedding(RotaryEmbedding),
     Attention(Attention),
+    Quantize(Quantize),
+    Dequantize(Dequantize),
+    QuantizedConvolution(QuantizedConvolution),
 }
 
 fn require_float(what: &str, dtype: DType) -> Result<(), String> {

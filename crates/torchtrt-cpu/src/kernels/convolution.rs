@@ -159,7 +159,7 @@ pub(super) struct ConvGeom {
 }
 
 impl ConvGeom {
-    fn new(layer: &Convolution, x: &[usize], w: &[usize]) -> Result<ConvGeom, String> {
+    pub(super) fn new(layer: &Convolution, x: &[usize], w: &[usize]) -> Result<ConvGeom, String> {
         if x.len() < 3 || w.len() != x.len() {
             return Err(format!(
                 "{WHAT} needs x [N,C,spatial…] and w of the same rank, got {x:?} and {w:?}"
@@ -194,7 +194,7 @@ impl ConvGeom {
         })
     }
 
-    fn output_shape(&self, spatial: usize) -> Vec<usize> {
+    pub(super) fn output_shape(&self, spatial: usize) -> Vec<usize> {
         let mut shape = vec![self.batch, self.out_channels];
         shape.extend_from_slice(self.window.output_dims(spatial));
         shape

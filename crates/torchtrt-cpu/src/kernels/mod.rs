@@ -16,6 +16,7 @@ mod copy;
 mod cum_sum;
 mod deconvolution;
 mod depth_to_space;
+mod dequantize;
 mod einsum;
 mod einsum_matmul;
 mod element_index;
@@ -33,6 +34,8 @@ mod non_zero;
 mod normalization;
 mod pad;
 mod pooling;
+mod quantize;
+mod quantized_conv;
 mod range;
 mod reduce;
 mod reshape;
@@ -123,6 +126,9 @@ pub(crate) fn prepare(
         LayerKind::RmsNormalization(l) => normalization::prepare_rms(l, inputs),
         LayerKind::RotaryEmbedding(l) => rotary_embedding::prepare(l, inputs),
         LayerKind::Attention(l) => attention::prepare(l, inputs),
+        LayerKind::Quantize(l) => quantize::prepare(l, inputs),
+        LayerKind::Dequantize(l) => dequantize::prepare(l, inputs),
+        LayerKind::QuantizedConvolution(l) => quantized_conv::prepare(l, inputs),
         LayerKind::Constant(_) | LayerKind::Plugin(_) => Err(format!(
             "{} layers are executed by the runtime itself",
             op.kind()

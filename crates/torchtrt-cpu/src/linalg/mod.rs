@@ -7,6 +7,7 @@
 
 mod epilogue;
 mod gemm;
+pub(crate) mod gemm_i8;
 mod im2col;
 mod packed;
 mod packed_rhs;

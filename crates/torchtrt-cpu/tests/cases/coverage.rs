@@ -55,7 +55,10 @@ fn needs_kernel(kind: &LayerKind) -> bool {
         | LayerKind::ValueTest(_)
         | LayerKind::RmsNormalization(_)
         | LayerKind::RotaryEmbedding(_)
-        | LayerKind::Attention(_) => true,
+        | LayerKind::Attention(_)
+        | LayerKind::Quantize(_)
+        | LayerKind::Dequantize(_)
+        | LayerKind::QuantizedConvolution(_) => true,
     }
 }
 
@@ -255,6 +258,33 @@ fn samples() -> Vec<Sample> {
         (
             Attention::default().into(),
             vec![f(&[1, 2, 3, 4]), f(&[1, 2, 5, 4]), f(&[1, 2, 5, 6])],
+        ),
+        (
+            Quantize {
+                axis: 1,
+                to: DType::I8,
+            }
+            .into(),
+            vec![f(&[2, 3]), f(&[3]), (DType::I8, vec![3])],
+        ),
+        (
+            Dequantize { axis: 1 }.into(),
+            vec![(DType::U8, vec![2, 3]), f(&[])],
+        ),
+        (
+            QuantizedConvolution {
+                conv: Convolution::new(2),
+                input_scale: 0.5,
+                input_zero_point: 3,
+                weight_scales: vec![0.25; 4],
+                dtype: DType::F32,
+            }
+            .into(),
+            vec![
+                (DType::I8, vec![1, 2, 5, 5]),
+                (DType::I8, vec![4, 2, 3, 3]),
+                f(&[4]),
+            ],
         ),
         (
             PluginLayer::unresolved(

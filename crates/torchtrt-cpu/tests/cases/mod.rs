@@ -14,6 +14,7 @@ mod gather;
 mod indexing_nd;
 mod matmul;
 mod pooling;
+mod quantized;
 mod reduce;
 mod reduction_paths;
 mod reshape;

@@ -1,0 +1,95 @@
+//! Convolution of 8-bit integers with 32-bit accumulation.
+
+use serde::{Deserialize, Serialize};
+use torchtrt_plugin_api::DType;
+
+use super::quantize::quantized_range;
+use super::{Convolution, InferInput, LayerOp, TypeShape};
+
+/// A [`Convolution`] of quantized operands: `x_q` (`I8` or `U8`) read as
+/// `(x_q − input_zero_point) · input_scale`, and `w_q` (`I8`, `[M, C/groups, *K]`) as
+/// `w_q · weight_scales[m]` per output channel. Products accumulate exactly in 32-bit
+/// integers and are scaled to `dtype`; the optional float `bias [M]` and residual (third and
+/// fourth inputs) and the convolution's activation apply as in [`Convolution`]. Padding reads
+/// the zero point, which stands for 0. The builder makes it from a dequantized activation and
+/// quantized weights feeding a convolution (explicit Q/DQ), or from calibrated ranges (INT8
+/// builds).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QuantizedConvolution {
+    /// Window, groups and activation; channels first.
+    pub conv: Convolution,
+    /// The scale of `x_q`.
+    pub input_scale: f32,
+    /// The value of `x_q` that stands for 0.
+    pub input_zero_point: i32,
+    /// One scale per output channel for `w_q` (symmetric: its zero point is 0).
+    pub weight_scales: Vec<f32>,
+    /// The float type of the output, bias and residual.
+    pub dtype: DType,
+}
+
+impl LayerOp for QuantizedConvolution {
+    fn kind(&self) -> &'static str {
+        "QuantizedConvolution"
+    }
+    fn arity(&self) -> (usize, usize) {
+        (2, 4)
+    }
+    fn infer(&self, inputs: &[InferInput<'_>]) -> Result<Vec<TypeShape>, String> {
+        let (x, w) = (&inputs[0], &inputs[1]);
+        let Some((lo, hi)) = quantized_range(x.dtype) else {
+            return Err(format!(
+                "QuantizedConvolution reads I8 or U8, not {}",
+                x.dtype
+            ));
+        };
+        if w.dtype != DType::I8 {
+            return Err(format!(
+                "QuantizedConvolution weights must be I8, not {}",
+                w.dtype
+            ));
+        }
+        if !(lo..=hi).contains(&self.input_zero_point) {
+            return Err(format!(
+                "input zero point {} is outside {}'s range",
+                self.input_zero_point, x.dtype
+            ));
+        }
+        let scales = std::iter::once(&self.input_scale).chain(&self.weight_scales);
+        if let Some(s) = scales.into_iter().find(|s| !s.is_finite() || **s == 0.0) {
+            return Err(format!("scale {s} must be finite and non-zero"));
+        }
+        if self.conv.channels_last {
+            return Err("QuantizedConvolution is channels first".into());
+        }
+        if !self.dtype.is_float() {
+            return Err(format!(
+                "QuantizedConvolution outputs floats, not {}",
+                self.dtype
+            ));
+        }
+        let m = w.shape.first().and_then(|d| d.as_const());
+        if m != Some(self.weight_scales.len() as i64) {
+            return Err(format!(
+                "{} weight scales for {} output channels",
+                self.weight_scales.len(),
+                m.map_or("unknown".into(), |m| m.to_string())
+            ));
+        }
+        let typed: Vec<InferInput<'_>> = inputs
+            .iter()
+            .map(|i| InferInput {
+                dtype: self.dtype,
+                value: None,
+                ..*i
+            })
+            .collect();
+        if let Some(extra) = inputs[2..].iter().find(|i| i.dtype != self.dtype) {
+            return Err(format!(
+                "bias and residual must be {}, got {}",
+                self.dtype, extra.dtype
+            ));
+        }
+        self.conv.infer(&typed)
+    }
+}

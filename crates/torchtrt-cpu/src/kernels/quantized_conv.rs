@@ -1,0 +1,273 @@
+//! Convolution of 8-bit integers ([`QuantizedConvolution`]): for each image, group and tile
+//! of output positions, the quantized input is unfolded (im2col on bytes), packed into
+//! panels of unsigned bytes and multiplied with the packed weights in 32-bit integers; each
+//! tile is scaled to f32 with its bias, residual and activation as it is written.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use torchtrt_core::layers::QuantizedConvolution;
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{InferInput, Kernel, Tensor};
+
+use super::convolution::{ConvGeom, SendPtr};
+use crate::linalg::gemm_i8::{self, Acc, MR, NR, PackedRows, pack_columns, panel_bytes};
+use crate::linalg::{Epilogue, im2col};
+use crate::scratch::with_scratch;
+use crate::tensor_access::{check_arity, check_output, elems, elems_mut, words};
+
+const WHAT: &str = "QuantizedConvolution";
+
+/// Bytes of packed input one task aims for: its panels stay in L2 while every row block
+/// reads them.
+const PANEL_BYTES: usize = 256 * 1024;
+
+struct QuantizedConvKernel {
+    layer: QuantizedConvolution,
+    epilogue: Epilogue,
+    /// The constant weights packed per group.
+    packed: Option<Arc<Vec<PackedRows>>>,
+}
+
+pub(super) fn prepare(
+    layer: &QuantizedConvolution,
+    inputs: &[InferInput<'_>],
+) -> Result<Box<dyn Kernel>, String> {
+    if layer.dtype != DType::F32 {
+        return Err(format!(
+            "{WHAT} has no CPU kernel for {} outputs",
+            layer.dtype
+        ));
+    }
+    let epilogue = Epilogue::of(layer.conv.activation)
+        .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.conv.activation))?;
+    let packed = match inputs[1].value {
+        Some(w) => Some(Arc::new(pack(layer, w)?)),
+        None => None,
+    };
+    Ok(Box::new(QuantizedConvKernel {
+        layer: layer.clone(),
+        epilogue,
+        packed,
+    }))
+}
+
+/// The `I8` weights `[M, C/groups, k…]` packed per group.
+fn pack(layer: &QuantizedConvolution, w: &Tensor) -> Result<Vec<PackedRows>, String> {
+    let groups = usize::try_from(layer.conv.groups)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| format!("{WHAT}: groups {} must be positive", layer.conv.groups))?;
+    let values = words::<i8>(w)?;
+    let (&m, rest) = w.shape().split_first().ok_or(WHAT)?;
+    let depth: usize = rest.iter().product();
+    if m % groups != 0 {
+        return Err(format!(
+            "{WHAT}: {groups} groups do not divide {m} output channels"
+        ));
+    }
+    let rows = m / groups;
+    values
+        .chunks(rows * depth.max(1))
+        .take(groups)
+        .map(|g| {
+            PackedRows::new(g, rows, depth).ok_or_else(|| {
+                format!(
+                    "{WHAT}: {depth} products per output exceed the {} a 32-bit sum holds",
+                    gemm_i8::MAX_DEPTH
+                )
+            })
+        })
+        .collect()
+}
+
+impl Kernel for QuantizedConvKernel {
+    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        check_arity(WHAT, inputs, outputs, 2..=4, 1)?;
+        let (x, w) = (inputs[0], inputs[1]);
+        let flip = match x.dtype() {
+            DType::I8 => 0x80,
+            DType::U8 => 0,
+            other => return Err(format!("{WHAT} reads I8 or U8, not {other}")),
+        };
+        let geom = ConvGeom::new(&self.layer.conv, x.shape(), w.shape())?;
+        let out = &mut outputs[0];
+        check_output(WHAT, out, DType::F32, &geom.output_shape(x.rank() - 2))?;
+        let m = geom.out_channels;
+        if self.layer.weight_scales.len() != m {
+            return Err(format!(
+                "{WHAT}: {} weight scales for {m} channels",
+                self.layer.weight_scales.len()
+            ));
+        }
+        let bias = inputs.get(2).map(|b| elems::<f32>(b)).transpose()?;
+        if bias.is_some_and(|b| b.len() != m) {
+            return Err(format!("{WHAT}: the bias must hold {m} values"));
+        }
+        let residual = inputs.get(3).map(|r| elems::<f32>(r)).transpose()?;
+        if let Some(r) = inputs.get(3)
+            && r.shape() != out.shape()
+        {
+            return Err(format!("{WHAT}: residual {r} does not match output {out}"));
+        }
+        let fresh;
+        let packed = match &self.packed {
+            Some(p) => p.as_slice(),
+            None => {
+                fresh = pack(&self.layer, w)?;
+                fresh.as_slice()
+            }
+        };
+        let zero = self.layer.input_zero_point as u8;
+        let run = Run {
+            geom: &geom,
+            x: words::<u8>(x)?,
+            packed,
+            flip,
+            zero,
+            pad: zero ^ flip,
+            scales: self
+                .layer
+                .weight_scales
+                .iter()
+                .map(|s| s * self.layer.input_scale)
+                .collect(),
+            bias,
+            residual,
+            epilogue: self.epilogue,
+        };
+        run.all(elems_mut(out)?)
+    }
+}
+
+/// One call's operands.
+struct Run<'a> {
+    geom: &'a ConvGeom,
+    x: &'a [u8],
+    packed: &'a [PackedRows],
+    /// XORed into input bytes: 0x80 for `I8` (to `u8` offset by 128), else 0.
+    flip: u8,
+    /// The zero point's byte as stored.
+    zero: u8,
+    /// The zero point as packed (after `flip`).
+    pad: u8,
+    /// `input_scale · weight_scales[m]`.
+    scales: Vec<f32>,
+    bias: Option<&'a [f32]>,
+    residual: Option<&'a [f32]>,
+    epilogue: Epilogue,
+}
+
+impl Run<'_> {
+    /// Runs every task: (image, group, column tile, row tile).
+    fn all(&self, out: &mut [f32]) -> Result<(), String> {
+        let geom = self.geom;
+        let win = &geom.window;
+        let groups = geom.groups;
+        let (cg, mg) = (geom.channels / groups, geom.out_channels / groups);
+        let outputs = win.output_len();
+        if out.len() != geom.batch * geom.out_channels * outputs {
+            return Err(format!("{WHAT}: the output has {} elements", out.len()));
+        }
+        if mg * outputs == 0 {
+            return Ok(());
+        }
+        let quads = self.packed[0].quads();
+        let width = (PANEL_BYTES / (quads * 4 * NR).max(1) * NR)
+            .max(NR)
+            .min(outputs.next_multiple_of(NR));
+        let col_tiles = outputs.div_ceil(width);
+        let threads = rayon::current_num_threads();
+        let mut row_tiles = 1;
+        while geom.batch * groups * col_tiles * row_tiles < 2 * threads && mg >= 4 * MR * row_tiles
+        {
+            row_tiles *= 2;
+        }
+        let height = mg.div_ceil(row_tiles).next_multiple_of(MR);
+        let per = col_tiles * row_tiles;
+        let tasks = geom.batch * groups * per;
+        let dst = SendPtr(out.as_mut_ptr());
+        let task = |t: usize| {
+            let (image_group, rest) = (t / per, t % per);
+            let (image, group) = (image_group / groups, image_group % groups);
+            let (j0, m0) = ((rest / row_tiles) * width, (rest % row_tiles) * height);
+            let n = width.min(outputs - j0);
+            let rows = m0..(m0 + height).min(mg);
+            if rows.is_empty() {
+                return;
+            }
+            let start = (image * geom.channels + group * cg) * win.input_len();
+            let xg = &self.x[start..start + cg * win.input_len()];
+            let taps = cg * win.kernel_len();
+            let panels = panel_bytes(quads, n);
+            let unfold = if win.is_pointwise() { 0 } else { taps * n };
+            with_scratch(panels + unfold, |buf: &mut [u8]| {
+                let (panel_buf, col) = buf.split_at_mut(panels);
+                if win.is_pointwise() {
+                    pack_columns(&xg[j0..], outputs, taps, n, self.flip, self.pad, panel_buf);
+                } else {
+                    im2col(xg, cg, win, self.zero, j0..j0 + n, col);
+                    pack_columns(col, n, taps, n, self.flip, self.pad, panel_buf);
+                }
+                let first = (image * geom.out_channels + group * mg) * outputs + j0;
+                self.tiles(group, rows, panel_buf, n, first, dst);
+            });
+        };
+        if tasks > 1 && threads > 1 {
+            (0..tasks).into_par_iter().for_each(task);
+        } else {
+            (0..tasks).for_each(task);
+        }
+        Ok(())
+    }
+
+    /// The rows `rows` of `group` over `n` packed columns, written into the output at `dst`
+    /// from element `first` (the group's first row at this tile's first column; rows
+    /// `outputs` apart).
+    fn tiles(
+        &self,
+        group: usize,
+        rows: Range<usize>,
+        panels: &[u8],
+        n: usize,
+        first: usize,
+        dst: SendPtr<f32>,
+    ) {
+        let geom = self.geom;
+        let outputs = geom.window.output_len();
+        let weights = &self.packed[group];
+        let panel_len = weights.quads() * NR * 4;
+        let mg = weights.rows();
+        let zero = i32::from(self.pad);
+        let mut acc: Acc = [[0; NR]; MR];
+        let mut line = [0f32; NR];
+        for r0 in rows.clone().step_by(MR) {
+            for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
+                gemm_i8::tile(weights, r0, panel, &mut acc);
+                let c0 = p * NR;
+                let cols = NR.min(n - c0);
+                for (r, sums) in (r0..(r0 + MR).min(rows.end).min(mg)).zip(&acc) {
+                    let channel = group * mg + r;
+                    let scale = self.scales[channel];
+                    let shift = zero * weights.row_sum(r);
+                    let bias = self.bias.map_or(0.0, |b| b[channel]);
+                    for (v, &s) in line[..cols].iter_mut().zip(sums) {
+                        *v = (s - shift) as f32 * scale + bias;
+                    }
+                    let at = first + r * outputs + c0;
+                    if let Some(res) = self.residual {
+                        let res = &res[at..at + cols];
+                        line[..cols].iter_mut().zip(res).for_each(|(v, x)| *v += x);
+                    }
+                    self.epilogue.apply(&mut line[..cols]);
+                    // SAFETY: row `r` of this task's group, columns `c0..c0 + cols` of its
+                    // tile: inside the output (checked in `all`), and no other task writes
+                    // them.
+                    let out = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at), cols) };
+                    out.copy_from_slice(&line[..cols]);
+                }
+            }
+        }
+    }
+}
