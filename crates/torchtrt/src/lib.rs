@@ -20,6 +20,7 @@
 
 pub mod capi;
 
+mod calibrate;
 mod extensions;
 mod pt2;
 
@@ -28,15 +29,16 @@ use std::sync::Arc;
 
 use torchtrt_plugin_api::DeviceKind;
 
+pub use calibrate::calibrate;
 pub use extensions::{ExtensionInfo, LoadOptions, load_extensions, register_extension};
 pub use pt2::{import_program, import_pt2};
 
 pub use torchtrt_core::engine::MAGIC as ENGINE_MAGIC;
 pub use torchtrt_core::{
     Backend, BuildConfig, ChannelsLast, CreatorInfo, Dim, Engine, EnginePlan, EngineSummary, Error,
-    ExecutionContext, IoBuffer, IoTensor, Kernel, LayerTiming, LibraryInfo, MemoryKind,
-    NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId, TimingCache,
-    layers, registry,
+    ExecutionContext, Int8Calibration, IoBuffer, IoTensor, Kernel, LayerTiming, LibraryInfo,
+    MemoryKind, NetworkDefinition, OnDuplicate, PluginRegistry, Result, Target, Tensor, TensorId,
+    TimingCache, layers, registry,
 };
 pub use torchtrt_core::{files, kernel_plugin, limits, tensor};
 pub use torchtrt_cpu::CpuBackend;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use torchtrt_plugin_api::shape_values;
 
+use super::quantize::QuantizedWeights;
 use super::{BuildConfig, Work};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -73,7 +74,17 @@ pub(crate) fn try_fold(
             layer: layer.name.clone(),
             message: format!("while folding constants: {message}"),
         })?;
+    let quantized = match kind {
+        LayerKind::Dequantize(d) => QuantizedWeights::of_dequantize(
+            &values[0],
+            &values[1],
+            values.get(2).map(|z| z.as_ref()),
+            d.axis,
+        ),
+        _ => None,
+    };
     emit_constants(work, layer, types, outs);
+    work.tensors[layer.outputs[0].index()].quantized = quantized.map(Arc::new);
     Ok(true)
 }
 

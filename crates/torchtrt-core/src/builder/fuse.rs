@@ -91,7 +91,16 @@ pub(crate) fn fold_into_conv(
             ElementwiseOp::Add => bv.iter_mut().zip(&per).for_each(|(v, t)| *v += t),
             _ => bv.iter_mut().zip(&per).for_each(|(v, t)| *v -= t),
         }
+        let quantized = work.tensors[w_id.index()].quantized.clone();
         replace_constant(work, w_id, Tensor::from_vec(w.shape(), wv)?);
+        work.tensors[w_id.index()].quantized = quantized.map(|q| {
+            let factors: Vec<f32> = match e.op {
+                ElementwiseOp::Mul => per.clone(),
+                ElementwiseOp::Div => per.iter().map(|x| 1.0 / x).collect(),
+                _ => vec![1.0; m],
+            };
+            Arc::new(q.scaled(&factors))
+        });
         let bias = Tensor::from_vec(&[m], bv)?;
         match b_id {
             Some(b) => replace_constant(work, b, bias),
@@ -322,6 +331,7 @@ fn per_channel(t: &Tensor, rank: usize, m: usize) -> Option<Vec<f32>> {
 fn replace_constant(work: &mut Work, t: TensorId, value: Tensor) {
     let value = Arc::new(value);
     work.tensors[t.index()].value = Some(value.clone());
+    work.tensors[t.index()].quantized = None;
     if let Some(l) = work
         .layers
         .iter_mut()

@@ -12,11 +12,13 @@ mod layouts;
 mod memory;
 mod negotiate;
 mod passes;
+mod quantize;
 mod tactics;
 mod timing_cache;
 mod uses;
 
 pub use passes::passes;
+pub use quantize::Int8Calibration;
 pub use timing_cache::{CachedTactic, MAX_TIMING_CACHE_BYTES, TimingCache};
 
 use std::collections::{HashMap, HashSet};
@@ -64,6 +66,10 @@ pub struct BuildConfig {
     /// Where plugin tactic timings are looked up and recorded ([`TimingCache`]); `None`:
     /// every build times the tactics of the plugins that offer several.
     pub timing_cache: Option<Arc<Mutex<TimingCache>>>,
+    /// INT8 (TensorRT's `kINT8` with a calibrator): the calibrated ranges of the tensors
+    /// convolutions read; on the CPU those convolutions then run on 8-bit integers, with
+    /// per-channel weight scales. `None`: only a model's own quantize/dequantize pairs are.
+    pub int8: Option<Arc<Int8Calibration>>,
 }
 
 impl BuildConfig {
@@ -87,6 +93,7 @@ impl Default for BuildConfig {
             layouts: true,
             max_memory: None,
             timing_cache: None,
+            int8: None,
         }
     }
 }
@@ -97,6 +104,8 @@ pub(crate) struct TensorInfo {
     pub name: String,
     pub ty: Option<TypeShape>,
     pub value: Option<Arc<Tensor>>,
+    /// For constant weights folded from a `Dequantize` of integers: those integers.
+    pub quantized: Option<Arc<quantize::QuantizedWeights>>,
 }
 
 /// The graph under construction: layers are emitted in execution order.

@@ -6,7 +6,7 @@ use torchtrt_plugin_api::DeviceKind;
 
 use super::{
     BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
-    fuse_elementwise, layouts,
+    fuse_elementwise, layouts, quantize,
 };
 use crate::backend::Backend;
 use crate::error::Result;
@@ -79,38 +79,47 @@ const LAYER_PASSES: &[LayerPass] = &[
     },
 ];
 
+/// How a graph pass runs: on the graph, given the network's outputs, the target backend and
+/// the build configuration.
+type GraphRun = fn(&mut Work, &[(String, TensorId)], &dyn Backend, &BuildConfig);
+
 /// A pass over the whole graph.
 struct GraphPass {
     name: &'static str,
     enabled: fn(&BuildConfig, &dyn Backend) -> bool,
-    run: fn(&mut Work, &[(String, TensorId)], &dyn Backend),
+    run: GraphRun,
 }
 
 const GRAPH_PASSES: &[GraphPass] = &[
     GraphPass {
+        name: "quantize",
+        enabled: |_, _| true,
+        run: quantize::run,
+    },
+    GraphPass {
         name: "fuse_attention",
         enabled: |c, _| c.fuse_attention,
-        run: |w, outputs, _| fuse_attention::run(w, outputs),
+        run: |w, outputs, _, _| fuse_attention::run(w, outputs),
     },
     GraphPass {
         name: "attention_heads",
         enabled: |c, _| c.fuse_attention,
-        run: |w, outputs, _| attention_heads::run(w, outputs),
+        run: |w, outputs, _, _| attention_heads::run(w, outputs),
     },
     GraphPass {
         name: "layouts",
         enabled: |c, _| c.layouts,
-        run: layouts::run,
+        run: |w, outputs, b, _| layouts::run(w, outputs, b),
     },
     GraphPass {
         name: "fold_transpose",
         enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
-        run: |w, outputs, _| fold_transpose::run(w, outputs),
+        run: |w, outputs, _, _| fold_transpose::run(w, outputs),
     },
     GraphPass {
         name: "fuse_elementwise",
         enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
-        run: fuse_elementwise::run,
+        run: |w, outputs, b, _| fuse_elementwise::run(w, outputs, b),
     },
 ];
 
@@ -132,7 +141,7 @@ pub(super) fn run_graph_passes(
     backend: &dyn Backend,
 ) {
     for pass in GRAPH_PASSES.iter().filter(|p| (p.enabled)(config, backend)) {
-        (pass.run)(work, outputs, backend);
+        (pass.run)(work, outputs, backend, config);
     }
 }
 
@@ -159,6 +168,7 @@ mod tests {
                 "fuse_matmul_bias",
                 "fuse_matmul_residual",
                 "fuse_activation",
+                "quantize",
                 "fuse_attention",
                 "attention_heads",
                 "layouts",

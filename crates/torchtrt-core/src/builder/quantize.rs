@@ -1,0 +1,300 @@
+//! INT8: convolutions that read 8-bit integers ([`QuantizedConvolution`]).
+//!
+//! Two sources, one result. *Explicit* (a Q/DQ model): a convolution whose input is a
+//! `Dequantize` of 8-bit integers with one scale, and whose weights were folded from a
+//! `Dequantize` of constant `I8` weights with zero zero points ([`QuantizedWeights`]),
+//! reads the integers and the integer weights instead. *Calibrated* (an INT8 build,
+//! [`Int8Calibration`]): a convolution whose input has a calibrated range reads it
+//! quantized symmetrically to `I8` (one `Quantize` layer per tensor, shared by its readers),
+//! with its f32 weights quantized per output channel. Either way the convolution keeps its
+//! bias, residual and activation. Depthwise convolutions (one channel per group) stay in
+//! float: their products are too short to gain from integers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use torchtrt_plugin_api::{DType, DeviceKind};
+
+use super::uses::Uses;
+use super::{BuildConfig, Work};
+use crate::backend::Backend;
+use crate::layers::{Constant, LayerKind, Quantize, QuantizedConvolution, TypeShape};
+use crate::network::{Layer, TensorId};
+use crate::tensor::Tensor;
+
+/// Calibrated ranges for an INT8 build: the largest magnitude each tensor took over the
+/// calibration inputs, by tensor name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Int8Calibration {
+    /// Tensor name → largest magnitude.
+    pub ranges: HashMap<String, f32>,
+}
+
+/// Constant weights known to be `values · scales[m]` (per output channel `m`): what folding
+/// a `Dequantize` of constant `I8` weights leaves next to their f32 value.
+#[derive(Clone, Debug)]
+pub(crate) struct QuantizedWeights {
+    /// The `I8` values.
+    pub values: Arc<Tensor>,
+    /// One scale per index of the first axis.
+    pub scales: Vec<f32>,
+}
+
+impl QuantizedWeights {
+    /// The record of a folded `Dequantize` of `x` by `scale` along `axis`, with `zero_point`:
+    /// when `x` is `I8` of rank 2 or more, the scale is one value or one per index of axis
+    /// 0, and every zero point is 0.
+    pub(crate) fn of_dequantize(
+        x: &Arc<Tensor>,
+        scale: &Tensor,
+        zero_point: Option<&Tensor>,
+        axis: i64,
+    ) -> Option<QuantizedWeights> {
+        if x.dtype() != DType::I8 || x.rank() < 2 || scale.dtype() != DType::F32 {
+            return None;
+        }
+        if zero_point.is_some_and(|z| z.to_i64_vec().is_none_or(|v| v.iter().any(|&v| v != 0))) {
+            return None;
+        }
+        let s = scale.as_slice::<f32>().ok()?;
+        let channels = x.shape()[0];
+        let axis0 = axis == 0 || axis == -(x.rank() as i64);
+        let scales = match s.len() {
+            1 => vec![s[0]; channels],
+            n if n == channels && axis0 && scale.rank() == 1 => s.to_vec(),
+            _ => return None,
+        };
+        Some(QuantizedWeights {
+            values: x.clone(),
+            scales,
+        })
+    }
+
+    /// The record after the weights' output channels were multiplied by `factors`.
+    pub(crate) fn scaled(&self, factors: &[f32]) -> QuantizedWeights {
+        QuantizedWeights {
+            values: self.values.clone(),
+            scales: self
+                .scales
+                .iter()
+                .zip(factors)
+                .map(|(s, f)| s * f)
+                .collect(),
+        }
+    }
+}
+
+/// Where a convolution's quantized input comes from.
+enum Source {
+    /// A tensor of 8-bit integers already in the graph (a `Dequantize`'s input).
+    Integers {
+        tensor: TensorId,
+        scale: f32,
+        zero_point: i32,
+    },
+    /// A float tensor to quantize with this scale.
+    Float { tensor: TensorId, scale: f32 },
+}
+
+/// One convolution to replace.
+struct Plan {
+    source: Source,
+    weights: QuantizedWeights,
+}
+
+/// Replaces every convolution that qualifies (see the module docs) on a CPU engine.
+pub(super) fn run(
+    work: &mut Work,
+    outputs: &[(String, TensorId)],
+    backend: &dyn Backend,
+    config: &BuildConfig,
+) {
+    if backend.device() != DeviceKind::Cpu {
+        return;
+    }
+    let uses = Uses::new(work, outputs);
+    let plans: Vec<Option<Plan>> = (0..work.layers.len())
+        .map(|i| plan(work, &uses, i, config.int8.as_deref()))
+        .collect();
+    if plans.iter().all(Option::is_none) {
+        return;
+    }
+    let layers = std::mem::take(&mut work.layers);
+    let devices = std::mem::take(&mut work.devices);
+    let mut quantized: HashMap<TensorId, TensorId> = HashMap::new();
+    for ((mut layer, device), plan) in layers.into_iter().zip(devices).zip(plans) {
+        let (Some(plan), LayerKind::Convolution(conv)) = (plan, &layer.kind) else {
+            work.layers.push(layer);
+            work.devices.push(device);
+            continue;
+        };
+        let (x, input_scale, input_zero_point) = match plan.source {
+            Source::Integers {
+                tensor,
+                scale,
+                zero_point,
+            } => (tensor, scale, zero_point),
+            Source::Float { tensor, scale } => {
+                let x = *quantized
+                    .entry(tensor)
+                    .or_insert_with(|| emit_quantize(work, tensor, scale));
+                (x, scale, 0)
+            }
+        };
+        let w = emit_constant(
+            work,
+            format!("{}/weights_int8", layer.name),
+            plan.weights.values.as_ref().clone(),
+        );
+        layer.kind = LayerKind::QuantizedConvolution(QuantizedConvolution {
+            conv: conv.clone(),
+            input_scale,
+            input_zero_point,
+            weight_scales: plan.weights.scales,
+            dtype: DType::F32,
+        });
+        layer.inputs[0] = x;
+        layer.inputs[1] = w;
+        work.layers.push(layer);
+        work.devices.push(device);
+    }
+}
+
+/// The plan for layer `i`, when it is a convolution that qualifies.
+fn plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>) -> Option<Plan> {
+    let layer = &work.layers[i];
+    let LayerKind::Convolution(conv) = &layer.kind else {
+        return None;
+    };
+    let (x, w) = (layer.inputs[0], layer.inputs[1]);
+    let weights = work.tensors[w.index()].value.as_ref()?;
+    let depthwise = conv.groups > 1 && weights.shape().get(1) == Some(&1);
+    if conv.channels_last
+        || depthwise
+        || work.devices[i] != DeviceKind::Cpu
+        || work.ty(layer.outputs[0]).dtype != DType::F32
+        || weights.dtype() != DType::F32
+    {
+        return None;
+    }
+    let recorded = work.tensors[w.index()].quantized.as_deref();
+    if let Some(source) = dequantized(work, uses, x) {
+        return Some(Plan {
+            source,
+            weights: recorded?.clone(),
+        });
+    }
+    let amax = *int8?.ranges.get(&work.tensors[x.index()].name)?;
+    let scale = amax / 127.0;
+    if !(scale.is_finite() && scale > 0.0) || work.ty(x).dtype != DType::F32 {
+        return None;
+    }
+    Some(Plan {
+        source: Source::Float { tensor: x, scale },
+        weights: match recorded {
+            Some(r) => r.clone(),
+            None => per_channel(weights)?,
+        },
+    })
+}
+
+/// The integers `x` dequantizes, when a `Dequantize` with one constant scale and zero point
+/// produces it.
+fn dequantized(work: &Work, uses: &Uses, x: TensorId) -> Option<Source> {
+    let p = uses.producer[x.index()]?;
+    let layer = &work.layers[p];
+    let LayerKind::Dequantize(_) = layer.kind else {
+        return None;
+    };
+    let q = layer.inputs[0];
+    if !matches!(work.ty(q).dtype, DType::I8 | DType::U8) {
+        return None;
+    }
+    let value = |slot: usize| {
+        let t = layer.inputs.get(slot)?;
+        work.tensors[t.index()].value.clone()
+    };
+    let scale = value(1)?;
+    let scale = match scale.dtype() {
+        DType::F32 if scale.numel() == 1 => scale.as_slice::<f32>().ok()?[0],
+        _ => return None,
+    };
+    let zero_point = match layer.inputs.get(2) {
+        Some(_) => match value(2)?.to_i64_vec()?[..] {
+            [z] => z as i32,
+            _ => return None,
+        },
+        None => 0,
+    };
+    (scale.is_finite() && scale != 0.0).then_some(Source::Integers {
+        tensor: q,
+        scale,
+        zero_point,
+    })
+}
+
+/// f32 weights `[M, …]` quantized symmetrically per output channel: `scale[m] = max|w[m]| /
+/// 127`, values rounded half to even into `[−127, 127]`.
+fn per_channel(w: &Tensor) -> Option<QuantizedWeights> {
+    let values = w.as_slice::<f32>().ok()?;
+    let m = *w.shape().first()?;
+    let per = values.len().checked_div(m)?;
+    if values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut scales = Vec::with_capacity(m);
+    let mut q = Vec::with_capacity(values.len());
+    for row in values.chunks_exact(per.max(1)).take(m) {
+        let amax = row.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let s = if amax > 0.0 { amax / 127.0 } else { 1.0 };
+        scales.push(s);
+        q.extend(
+            row.iter()
+                .map(|v| (v / s).round_ties_even().clamp(-127.0, 127.0) as i8),
+        );
+    }
+    Some(QuantizedWeights {
+        values: Arc::new(Tensor::from_vec(w.shape(), q).ok()?),
+        scales,
+    })
+}
+
+/// Emits a constant layer `name` holding `value` and returns its tensor.
+fn emit_constant(work: &mut Work, name: String, value: Tensor) -> TensorId {
+    let t = work.new_tensor(name.clone());
+    let shape = value.shape().iter().map(|&d| (d as i64).into()).collect();
+    let ty = TypeShape::new(value.dtype(), shape);
+    work.emit(
+        Layer {
+            name,
+            kind: LayerKind::Constant(Constant::new(value)),
+            inputs: vec![],
+            outputs: vec![t],
+        },
+        vec![ty],
+        DeviceKind::Cpu,
+    );
+    t
+}
+
+/// Emits `Quantize(x, scale)` to `I8` and returns its output.
+fn emit_quantize(work: &mut Work, x: TensorId, scale: f32) -> TensorId {
+    let name = format!("{}/int8", work.tensors[x.index()].name);
+    let s = emit_constant(work, format!("{name}/scale"), Tensor::scalar(scale));
+    let out = work.new_tensor(name.clone());
+    let ty = TypeShape::new(DType::I8, work.ty(x).shape.clone());
+    work.emit(
+        Layer {
+            name,
+            kind: LayerKind::Quantize(Quantize {
+                axis: 0,
+                to: DType::I8,
+            }),
+            inputs: vec![x, s],
+            outputs: vec![out],
+        },
+        vec![ty],
+        DeviceKind::Cpu,
+    );
+    out
+}

@@ -1,0 +1,71 @@
+//! INT8 calibration (TensorRT's `IInt8MinMaxCalibrator`): the network runs in f32 on the
+//! CPU over a few inputs, and the largest magnitude of every tensor a convolution reads is
+//! recorded. [`BuildConfig::int8`] takes the result; a build then quantizes those
+//! convolutions symmetrically, `scale = max|x| / 127`.
+
+use std::collections::HashSet;
+
+use torchtrt_core::Int8Calibration;
+use torchtrt_core::layers::LayerKind;
+
+use crate::{BuildConfig, Error, NetworkDefinition, Result, Tensor, TensorId};
+
+/// Prefix of the outputs calibration adds to see inside the network.
+const PROBE: &str = "__torchtrt_calibrate";
+
+/// Runs `network` (f32, CPU) on each batch of named inputs and returns the ranges of the
+/// tensors its convolutions read. Every batch must give every input.
+pub fn calibrate(
+    network: &NetworkDefinition,
+    batches: &[Vec<(String, Tensor)>],
+) -> Result<Int8Calibration> {
+    if batches.is_empty() {
+        return Err(Error::InvalidArgument(
+            "INT8 calibration needs at least one batch of inputs".into(),
+        ));
+    }
+    let mut seen = HashSet::new();
+    let probes: Vec<TensorId> = network
+        .layers()
+        .iter()
+        .filter(|l| matches!(l.kind, LayerKind::Convolution(_)))
+        .map(|l| l.inputs[0])
+        .filter(|t| seen.insert(*t))
+        .collect();
+    let mut probed = network.clone();
+    for (i, &t) in probes.iter().enumerate() {
+        probed.mark_output(t, &format!("{PROBE}{i}"))?;
+    }
+    let engine = crate::compile_for(&probed, &BuildConfig::default(), "cpu")?;
+    let mut ctx = engine.create_context()?;
+    let mut amax = vec![0f32; probes.len()];
+    for (b, batch) in batches.iter().enumerate() {
+        let feeds: Vec<(&str, &Tensor)> = batch.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let outputs = ctx
+            .execute_named(&feeds)
+            .map_err(|e| Error::InvalidArgument(format!("calibration batch {b}: {e}")))?;
+        for (name, value) in outputs {
+            let Some(i) = name
+                .strip_prefix(PROBE)
+                .and_then(|i| i.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            if value.dtype().is_float() {
+                let largest = value
+                    .to_f64_vec()
+                    .into_iter()
+                    .filter(|v| v.is_finite())
+                    .fold(0f64, |a, v| a.max(v.abs()));
+                amax[i] = amax[i].max(largest as f32);
+            }
+        }
+    }
+    let ranges = probes
+        .iter()
+        .zip(amax)
+        .filter(|(_, a)| *a > 0.0)
+        .map(|(&t, a)| (network.tensor_name(t).to_string(), a))
+        .collect();
+    Ok(Int8Calibration { ranges })
+}
