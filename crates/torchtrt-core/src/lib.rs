@@ -21,7 +21,7 @@ pub use backend::{
     Backend, CapturedRun, ChannelsLast, DeviceContext, DeviceMemory, Kernel, Placement,
     PrepareOptions,
 };
-pub use builder::{BuildConfig, Int8Calibration, TimingCache, build, passes};
+pub use builder::{BuildConfig, Int8Calibration, TensorRange, TimingCache, build, passes};
 pub use engine::{Engine, EnginePlan, EngineSummary, IoTensor, MemoryPlan, Target};
 pub use error::{Error, Result};
 pub use layers::{InferInput, LayerKind, LayerOp, TypeShape};

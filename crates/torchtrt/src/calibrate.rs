@@ -1,12 +1,12 @@
 //! INT8 calibration (TensorRT's `IInt8MinMaxCalibrator`): the network runs in f32 on the
-//! CPU over a few inputs, and the largest magnitude of every tensor a convolution reads is
-//! recorded. [`BuildConfig::int8`] takes the result; a build then quantizes those
-//! convolutions symmetrically, `scale = max|x| / 127`.
+//! CPU over a few inputs, and the range of every tensor a convolution reads is recorded.
+//! [`BuildConfig::int8`] takes the result; a build then quantizes those convolutions'
+//! inputs ([`TensorRange::quantization`]).
 
 use std::collections::HashSet;
 
-use torchtrt_core::Int8Calibration;
 use torchtrt_core::layers::LayerKind;
+use torchtrt_core::{Int8Calibration, TensorRange};
 
 use crate::{BuildConfig, Error, NetworkDefinition, Result, Tensor, TensorId};
 
@@ -14,7 +14,7 @@ use crate::{BuildConfig, Error, NetworkDefinition, Result, Tensor, TensorId};
 const PROBE: &str = "__torchtrt_calibrate";
 
 /// Runs `network` (f32, CPU) on each batch of named inputs and returns the ranges of the
-/// tensors its convolutions read. Every batch must give every input.
+/// tensors its convolutions read (tensors that took no finite value are left out). Every batch must give every input.
 pub fn calibrate(
     network: &NetworkDefinition,
     batches: &[Vec<(String, Tensor)>],
@@ -38,7 +38,7 @@ pub fn calibrate(
     }
     let engine = crate::compile_for(&probed, &BuildConfig::default(), "cpu")?;
     let mut ctx = engine.create_context()?;
-    let mut amax = vec![0f32; probes.len()];
+    let mut ranges: Vec<Option<TensorRange>> = vec![None; probes.len()];
     for (b, batch) in batches.iter().enumerate() {
         let feeds: Vec<(&str, &Tensor)> = batch.iter().map(|(n, t)| (n.as_str(), t)).collect();
         let outputs = ctx
@@ -51,21 +51,21 @@ pub fn calibrate(
             else {
                 continue;
             };
-            if value.dtype().is_float() {
-                let largest = value
-                    .to_f64_vec()
-                    .into_iter()
-                    .filter(|v| v.is_finite())
-                    .fold(0f64, |a, v| a.max(v.abs()));
-                amax[i] = amax[i].max(largest as f32);
+            if !value.dtype().is_float() {
+                continue;
+            }
+            for v in value.to_f64_vec().into_iter().filter(|v| v.is_finite()) {
+                let v = v as f32;
+                let r = ranges[i].get_or_insert(TensorRange { min: v, max: v });
+                r.min = r.min.min(v);
+                r.max = r.max.max(v);
             }
         }
     }
     let ranges = probes
         .iter()
-        .zip(amax)
-        .filter(|(_, a)| *a > 0.0)
-        .map(|(&t, a)| (network.tensor_name(t).to_string(), a))
+        .zip(ranges)
+        .filter_map(|(&t, r)| Some((network.tensor_name(t).to_string(), r?)))
         .collect();
     Ok(Int8Calibration { ranges })
 }

@@ -2,6 +2,7 @@
 //! and list the plugin registry. Exit status: 0 success, 1 failure, 2 usage error.
 
 mod args;
+mod calibration;
 mod commands;
 mod npy;
 mod progress;
@@ -51,6 +52,9 @@ enum Precision {
     F16,
     /// bfloat16.
     Bf16,
+    /// 8-bit integer convolutions on the CPU, calibrated with `--calibration` (or read from
+    /// `--calibration-cache`), f32 elsewhere.
+    Int8,
 }
 
 /// Options shared by every command that builds or loads engines.
@@ -62,6 +66,14 @@ struct BuildOptions {
     /// Floating-point precision of the engine.
     #[arg(long, value_enum, default_value = "f32")]
     precision: Precision,
+    /// With `--precision int8`: a folder of calibration inputs, one batch per `.npy` file
+    /// (models with one input) or per sub-folder holding `<input>.npy` for each input.
+    #[arg(long, value_name = "DIR")]
+    calibration: Option<PathBuf>,
+    /// With `--precision int8`: a calibration cache, read instead of calibrating when it
+    /// exists, written after calibrating otherwise.
+    #[arg(long = "calibration-cache", value_name = "PATH")]
+    calibration_cache: Option<PathBuf>,
     /// Let f32 matrix products (MatMul, convolution) use TF32 tensor cores on a GPU
     /// (TensorRT's kTF32): faster, with a 10-bit mantissa for the products. The CPU ignores it.
     #[arg(long)]

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use prost::Message;
-use support::{demo, fails, scratch_in, succeeds, text, torchtrtc};
+use support::{demo, fails, scratch_in, succeeds, text, torchtrtc, write_npy};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -38,26 +38,6 @@ fn demo_engine() -> &'static Path {
 
 fn input_arg(file: &Path) -> String {
     format!("x={}", file.display())
-}
-
-/// Writes a version-1.0 `.npy` file.
-fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
-    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-    let shape = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(data);
-    std::fs::write(path, bytes).unwrap();
 }
 
 fn pseudo_random(n: usize) -> Vec<f64> {

@@ -11,7 +11,7 @@ mod support;
 
 use examples::build_example;
 use prost::Message;
-use support::{scratch_in, torchtrtc};
+use support::{scratch_in, torchtrtc, write_npy};
 use torchtrt::onnx::proto::attribute_proto::AttributeType;
 use torchtrt::onnx::proto::tensor_shape_proto::Dimension;
 use torchtrt::onnx::proto::tensor_shape_proto::dimension::Value as DimValue;
@@ -100,20 +100,9 @@ fn model(file: &str, op: &str, attrs: &[(&str, f32)]) -> PathBuf {
     path
 }
 
-fn write_npy(path: &Path, values: &[f32]) {
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
-        SHAPE[0], SHAPE[1]
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(path, bytes).unwrap();
+fn write_f32(path: &Path, values: &[f32]) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write_npy(path, "<f4", &SHAPE, &bytes);
 }
 
 /// `x.npy` of pseudo-random values in [-4, 4) and `<name>.npy` = `f(x)`.
@@ -127,8 +116,8 @@ fn data(name: &str, f: impl Fn(f32) -> f32) -> (PathBuf, PathBuf) {
         scratch(&format!("{name}_x.npy")),
         scratch(&format!("{name}_y.npy")),
     );
-    write_npy(&xp, &x);
-    write_npy(&yp, &y);
+    write_f32(&xp, &x);
+    write_f32(&yp, &y);
     (xp, yp)
 }
 

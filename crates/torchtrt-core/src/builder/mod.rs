@@ -18,7 +18,7 @@ mod timing_cache;
 mod uses;
 
 pub use passes::passes;
-pub use quantize::Int8Calibration;
+pub use quantize::{Int8Calibration, TensorRange};
 pub use timing_cache::{CachedTactic, MAX_TIMING_CACHE_BYTES, TimingCache};
 
 use std::collections::{HashMap, HashSet};

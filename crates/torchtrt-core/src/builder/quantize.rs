@@ -22,12 +22,96 @@ use crate::layers::{Constant, LayerKind, Quantize, QuantizedConvolution, TypeSha
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
-/// Calibrated ranges for an INT8 build: the largest magnitude each tensor took over the
-/// calibration inputs, by tensor name.
+/// Calibrated ranges for an INT8 build: the least and largest value each tensor took over
+/// the calibration inputs, by tensor name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Int8Calibration {
-    /// Tensor name → largest magnitude.
-    pub ranges: HashMap<String, f32>,
+    /// Tensor name → range.
+    pub ranges: HashMap<String, TensorRange>,
+}
+
+/// The least and largest (finite) value a tensor took.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorRange {
+    /// The least value.
+    pub min: f32,
+    /// The largest value.
+    pub max: f32,
+}
+
+impl TensorRange {
+    /// How a tensor of this range is quantized: `U8` with `scale = max / 255` when it is
+    /// never negative (ReLU outputs: twice the resolution of a signed byte), else `I8` with
+    /// `scale = max(|min|, |max|) / 127` (TensorRT's symmetric quantization); the zero
+    /// point is 0. `None` when the range is all zeros or not finite.
+    pub fn quantization(&self) -> Option<(DType, f32)> {
+        let (dtype, scale) = if self.min >= 0.0 {
+            (DType::U8, self.max / 255.0)
+        } else {
+            (DType::I8, self.min.abs().max(self.max.abs()) / 127.0)
+        };
+        (scale.is_finite() && scale > 0.0).then_some((dtype, scale))
+    }
+}
+
+/// The first line of a calibration cache ([`Int8Calibration::to_text`]).
+const CACHE_HEADER: &str = "torchtrt-int8-calibration 1";
+
+impl Int8Calibration {
+    /// The calibration as a cache file's text (TensorRT's calibration cache): a header line,
+    /// then one line per tensor, `<min> <max> <name>` with the f32 bits in hex, sorted by
+    /// name, so the values round-trip exactly.
+    pub fn to_text(&self) -> String {
+        let mut names: Vec<&String> = self.ranges.keys().collect();
+        names.sort();
+        let mut text = format!("{CACHE_HEADER}\n");
+        for name in names {
+            let r = self.ranges[name];
+            text += &format!("{:08x} {:08x} {name}\n", r.min.to_bits(), r.max.to_bits());
+        }
+        text
+    }
+
+    /// Reads [`Self::to_text`]'s format; errors name the line. Ranges must be finite, with
+    /// `min ≤ max`.
+    pub fn from_text(text: &str) -> Result<Int8Calibration, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(CACHE_HEADER) {
+            return Err(format!(
+                "not a calibration cache: the first line is not `{CACHE_HEADER}`"
+            ));
+        }
+        let mut ranges = HashMap::new();
+        for (i, line) in lines.enumerate().filter(|(_, l)| !l.is_empty()) {
+            let at = || format!("calibration cache line {}", i + 2);
+            let mut parts = line.splitn(3, ' ');
+            let (Some(lo), Some(hi), Some(name)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(format!("{}: expected `<min> <max> <tensor name>`", at()));
+            };
+            let bits = |b: &str| {
+                u32::from_str_radix(b, 16)
+                    .ok()
+                    .filter(|_| b.len() == 8)
+                    .map(f32::from_bits)
+                    .ok_or_else(|| format!("{}: `{b}` is not 8 hex digits", at()))
+            };
+            let (min, max) = (bits(lo)?, bits(hi)?);
+            if !(min.is_finite() && max.is_finite() && min <= max) {
+                return Err(format!(
+                    "{}: range [{min}, {max}] of `{name}` is not finite and ordered",
+                    at()
+                ));
+            }
+            if ranges
+                .insert(name.to_string(), TensorRange { min, max })
+                .is_some()
+            {
+                return Err(format!("{}: `{name}` appears twice", at()));
+            }
+        }
+        Ok(Int8Calibration { ranges })
+    }
 }
 
 /// Constant weights known to be `values · scales[m]` (per output channel `m`): what folding
@@ -92,8 +176,12 @@ enum Source {
         scale: f32,
         zero_point: i32,
     },
-    /// A float tensor to quantize with this scale.
-    Float { tensor: TensorId, scale: f32 },
+    /// A float tensor to quantize to `dtype` with this scale (zero point 0).
+    Float {
+        tensor: TensorId,
+        dtype: DType,
+        scale: f32,
+    },
 }
 
 /// One convolution to replace.
@@ -134,10 +222,14 @@ pub(super) fn run(
                 scale,
                 zero_point,
             } => (tensor, scale, zero_point),
-            Source::Float { tensor, scale } => {
+            Source::Float {
+                tensor,
+                dtype,
+                scale,
+            } => {
                 let x = *quantized
                     .entry(tensor)
-                    .or_insert_with(|| emit_quantize(work, tensor, scale));
+                    .or_insert_with(|| emit_quantize(work, tensor, dtype, scale));
                 (x, scale, 0)
             }
         };
@@ -184,13 +276,17 @@ fn plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>) -> O
             weights: recorded?.clone(),
         });
     }
-    let amax = *int8?.ranges.get(&work.tensors[x.index()].name)?;
-    let scale = amax / 127.0;
-    if !(scale.is_finite() && scale > 0.0) || work.ty(x).dtype != DType::F32 {
+    let range = int8?.ranges.get(&work.tensors[x.index()].name)?;
+    let (dtype, scale) = range.quantization()?;
+    if work.ty(x).dtype != DType::F32 {
         return None;
     }
     Some(Plan {
-        source: Source::Float { tensor: x, scale },
+        source: Source::Float {
+            tensor: x,
+            dtype,
+            scale,
+        },
         weights: match recorded {
             Some(r) => r.clone(),
             None => per_channel(weights)?,
@@ -277,19 +373,16 @@ fn emit_constant(work: &mut Work, name: String, value: Tensor) -> TensorId {
     t
 }
 
-/// Emits `Quantize(x, scale)` to `I8` and returns its output.
-fn emit_quantize(work: &mut Work, x: TensorId, scale: f32) -> TensorId {
-    let name = format!("{}/int8", work.tensors[x.index()].name);
+/// Emits `Quantize(x, scale)` to `to` and returns its output.
+fn emit_quantize(work: &mut Work, x: TensorId, to: DType, scale: f32) -> TensorId {
+    let name = format!("{}/{to}", work.tensors[x.index()].name);
     let s = emit_constant(work, format!("{name}/scale"), Tensor::scalar(scale));
     let out = work.new_tensor(name.clone());
-    let ty = TypeShape::new(DType::I8, work.ty(x).shape.clone());
+    let ty = TypeShape::new(to, work.ty(x).shape.clone());
     work.emit(
         Layer {
             name,
-            kind: LayerKind::Quantize(Quantize {
-                axis: 0,
-                to: DType::I8,
-            }),
+            kind: LayerKind::Quantize(Quantize { axis: 0, to }),
             inputs: vec![x, s],
             outputs: vec![out],
         },
@@ -297,4 +390,45 @@ fn emit_quantize(work: &mut Work, x: TensorId, scale: f32) -> TensorId {
         DeviceKind::Cpu,
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_caches_round_trip_and_refuse_damage() {
+        let mut ranges = HashMap::new();
+        let range = |min, max| TensorRange { min, max };
+        ranges.insert("conv1 input".to_string(), range(0.0, 0.1f32));
+        ranges.insert("x".to_string(), range(-1.5, 3.75));
+        let c = Int8Calibration { ranges };
+        assert_eq!(Int8Calibration::from_text(&c.to_text()).unwrap(), c);
+        for bad in [
+            "",
+            "torchtrt-int8-calibration 2\n",
+            "torchtrt-int8-calibration 1\n3f800000 x\n",
+            "torchtrt-int8-calibration 1\nzz 3f800000 x\n",
+            "torchtrt-int8-calibration 1\n3f80000 3f800000 x\n",
+            "torchtrt-int8-calibration 1\n00000000 7f800000 x\n",
+            "torchtrt-int8-calibration 1\n3f800000 00000000 x\n",
+            "torchtrt-int8-calibration 1\n00000000 3f800000 x\n00000000 3f800000 x\n",
+        ] {
+            assert!(Int8Calibration::from_text(bad).is_err(), "{bad:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    #[test]
+    fn non_negative_ranges_take_unsigned_bytes() {
+        let q = |min, max| TensorRange { min, max }.quantization();
+        assert_eq!(q(0.0, 2.55), Some((DType::U8, 0.01)));
+        assert_eq!(q(-0.5, 1.27), Some((DType::I8, 0.01)));
+        assert_eq!(q(-2.54, 1.0), Some((DType::I8, 0.02)));
+        assert_eq!(q(0.0, 0.0), None);
+    }
 }

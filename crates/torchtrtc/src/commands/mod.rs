@@ -68,7 +68,7 @@ pub fn register_kernel_plugins(specs: &[std::path::PathBuf]) -> Result<()> {
 pub fn build_config(opts: &BuildOptions) -> BuildConfig {
     BuildConfig {
         precision: match opts.precision {
-            Precision::F32 => DType::F32,
+            Precision::F32 | Precision::Int8 => DType::F32,
             Precision::F16 => DType::F16,
             Precision::Bf16 => DType::BF16,
         },
@@ -84,6 +84,20 @@ pub fn build_config(opts: &BuildOptions) -> BuildConfig {
 /// given (read before, written after).
 pub fn build_network(net: &torchtrt::NetworkDefinition, opts: &BuildOptions) -> Result<Engine> {
     let mut config = build_config(opts);
+    let int8 = matches!(opts.precision, Precision::Int8);
+    if !int8 && (opts.calibration.is_some() || opts.calibration_cache.is_some()) {
+        bail!("--calibration and --calibration-cache need --precision int8");
+    }
+    if int8 && opts.device != "cpu" {
+        bail!(
+            "--precision int8 builds CPU engines only so far: the {} backend has no integer \
+             convolutions",
+            opts.device
+        );
+    }
+    if int8 {
+        config.int8 = Some(crate::calibration::for_network(net, opts)?);
+    }
     let cache = match &opts.timing_cache {
         Some(path) => {
             let cache = torchtrt::TimingCache::load(path)?;
