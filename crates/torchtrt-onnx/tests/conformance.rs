@@ -32,7 +32,7 @@ Flatten Transpose Squeeze Unsqueeze Concat Split Slice Gather GatherElements Sca
 Expand Tile Pad Resize Upsample Shape Size ConstantOfShape Constant Cast CastLike Identity \
 Dropout Where Equal Less LessOrEqual Greater GreaterOrEqual Not And Or Xor Range CumSum TopK \
 DepthToSpace SpaceToDepth Einsum Trilu LRN GatherND ScatterND NonZero Mod IsNaN IsInf BitShift \
-RMSNormalization RotaryEmbedding Attention NonMaxSuppression";
+RMSNormalization RotaryEmbedding Attention NonMaxSuppression QuantizeLinear DequantizeLinear";
 
 const KINDS: [&str; 4] = ["node", "light", "pytorch-converted", "pytorch-operator"];
 

@@ -5,23 +5,25 @@ use torchtrt_plugin_api::{DType, format_shape};
 
 use super::{InferInput, LayerOp, TypeShape, normalize_axis, require_float};
 
-/// `y = saturate(round(x / scale) + zero_point)` into `to` (`I8` or `U8`), rounding half to
-/// even. Inputs: `x` (float), `scale` (float, a scalar or, per axis, a vector of
+/// `y = saturate(round(x / scale) + zero_point)` into `to` (`I8`, `U8`, `I16` or `U16`),
+/// rounding half to even. Inputs: `x` (float), `scale` (float, a scalar or, per axis, a vector of
 /// `x.shape[axis]`), and an optional `zero_point` of `to` shaped like `scale` (zero when
 /// absent).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Quantize {
     /// The axis a vector scale runs along, negative counting from the end.
     pub axis: i64,
-    /// The integer type: `I8` or `U8`.
+    /// The integer type: `I8`, `U8`, `I16` or `U16`.
     pub to: DType,
 }
 
-/// The integer range of a quantized type: `I8` or `U8`.
+/// The integer range of a quantized type: `I8`, `U8`, `I16` or `U16`.
 pub fn quantized_range(dtype: DType) -> Option<(i32, i32)> {
     match dtype {
         DType::I8 => Some((-128, 127)),
         DType::U8 => Some((0, 255)),
+        DType::I16 => Some((-32768, 32767)),
+        DType::U16 => Some((0, 65535)),
         _ => None,
     }
 }
@@ -91,7 +93,10 @@ impl LayerOp for Quantize {
         let x = &inputs[0];
         require_float("Quantize", x.dtype)?;
         if quantized_range(self.to).is_none() {
-            return Err(format!("Quantize produces I8 or U8, not {}", self.to));
+            return Err(format!(
+                "Quantize produces I8, U8, I16 or U16, not {}",
+                self.to
+            ));
         }
         check_scales("Quantize", self.axis, inputs, self.to)?;
         Ok(vec![TypeShape::new(self.to, x.shape.to_vec())])

@@ -43,21 +43,30 @@ impl Kernel for DequantizeKernel {
                 let v = x.as_slice::<u8>().map_err(|e| e.to_string())?;
                 Box::new(move |i| i32::from(v[i]))
             }
+            DType::I16 => {
+                let v = x.as_slice::<i16>().map_err(|e| e.to_string())?;
+                Box::new(move |i| i32::from(v[i]))
+            }
+            DType::U16 => {
+                let v = x.as_slice::<u16>().map_err(|e| e.to_string())?;
+                Box::new(move |i| i32::from(v[i]))
+            }
             DType::I32 => {
                 let v = x.as_slice::<i32>().map_err(|e| e.to_string())?;
                 Box::new(move |i| v[i])
             }
-            other => return Err(format!("{WHAT} reads I8, U8 or I32, not {other}")),
+            other => return Err(format!("{WHAT} reads I8, U8, I16, U16 or I32, not {other}")),
         };
         with_float!(self.to, WHAT, T => {
             for_each_chunk(elems_mut::<T>(out)?, |start, chunk| {
                 let mut buf = Vec::new();
                 T::write(chunk, &mut buf, |dst| {
-                    for (j, o) in dst.iter_mut().enumerate() {
-                        let (s, zp) = scales.at(start + j);
-                        let q = (i64::from(value(start + j)) - i64::from(zp)) as f32;
-                        *o = <T as FloatElem>::C::from_f64(f64::from(q * s));
-                    }
+                    scales.runs(start, dst.len(), |at, len, s, zp| {
+                        for (j, o) in dst[at..at + len].iter_mut().enumerate() {
+                            let q = (i64::from(value(start + at + j)) - i64::from(zp)) as f32;
+                            *o = <T as FloatElem>::C::from_f64(f64::from(q * s));
+                        }
+                    });
                 });
             });
             Ok(())

@@ -3,11 +3,12 @@
 
 use std::borrow::Cow;
 
-use torchtrt_core::layers::{Quantize, normalize_axis, quantize_value, quantized_range};
+use torchtrt_core::layers::{Quantize, normalize_axis, quantized_range};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use crate::parallel::for_each_chunk;
+use crate::simd::multiversion;
 use crate::tensor_access::{check_arity, check_output, words_mut};
 
 const WHAT: &str = "Quantize";
@@ -89,10 +90,22 @@ impl Scales {
     }
 
     /// The scale and zero point of element `i`.
-    #[inline(always)]
-    pub(crate) fn at(&self, i: usize) -> (f32, i32) {
-        let k = (i / self.inner) % self.scale.len();
+    fn at(&self, i: usize) -> (f32, i32) {
+        let k = (i / self.inner.max(1)) % self.scale.len();
         (self.scale[k], self.zero_point[k])
+    }
+
+    /// Calls `f(offset, len, scale, zero_point)` for each run of elements of
+    /// `start..start + len` that share one scale (`offset` counts from `start`).
+    pub(crate) fn runs(&self, start: usize, len: usize, mut f: impl FnMut(usize, usize, f32, i32)) {
+        let inner = self.inner.max(1);
+        let (mut i, end) = (start, start + len);
+        while i < end {
+            let stop = ((i / inner + 1) * inner).min(end);
+            let (s, z) = self.at(i);
+            f(i - start, stop - i, s, z);
+            i = stop;
+        }
     }
 }
 
@@ -105,13 +118,54 @@ impl Kernel for QuantizeKernel {
         let range = quantized_range(self.to).ok_or(WHAT)?;
         let out = &mut outputs[0];
         check_output(WHAT, out, self.to, x.shape())?;
-        let quantize = |start: usize, chunk: &mut [u8]| {
-            for (j, o) in chunk.iter_mut().enumerate() {
-                let (s, zp) = scales.at(start + j);
-                *o = quantize_value(values[start + j], s, zp, range) as u8;
-            }
-        };
-        for_each_chunk(words_mut::<u8>(out)?, quantize);
+        let values = values.as_ref();
+        match self.to.size() {
+            1 => fill(words_mut::<u8>(out)?, values, &scales, range),
+            _ => fill(words_mut::<u16>(out)?, values, &scales, range),
+        }
         Ok(())
+    }
+}
+
+/// An integer of a quantized type's width, written from its value.
+trait Word: Copy + Send {
+    fn of(v: i32) -> Self;
+}
+
+impl Word for u8 {
+    #[inline(always)]
+    fn of(v: i32) -> u8 {
+        v as u8
+    }
+}
+
+impl Word for u16 {
+    #[inline(always)]
+    fn of(v: i32) -> u16 {
+        v as u16
+    }
+}
+
+/// `out[i] = quantize(values[i])`, in parallel chunks of runs sharing a scale.
+fn fill<W: Word>(out: &mut [W], values: &[f32], scales: &Scales, range: (i32, i32)) {
+    for_each_chunk(out, |start, chunk| {
+        scales.runs(start, chunk.len(), |at, len, s, zp| {
+            let src = &values[start + at..start + at + len];
+            quantize_run(src, &mut chunk[at..at + len], s, zp, range);
+        });
+    });
+}
+
+multiversion! {
+    /// [`torchtrt_core::layers::quantize_value`] over a run of one scale, in a form that vectorizes: the rounding,
+    /// the zero point and the clamp in f32 (exact for the integers that do not saturate).
+    fn quantize_run<W: Word>(src: &[f32], dst: &mut [W], scale: f32, zp: i32, range: (i32, i32)) {
+        let (zp, lo, hi) = (zp as f32, range.0 as f32, range.1 as f32);
+        for (o, &v) in dst.iter_mut().zip(src) {
+            let r = (v / scale).round_ties_even();
+            let q = if r.is_nan() { zp } else { r + zp };
+            let q = if q < lo { lo } else if q > hi { hi } else { q };
+            *o = W::of(q as i32);
+        }
     }
 }

@@ -15,6 +15,7 @@ use super::convolution::{ConvGeom, SendPtr};
 use crate::linalg::gemm_i8::{self, Acc, MR, NR, PackedRows, pack_columns, panel_bytes};
 use crate::linalg::{Epilogue, im2col};
 use crate::scratch::with_scratch;
+use crate::simd::multiversion;
 use crate::tensor_access::{check_arity, check_output, elems, elems_mut, words};
 
 const WHAT: &str = "QuantizedConvolution";
@@ -241,32 +242,87 @@ impl Run<'_> {
         let mg = weights.rows();
         let zero = i32::from(self.pad);
         let mut acc: Acc = [[0; NR]; MR];
-        let mut line = [0f32; NR];
         for r0 in rows.clone().step_by(MR) {
+            let count = MR.min(rows.end - r0).min(mg - r0);
+            let mut tile_rows = TileRows::default();
+            for r in 0..count {
+                let channel = group * mg + r0 + r;
+                tile_rows.scale[r] = self.scales[channel];
+                tile_rows.shift[r] = zero * weights.row_sum(r0 + r);
+                tile_rows.bias[r] = self.bias.map_or(0.0, |b| b[channel]);
+            }
             for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
                 gemm_i8::tile(weights, r0, panel, &mut acc);
                 let c0 = p * NR;
-                let cols = NR.min(n - c0);
-                for (r, sums) in (r0..(r0 + MR).min(rows.end).min(mg)).zip(&acc) {
-                    let channel = group * mg + r;
-                    let scale = self.scales[channel];
-                    let shift = zero * weights.row_sum(r);
-                    let bias = self.bias.map_or(0.0, |b| b[channel]);
-                    for (v, &s) in line[..cols].iter_mut().zip(sums) {
-                        *v = (s - shift) as f32 * scale + bias;
-                    }
-                    let at = first + r * outputs + c0;
-                    if let Some(res) = self.residual {
-                        let res = &res[at..at + cols];
-                        line[..cols].iter_mut().zip(res).for_each(|(v, x)| *v += x);
-                    }
-                    self.epilogue.apply(&mut line[..cols]);
-                    // SAFETY: row `r` of this task's group, columns `c0..c0 + cols` of its
-                    // tile: inside the output (checked in `all`), and no other task writes
-                    // them.
-                    let out = unsafe { std::slice::from_raw_parts_mut(dst.get().add(at), cols) };
-                    out.copy_from_slice(&line[..cols]);
-                }
+                let place = Place {
+                    rows: count,
+                    cols: NR.min(n - c0),
+                    at: first + r0 * outputs + c0,
+                    stride: outputs,
+                };
+                // SAFETY: rows `r0..r0 + count` of this task's group, columns `c0..c0 +
+                // cols` of its tile: inside the output (checked in `all`), and no other task
+                // writes them.
+                unsafe { finish(&acc, &tile_rows, place, self.residual, self.epilogue, dst) };
+            }
+        }
+    }
+}
+
+/// The per-row terms of one tile: `out = (sum − shift) · scale + bias`.
+#[derive(Default)]
+struct TileRows {
+    scale: [f32; MR],
+    shift: [i32; MR],
+    bias: [f32; MR],
+}
+
+/// Where a tile's outputs go: `rows × cols` elements from element `at` of the output, rows
+/// `stride` apart.
+#[derive(Clone, Copy)]
+struct Place {
+    rows: usize,
+    cols: usize,
+    at: usize,
+    stride: usize,
+}
+
+/// Scales a tile's sums to f32, adds the bias and residual, applies the activation and
+/// writes the rows at `place`.
+///
+/// # Safety
+/// The rows at `place` must lie inside the output `out` points to, and no other thread may
+/// access them meanwhile.
+unsafe fn finish(
+    acc: &Acc,
+    rows: &TileRows,
+    place: Place,
+    residual: Option<&[f32]>,
+    epilogue: Epilogue,
+    out: SendPtr<f32>,
+) {
+    let mut lines = [[0f32; NR]; MR];
+    scale_rows(acc, rows, &mut lines);
+    for (r, line) in lines.iter_mut().enumerate().take(place.rows) {
+        let at = place.at + r * place.stride;
+        if let Some(res) = residual {
+            line.iter_mut()
+                .zip(&res[at..at + place.cols])
+                .for_each(|(v, x)| *v += x);
+        }
+        epilogue.apply(&mut line[..place.cols]);
+        // SAFETY: the caller guarantees row `r` of `place` is inside the output and ours.
+        unsafe { std::ptr::copy_nonoverlapping(line.as_ptr(), out.get().add(at), place.cols) };
+    }
+}
+
+multiversion! {
+    /// `lines[r][c] = (acc[r][c] − shift[r]) · scale[r] + bias[r]` for the whole tile.
+    fn scale_rows<>(acc: &Acc, rows: &TileRows, lines: &mut [[f32; NR]; MR]) {
+        for (r, (line, sums)) in lines.iter_mut().zip(acc).enumerate() {
+            let (shift, scale, bias) = (rows.shift[r], rows.scale[r], rows.bias[r]);
+            for (v, &s) in line.iter_mut().zip(sums) {
+                *v = (s - shift) as f32 * scale + bias;
             }
         }
     }

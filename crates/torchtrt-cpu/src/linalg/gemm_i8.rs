@@ -105,18 +105,31 @@ pub(crate) fn pack_columns(
         let c0 = p * NR;
         let width = NR.min(n.saturating_sub(c0));
         for (q, step) in panel.chunks_exact_mut(NR * QUAD).enumerate() {
-            for j in 0..QUAD {
+            let rows: [[u8; NR]; QUAD] = std::array::from_fn(|j| {
                 let k = q * QUAD + j;
-                if k >= depth {
-                    (0..NR).for_each(|c| step[c * QUAD + j] = pad);
-                    continue;
+                let mut row = [pad ^ flip; NR];
+                if k < depth {
+                    let at = k * row_stride + c0;
+                    row[..width].copy_from_slice(&src[at..at + width]);
                 }
-                let row = &src[k * row_stride + c0..k * row_stride + c0 + width];
-                for (c, &v) in row.iter().enumerate() {
-                    step[c * QUAD + j] = v ^ flip;
-                }
-                (width..NR).for_each(|c| step[c * QUAD + j] = pad);
-            }
+                row
+            });
+            interleave(&rows, flip, step);
+        }
+    }
+}
+
+multiversion! {
+    /// Writes column `c` of the four rows as the four bytes at `4c` of `step`, XORed with
+    /// `flip`.
+    fn interleave<>(rows: &[[u8; NR]; QUAD], flip: u8, step: &mut [u8]) {
+        let flip = u32::from_ne_bytes([flip; QUAD]);
+        for (c, out) in step.chunks_exact_mut(QUAD).enumerate().take(NR) {
+            let word = u32::from(rows[0][c])
+                | u32::from(rows[1][c]) << 8
+                | u32::from(rows[2][c]) << 16
+                | u32::from(rows[3][c]) << 24;
+            out.copy_from_slice(&(word ^ flip).to_le_bytes());
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Quantization: `Quantize` and `Dequantize` (per tensor and per axis, with and without zero
-//! points, `I8` and `U8`) against their definitions, and `QuantizedConvolution` against the
+//! points, 8 and 16 bits) against their definitions, and `QuantizedConvolution` against the
 //! f64 convolution of its dequantized operands: strides, padding, dilations, groups, 1-D to
 //! 3-D, bias, residual and every fused activation, on the global pool and on three threads.
 
@@ -32,34 +32,47 @@ fn byte_value(dtype: DType, b: u8) -> i32 {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Quantize then dequantize, per tensor or along a random axis, against the formulas.
+    /// Quantize then dequantize, per tensor or along a random axis, 8 or 16 bits, against
+    /// the formulas.
     #[test]
     fn quantize_and_dequantize_follow_their_definitions(
-        seed: u64, signed: bool, per_axis: bool, zero_point: bool,
+        seed: u64, signed: bool, wide: bool, per_axis: bool, zero_point: bool,
     ) {
         let mut rng = Rng::new(seed);
-        let to = if signed { DType::I8 } else { DType::U8 };
+        let (to, lo, hi) = match (signed, wide) {
+            (true, false) => (DType::I8, -128, 127),
+            (false, false) => (DType::U8, 0, 255),
+            (true, true) => (DType::I16, -32768, 32767),
+            (false, true) => (DType::U16, 0, 65535),
+        };
         let shape: Vec<usize> = (0..rng.int(1, 4)).map(|_| rng.int(1, 6) as usize).collect();
         let axis = rng.int(0, shape.len() as i64 - 1) as usize;
         let channels = if per_axis { shape[axis] } else { 1 };
         let scale_shape: Vec<usize> = if per_axis { vec![channels] } else { vec![] };
-        let x = random(DType::F32, &shape, &mut rng, -40.0, 40.0);
+        let range = if wide { 40000.0 } else { 40.0 };
+        let x = random(DType::F32, &shape, &mut rng, -range, range);
         let scales: Vec<f32> = (0..channels).map(|_| rng.uniform(0.05, 0.5) as f32).collect();
         let scale = Tensor::from_vec(&scale_shape, scales.clone()).unwrap();
-        let zp = bytes(to, &scale_shape, &mut rng);
+        let zps: Vec<i32> = (0..channels).map(|_| rng.int(lo.into(), hi.into()) as i32).collect();
+        let zp = match to {
+            DType::I8 => Tensor::from_vec(&scale_shape, zps.iter().map(|&z| z as i8).collect()),
+            DType::U8 => Tensor::from_vec(&scale_shape, zps.iter().map(|&z| z as u8).collect()),
+            DType::I16 => Tensor::from_vec(&scale_shape, zps.iter().map(|&z| z as i16).collect()),
+            _ => Tensor::from_vec(&scale_shape, zps.iter().map(|&z| z as u16).collect()),
+        }
+        .unwrap();
         let mut inputs = vec![&x, &scale];
         if zero_point {
             inputs.push(&zp);
         }
         let q = run(Quantize { axis: axis as i64, to }, &inputs)?;
         let inner: usize = shape[axis + 1..].iter().product();
-        let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
         let xv = x.as_slice::<f32>().unwrap();
         let mut want_q = Vec::new();
         let mut want_x = Vec::new();
         for (i, &v) in xv.iter().enumerate() {
             let k = if per_axis { (i / inner) % channels } else { 0 };
-            let z = if zero_point { byte_value(to, zp.bytes()[k]) } else { 0 };
+            let z = if zero_point { zps[k] } else { 0 };
             let r = (v / scales[k]).round_ties_even() as i32;
             let qv = (r + z).clamp(lo, hi);
             want_q.push(f64::from(qv));
@@ -262,4 +275,65 @@ fn resnet_sized_layers_match_the_reference() {
         let got = run(layer, &[&x, &w]).unwrap();
         check(&got, &want, Tol::of(DType::F32).scaled(50.0)).unwrap();
     }
+}
+
+/// Ties round to even, NaN goes to the zero point, infinities and large values saturate: on
+/// the SIMD path and at every run length (a scale per element of the last axis).
+#[test]
+fn quantize_rounds_ties_to_even_and_saturates() {
+    let values = [
+        2.5f32,
+        3.5,
+        -2.5,
+        -0.5,
+        0.5,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e30,
+        -1e30,
+        117.5,
+        118.5,
+    ];
+    let n = values.len();
+    let x = Tensor::from_vec(&[2, n], [values, values].concat()).unwrap();
+    let want = |zp: i32, lo: i32, hi: i32| -> Vec<f64> {
+        let (top, bottom) = (i32::MAX, i32::MIN);
+        let one = [2, 4, -2, 0, 0, 0, top, bottom, top, bottom, 118, 118];
+        let row: Vec<f64> = one
+            .iter()
+            .map(|&q| f64::from(q.saturating_add(zp).clamp(lo, hi)))
+            .collect();
+        [row.clone(), row].concat()
+    };
+    let scalar = Tensor::scalar(1f32);
+    let q = run(
+        Quantize {
+            axis: 1,
+            to: DType::I8,
+        },
+        &[&x, &scalar],
+    )
+    .unwrap();
+    check(&q, &Nd::new(vec![2, n], want(0, -128, 127)), Tol::EXACT).unwrap();
+    let zp = Tensor::from_vec(&[], vec![10u8]).unwrap();
+    let q = run(
+        Quantize {
+            axis: 1,
+            to: DType::U8,
+        },
+        &[&x, &scalar, &zp],
+    )
+    .unwrap();
+    check(&q, &Nd::new(vec![2, n], want(10, 0, 255)), Tol::EXACT).unwrap();
+    let ones = Tensor::from_vec(&[n], vec![1f32; n]).unwrap();
+    let q = run(
+        Quantize {
+            axis: 1,
+            to: DType::I8,
+        },
+        &[&x, &ones],
+    )
+    .unwrap();
+    check(&q, &Nd::new(vec![2, n], want(0, -128, 127)), Tol::EXACT).unwrap();
 }

@@ -26,6 +26,7 @@ mod pad;
 mod params;
 mod pool;
 mod prelu;
+mod quantize;
 mod reduce;
 mod reshape;
 mod resize;
@@ -73,6 +74,7 @@ pub(crate) fn register(r: &mut ConverterRegistry) {
     pad::register(r);
     pool::register(r);
     prelu::register(r);
+    quantize::register(r);
     reduce::register(r);
     reshape::register(r);
     resize::register(r);
