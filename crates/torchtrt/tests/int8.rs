@@ -238,6 +238,11 @@ fn explicit_quantize_dequantize_pairs_fuse_into_integer_convolutions() {
         assert_eq!(count(&engine, "Convolution"), 3 - fused);
         assert_eq!(count(&plain, "QuantizedConvolution"), 0);
         assert_eq!(count(&engine, "Dequantize"), 3 - fused);
+        assert_eq!(
+            count(&engine, "Quantize"),
+            1,
+            "the quantizations after convolutions fuse"
+        );
         let bytes = engine.serialize();
         let loaded = torchtrt::Runtime::new()
             .unwrap()

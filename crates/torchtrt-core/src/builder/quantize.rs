@@ -18,7 +18,9 @@ use torchtrt_plugin_api::{DType, DeviceKind};
 use super::uses::Uses;
 use super::{BuildConfig, Work};
 use crate::backend::Backend;
-use crate::layers::{Constant, LayerKind, Quantize, QuantizedConvolution, TypeShape};
+use crate::layers::{
+    Constant, LayerKind, OutputQuantization, Quantize, QuantizedConvolution, TypeShape,
+};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
@@ -244,12 +246,73 @@ pub(super) fn run(
             input_zero_point,
             weight_scales: plan.weights.scales,
             dtype: DType::F32,
+            output: None,
         });
         layer.inputs[0] = x;
         layer.inputs[1] = w;
         work.layers.push(layer);
         work.devices.push(device);
     }
+    quantize_outputs(work, outputs);
+}
+
+/// Fuses each `Quantize` to 8 bits with one constant scale into the integer convolution
+/// producing its input, when nothing else reads that input: the convolution writes the
+/// bytes instead of the floats.
+fn quantize_outputs(work: &mut Work, outputs: &[(String, TensorId)]) {
+    let uses = Uses::new(work, outputs);
+    let mut fused = vec![false; work.layers.len()];
+    for (i, done) in fused.iter_mut().enumerate() {
+        let LayerKind::Quantize(q) = &work.layers[i].kind else {
+            continue;
+        };
+        let t = work.layers[i].inputs[0];
+        let Some(p) = uses.producer[t.index()] else {
+            continue;
+        };
+        let quantization = output_quantization(work, &work.layers[i], q.to);
+        let sole = uses.only_reader(t) == Some(i) && work.layers[p].outputs.len() == 1;
+        let (Some(quantization), true) = (quantization, sole) else {
+            continue;
+        };
+        let LayerKind::QuantizedConvolution(conv) = &mut work.layers[p].kind else {
+            continue;
+        };
+        if conv.output.is_some() || conv.dtype != DType::F32 {
+            continue;
+        }
+        conv.output = Some(quantization);
+        work.layers[p].outputs = work.layers[i].outputs.clone();
+        *done = true;
+    }
+    let mut keep = fused.iter().map(|f| !f);
+    work.layers.retain(|_| keep.next().unwrap_or(true));
+    let mut keep = fused.iter().map(|f| !f);
+    work.devices.retain(|_| keep.next().unwrap_or(true));
+}
+
+/// The output quantization a `Quantize` layer to `to` applies, when it is 8-bit with one
+/// constant f32 scale and zero point.
+fn output_quantization(work: &Work, layer: &Layer, to: DType) -> Option<OutputQuantization> {
+    let value = |slot: usize| work.tensors[layer.inputs.get(slot)?.index()].value.clone();
+    let scale = value(1)?;
+    let scale = match scale.dtype() {
+        DType::F32 if scale.numel() == 1 => scale.as_slice::<f32>().ok()?[0],
+        _ => return None,
+    };
+    let zero_point = match layer.inputs.get(2) {
+        Some(_) => match value(2)?.to_i64_vec()?[..] {
+            [z] => i32::try_from(z).ok()?,
+            _ => return None,
+        },
+        None => 0,
+    };
+    let fits = matches!(to, DType::I8 | DType::U8) && scale.is_finite() && scale != 0.0;
+    fits.then_some(OutputQuantization {
+        dtype: to,
+        scale,
+        zero_point,
+    })
 }
 
 /// The plan for layer `i`, when it is a convolution that qualifies.

@@ -85,7 +85,7 @@ pub use pad::{Pad, PadMode, resolve_pads};
 pub use plugin::PluginLayer;
 pub use pooling::{PoolKind, Pooling};
 pub use quantize::{Quantize, quantize_value, quantized_range};
-pub use quantized_convolution::QuantizedConvolution;
+pub use quantized_convolution::{OutputQuantization, QuantizedConvolution};
 pub use range::{Range, range_len};
 pub use reduce::{Reduce, ReduceOp};
 pub use reshape::Reshape;

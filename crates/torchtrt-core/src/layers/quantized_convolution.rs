@@ -24,8 +24,25 @@ pub struct QuantizedConvolution {
     pub input_zero_point: i32,
     /// One scale per output channel for `w_q` (symmetric: its zero point is 0).
     pub weight_scales: Vec<f32>,
-    /// The float type of the output, bias and residual.
+    /// The float type of the bias, the residual and (unless [`Self::output`] quantizes it)
+    /// the output.
     pub dtype: DType,
+    /// Quantizes the output as it is written (after the activation): a following
+    /// `Quantize` fused into the convolution.
+    #[serde(default)]
+    pub output: Option<OutputQuantization>,
+}
+
+/// How a [`QuantizedConvolution`] quantizes its output: `saturate(round(y / scale) +
+/// zero_point)` into `dtype` (`I8` or `U8`), rounding half to even, as `Quantize` does.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputQuantization {
+    /// `I8` or `U8`.
+    pub dtype: DType,
+    /// The scale.
+    pub scale: f32,
+    /// The value standing for 0.
+    pub zero_point: i32,
 }
 
 impl LayerOp for QuantizedConvolution {
@@ -90,6 +107,23 @@ impl LayerOp for QuantizedConvolution {
                 self.dtype, extra.dtype
             ));
         }
-        self.conv.infer(&typed)
+        let mut out = self.conv.infer(&typed)?;
+        if let Some(q) = self.output {
+            let range = quantized_range(q.dtype).filter(|_| q.dtype.size() == 1);
+            if !range.is_some_and(|(lo, hi)| (lo..=hi).contains(&q.zero_point)) {
+                return Err(format!(
+                    "output quantization to {} with zero point {} is not 8-bit",
+                    q.dtype, q.zero_point
+                ));
+            }
+            if !(q.scale.is_finite() && q.scale != 0.0) {
+                return Err(format!(
+                    "output scale {} must be finite and non-zero",
+                    q.scale
+                ));
+            }
+            out[0].dtype = q.dtype;
+        }
+        Ok(out)
     }
 }

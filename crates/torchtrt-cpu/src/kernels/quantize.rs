@@ -128,7 +128,7 @@ impl Kernel for QuantizeKernel {
 }
 
 /// An integer of a quantized type's width, written from its value.
-trait Word: Copy + Send {
+pub(super) trait Word: Copy + Send {
     fn of(v: i32) -> Self;
 }
 
@@ -157,15 +157,36 @@ fn fill<W: Word>(out: &mut [W], values: &[f32], scales: &Scales, range: (i32, i3
 }
 
 multiversion! {
-    /// [`torchtrt_core::layers::quantize_value`] over a run of one scale, in a form that vectorizes: the rounding,
-    /// the zero point and the clamp in f32 (exact for the integers that do not saturate).
+    /// [`quantize_into`] as its own call.
     fn quantize_run<W: Word>(src: &[f32], dst: &mut [W], scale: f32, zp: i32, range: (i32, i32)) {
-        let (zp, lo, hi) = (zp as f32, range.0 as f32, range.1 as f32);
-        for (o, &v) in dst.iter_mut().zip(src) {
-            let r = (v / scale).round_ties_even();
-            let q = if r.is_nan() { zp } else { r + zp };
-            let q = if q < lo { lo } else if q > hi { hi } else { q };
-            *o = W::of(q as i32);
-        }
+        quantize_into(src, dst, scale, zp, range);
+    }
+}
+
+/// [`torchtrt_core::layers::quantize_value`] over a run of one scale, in a form that
+/// vectorizes: the rounding, the zero point and the clamp in f32 (exact for the integers
+/// that do not saturate). Inlined into its callers, so it takes their SIMD level.
+#[inline(always)]
+pub(super) fn quantize_into<W: Word>(
+    src: &[f32],
+    dst: &mut [W],
+    scale: f32,
+    zp: i32,
+    range: (i32, i32),
+) {
+    let (zp, lo, hi) = (zp as f32, range.0 as f32, range.1 as f32);
+    for (o, &v) in dst.iter_mut().zip(src) {
+        let r = (v / scale).round_ties_even();
+        let q = if r.is_nan() { zp } else { r + zp };
+        let q = if q < lo {
+            lo
+        } else if q > hi {
+            hi
+        } else {
+            q
+        };
+        // SAFETY: `q` is finite and within `range` (NaN became the zero point, the clamp
+        // bounds the rest), so the conversion is exact.
+        *o = W::of(unsafe { q.to_int_unchecked::<i32>() });
     }
 }

@@ -7,16 +7,17 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use torchtrt_core::layers::QuantizedConvolution;
+use torchtrt_core::layers::{QuantizedConvolution, quantized_range};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::convolution::{ConvGeom, SendPtr};
+use super::quantize::quantize_into;
 use crate::linalg::gemm_i8::{self, Acc, MR, NR, PackedRows, pack_columns, panel_bytes};
 use crate::linalg::{Epilogue, im2col};
 use crate::scratch::with_scratch;
 use crate::simd::multiversion;
-use crate::tensor_access::{check_arity, check_output, elems, elems_mut, words};
+use crate::tensor_access::{check_arity, check_output, elems, elems_mut, words, words_mut};
 
 const WHAT: &str = "QuantizedConvolution";
 
@@ -94,7 +95,8 @@ impl Kernel for QuantizedConvKernel {
         };
         let geom = ConvGeom::new(&self.layer.conv, x.shape(), w.shape())?;
         let out = &mut outputs[0];
-        check_output(WHAT, out, DType::F32, &geom.output_shape(x.rank() - 2))?;
+        let out_dtype = self.layer.output.map_or(DType::F32, |q| q.dtype);
+        check_output(WHAT, out, out_dtype, &geom.output_shape(x.rank() - 2))?;
         let m = geom.out_channels;
         if self.layer.weight_scales.len() != m {
             return Err(format!(
@@ -138,8 +140,32 @@ impl Kernel for QuantizedConvKernel {
             residual,
             epilogue: self.epilogue,
         };
-        run.all(elems_mut(out)?)
+        let len = out.numel();
+        let dst = match self.layer.output {
+            None => Dst::Float(SendPtr(elems_mut::<f32>(out)?.as_mut_ptr())),
+            Some(q) => Dst::Quantized {
+                ptr: SendPtr(words_mut::<u8>(out)?.as_mut_ptr()),
+                scale: q.scale,
+                zero_point: q.zero_point,
+                range: quantized_range(q.dtype).ok_or(WHAT)?,
+            },
+        };
+        run.all(dst, len)
     }
+}
+
+/// Where a call's outputs go, and in what form.
+#[derive(Clone, Copy)]
+enum Dst {
+    /// f32 values.
+    Float(SendPtr<f32>),
+    /// Bytes of the values quantized (the layer's [`torchtrt_core::layers::OutputQuantization`]).
+    Quantized {
+        ptr: SendPtr<u8>,
+        scale: f32,
+        zero_point: i32,
+        range: (i32, i32),
+    },
 }
 
 /// One call's operands.
@@ -162,14 +188,14 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Runs every task: (image, group, column tile, row tile).
-    fn all(&self, out: &mut [f32]) -> Result<(), String> {
+    fn all(&self, dst: Dst, len: usize) -> Result<(), String> {
         let geom = self.geom;
         let win = &geom.window;
         let groups = geom.groups;
         let (cg, mg) = (geom.channels / groups, geom.out_channels / groups);
         let outputs = win.output_len();
-        if out.len() != geom.batch * geom.out_channels * outputs {
-            return Err(format!("{WHAT}: the output has {} elements", out.len()));
+        if len != geom.batch * geom.out_channels * outputs {
+            return Err(format!("{WHAT}: the output has {len} elements"));
         }
         if mg * outputs == 0 {
             return Ok(());
@@ -188,7 +214,6 @@ impl Run<'_> {
         let height = mg.div_ceil(row_tiles).next_multiple_of(MR);
         let per = col_tiles * row_tiles;
         let tasks = geom.batch * groups * per;
-        let dst = SendPtr(out.as_mut_ptr());
         let task = |t: usize| {
             let (image_group, rest) = (t / per, t % per);
             let (image, group) = (image_group / groups, image_group % groups);
@@ -233,7 +258,7 @@ impl Run<'_> {
         panels: &[u8],
         n: usize,
         first: usize,
-        dst: SendPtr<f32>,
+        dst: Dst,
     ) {
         let geom = self.geom;
         let outputs = geom.window.output_len();
@@ -288,7 +313,7 @@ struct Place {
 }
 
 /// Scales a tile's sums to f32, adds the bias and residual, applies the activation and
-/// writes the rows at `place`.
+/// writes the rows at `place` (quantized when `out` asks).
 ///
 /// # Safety
 /// The rows at `place` must lie inside the output `out` points to, and no other thread may
@@ -299,31 +324,79 @@ unsafe fn finish(
     place: Place,
     residual: Option<&[f32]>,
     epilogue: Epilogue,
-    out: SendPtr<f32>,
+    out: Dst,
 ) {
-    let mut lines = [[0f32; NR]; MR];
-    scale_rows(acc, rows, &mut lines);
-    for (r, line) in lines.iter_mut().enumerate().take(place.rows) {
-        let at = place.at + r * place.stride;
-        if let Some(res) = residual {
-            line.iter_mut()
-                .zip(&res[at..at + place.cols])
-                .for_each(|(v, x)| *v += x);
-        }
-        epilogue.apply(&mut line[..place.cols]);
-        // SAFETY: the caller guarantees row `r` of `place` is inside the output and ours.
-        unsafe { std::ptr::copy_nonoverlapping(line.as_ptr(), out.get().add(at), place.cols) };
-    }
+    finish_tile(acc, rows, place, residual, epilogue, out);
 }
 
 multiversion! {
-    /// `lines[r][c] = (acc[r][c] − shift[r]) · scale[r] + bias[r]` for the whole tile.
-    fn scale_rows<>(acc: &Acc, rows: &TileRows, lines: &mut [[f32; NR]; MR]) {
-        for (r, (line, sums)) in lines.iter_mut().zip(acc).enumerate() {
+    /// [`finish`]'s work, compiled per SIMD level; its caller vouches for the writes.
+    fn finish_tile<>(
+        acc: &Acc,
+        rows: &TileRows,
+        place: Place,
+        residual: Option<&[f32]>,
+        epilogue: Epilogue,
+        out: Dst,
+    ) {
+        let cols = place.cols;
+        for (r, sums) in acc.iter().enumerate().take(place.rows) {
+            let at = place.at + r * place.stride;
             let (shift, scale, bias) = (rows.shift[r], rows.scale[r], rows.bias[r]);
+            let mut line = [0f32; NR];
             for (v, &s) in line.iter_mut().zip(sums) {
                 *v = (s - shift) as f32 * scale + bias;
             }
+            if let Some(res) = residual {
+                line.iter_mut().zip(&res[at..at + cols]).for_each(|(v, x)| *v += x);
+            }
+            activate(epilogue, &mut line);
+            match out {
+                // SAFETY: `finish`'s caller guarantees row `r` of `place` is inside the
+                // output and ours.
+                Dst::Float(p) => unsafe {
+                    std::ptr::copy_nonoverlapping(line.as_ptr(), p.get().add(at), cols)
+                },
+                Dst::Quantized { ptr, scale, zero_point, range } => {
+                    let mut bytes = [0u8; NR];
+                    quantize_into(&line, &mut bytes, scale, zero_point, range);
+                    // SAFETY: as above.
+                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.get().add(at), cols) };
+                }
+            }
+        }
+    }
+}
+
+/// The activation of `epilogue` over a line, inlined into its caller's SIMD level (as
+/// [`Epilogue::apply`] computes it: NaN passes through `Relu` and `LeakyRelu`).
+#[inline(always)]
+fn activate(epilogue: Epilogue, line: &mut [f32; NR]) {
+    match epilogue {
+        Epilogue::Identity => {}
+        Epilogue::Relu => line.iter_mut().for_each(|v| {
+            let x = *v + 0.0;
+            *v = if x < 0.0 { 0.0 } else { x };
+        }),
+        Epilogue::LeakyRelu(alpha) => {
+            let a = alpha as f32;
+            line.iter_mut().for_each(|v| {
+                let x = *v + 0.0;
+                *v = if x < 0.0 { x * a } else { x };
+            });
+        }
+        Epilogue::Clip(lo, hi) => {
+            let (lo, hi) = (lo as f32, hi as f32);
+            line.iter_mut().for_each(|v| {
+                let x = *v + 0.0;
+                *v = if x < lo {
+                    lo
+                } else if x > hi {
+                    hi
+                } else {
+                    x
+                };
+            });
         }
     }
 }

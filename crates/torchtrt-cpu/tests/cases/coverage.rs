@@ -278,6 +278,7 @@ fn samples() -> Vec<Sample> {
                 input_zero_point: 3,
                 weight_scales: vec![0.25; 4],
                 dtype: DType::F32,
+                output: None,
             }
             .into(),
             vec![

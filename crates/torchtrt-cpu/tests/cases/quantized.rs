@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use torchtrt_core::Tensor;
 use torchtrt_core::layers::{
-    ActivationKind, Convolution, Dequantize, Quantize, QuantizedConvolution,
+    ActivationKind, Convolution, Dequantize, OutputQuantization, Quantize, QuantizedConvolution,
 };
 use torchtrt_core::plugin_api::DType;
 
@@ -88,12 +88,13 @@ proptest! {
     }
 
     /// Random quantized convolutions against the f64 convolution of their dequantized
-    /// operands.
+    /// operands, with float or quantized outputs.
     #[test]
     fn quantized_convolution_matches_the_dequantized_reference(
         seed: u64, signed: bool, bias: bool, residual: bool, which in 0usize..4, pooled_: bool,
+        out in 0usize..3,
     ) {
-        quantized_case(seed, signed, bias, residual, which, pooled_)?;
+        quantized_case(seed, signed, bias, residual, which, pooled_, out)?;
     }
 }
 
@@ -122,6 +123,7 @@ fn quantized_case(
     residual: bool,
     which: usize,
     on_pool: bool,
+    out: usize,
 ) -> Result<(), TestCaseError> {
     let mut rng = Rng::new(seed);
     let spatial = [1, 2, 2, 2, 3][rng.int(0, 4) as usize];
@@ -203,6 +205,11 @@ fn quantized_case(
         input_zero_point: zero_point,
         weight_scales,
         dtype: DType::F32,
+        output: [None, Some(DType::I8), Some(DType::U8)][out].map(|dtype| OutputQuantization {
+            dtype,
+            scale: rng.uniform(0.02, 0.2) as f32,
+            zero_point: byte_value(dtype, rng.next_u64() as u8),
+        }),
     };
     let no_bias = Tensor::zeros(DType::F32, &[ws[0]]);
     let inputs = match (bias, residual) {
@@ -212,13 +219,33 @@ fn quantized_case(
         (false, false) => vec![&x, &w],
     };
     let backend: &dyn torchtrt_core::Backend = if on_pool { pooled() } else { global() };
+    let quantization = layer.output;
     let got = run_on(backend, layer, &inputs).map_err(TestCaseError::fail)?;
     let taps: usize = ws[1..].iter().product();
-    check(
-        &got[0],
-        &want,
-        Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0),
-    )
+    let Some(q) = quantization else {
+        return check(
+            &got[0],
+            &want,
+            Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0),
+        );
+    };
+    let (lo, hi) = if q.dtype == DType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    };
+    let (s, z) = (f64::from(q.scale), q.zero_point);
+    for (i, (&b, &v)) in got[0].bytes().iter().zip(&want.data).enumerate() {
+        let expected = (v / s).round() as i64 + i64::from(z);
+        let expected = expected.clamp(lo, hi);
+        let got = i64::from(byte_value(q.dtype, b));
+        prop_assert!(
+            (got - expected).abs() <= 1
+                && (got == expected || ((v / s).fract().abs() - 0.5).abs() < 1e-3),
+            "element {i}: {got}, reference {v} quantizes to {expected}"
+        );
+    }
+    Ok(())
 }
 
 /// Layers the size of ResNet's (3×3 over 64 channels on 56×56, a 1×1 of 256 → 64) take
@@ -271,6 +298,7 @@ fn resnet_sized_layers_match_the_reference() {
             input_zero_point: 0,
             weight_scales: scales,
             dtype: DType::F32,
+            output: None,
         };
         let got = run(layer, &[&x, &w]).unwrap();
         check(&got, &want, Tol::of(DType::F32).scaled(50.0)).unwrap();
