@@ -1,5 +1,6 @@
 //! INT8 calibration (TensorRT's `IInt8MinMaxCalibrator`): the network runs in f32 on the
-//! CPU over a few inputs, and the range of every tensor a convolution reads is recorded.
+//! CPU over a few inputs, and the range of every tensor a convolution or MatMul reads (its
+//! first input) is recorded.
 //! [`BuildConfig::int8`] takes the result; a build then quantizes those convolutions'
 //! inputs ([`TensorRange::quantization`]).
 
@@ -14,7 +15,8 @@ use crate::{BuildConfig, Error, NetworkDefinition, Result, Tensor, TensorId};
 const PROBE: &str = "__torchtrt_calibrate";
 
 /// Runs `network` (f32, CPU) on each batch of named inputs and returns the ranges of the
-/// tensors its convolutions read (tensors that took no finite value are left out). Every batch must give every input.
+/// tensors its convolutions and MatMuls read (tensors that took no finite value are left
+/// out). Every batch must give every input.
 pub fn calibrate(
     network: &NetworkDefinition,
     batches: &[Vec<(String, Tensor)>],
@@ -28,7 +30,7 @@ pub fn calibrate(
     let probes: Vec<TensorId> = network
         .layers()
         .iter()
-        .filter(|l| matches!(l.kind, LayerKind::Convolution(_)))
+        .filter(|l| matches!(l.kind, LayerKind::Convolution(_) | LayerKind::MatMul(_)))
         .map(|l| l.inputs[0])
         .filter(|t| seen.insert(*t))
         .collect();

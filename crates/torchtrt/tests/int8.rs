@@ -284,3 +284,81 @@ fn convolutions_without_a_quantized_input_stay_in_float() {
             .any(|l| matches!(l.kind, LayerKind::Convolution(_)))
     );
 }
+
+/// Deterministic token ids in `0..vocab` and an all-ones mask, `[batch, seq]` i64 each.
+fn tokens(batch: usize, seq: usize, vocab: usize, seed: u64) -> Vec<(String, Tensor)> {
+    let ids: Vec<i64> = random_f32(batch * seq, seed)
+        .iter()
+        .map(|v| ((v + 1.0) * 0.5 * vocab as f32) as i64 % vocab as i64)
+        .collect();
+    vec![
+        (
+            "input_ids".into(),
+            Tensor::from_vec(&[batch, seq], ids).unwrap(),
+        ),
+        (
+            "attention_mask".into(),
+            Tensor::from_vec(&[batch, seq], vec![1i64; batch * seq]).unwrap(),
+        ),
+    ]
+}
+
+/// The relative L2 distance of `got` from `want`.
+fn relative_error(got: &Tensor, want: &Tensor) -> f32 {
+    let (g, w) = (
+        got.as_slice::<f32>().unwrap(),
+        want.as_slice::<f32>().unwrap(),
+    );
+    let err: f32 = g
+        .iter()
+        .zip(w)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f32>()
+        .sqrt();
+    err / w.iter().map(|v| v * v).sum::<f32>().sqrt()
+}
+
+/// A ViT and BERT (PyTorch exports, seeded random weights) calibrated on random inputs run
+/// their linear layers as integer products and stay close to f32 on other inputs.
+#[test]
+fn calibrated_transformers_run_their_linear_layers_on_integers() {
+    let vit = torchtrt::import_pt2(program("vit_tiny"), Default::default()).unwrap();
+    let images =
+        |seed| Tensor::from_vec(&[4, 3, 32, 32], random_f32(4 * 3 * 32 * 32, seed)).unwrap();
+    let name = vit.inputs()[0].name.clone();
+    let batches: Vec<_> = (0..4)
+        .map(|s| vec![(name.clone(), images(300 + s))])
+        .collect();
+    let bert = torchtrt::import_pt2(program("bert_tiny"), Default::default()).unwrap();
+    let sentences: Vec<_> = (0..4).map(|s| tokens(4, 16, 99, 400 + s)).collect();
+    for (label, net, batches, eval) in [
+        ("vit_tiny", &vit, batches, vec![(name.clone(), images(500))]),
+        ("bert_tiny", &bert, sentences, tokens(3, 12, 99, 600)),
+    ] {
+        let calibration = torchtrt::calibrate(net, &batches).unwrap();
+        let int8 = BuildConfig {
+            int8: Some(Arc::new(calibration)),
+            ..BuildConfig::default()
+        };
+        let engine = torchtrt::compile(net, &int8).unwrap();
+        let plain = torchtrt::compile(net, &BuildConfig::default()).unwrap();
+        let products = count(&engine, "QuantizedMatMul");
+        assert!(products >= 8, "{label}: {products} integer products");
+        let feeds: Vec<(&str, &Tensor)> = eval.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let got = engine
+            .create_context()
+            .unwrap()
+            .execute_named(&feeds)
+            .unwrap();
+        let want = plain
+            .create_context()
+            .unwrap()
+            .execute_named(&feeds)
+            .unwrap();
+        for ((name, g), (_, w)) in got.iter().zip(&want) {
+            let err = relative_error(g, w);
+            eprintln!("{label} {name}: {products} integer products, relative error {err:.4}");
+            assert!(err < 0.05, "{label} {name}: relative error {err}");
+        }
+    }
+}

@@ -1,14 +1,16 @@
-//! INT8: convolutions that read 8-bit integers ([`QuantizedConvolution`]).
+//! INT8: convolutions and matrix products that read 8-bit integers
+//! ([`QuantizedConvolution`], [`QuantizedMatMul`]).
 //!
 //! Two sources, one result. *Explicit* (a Q/DQ model): a convolution whose input is a
 //! `Dequantize` of 8-bit integers with one scale, and whose weights were folded from a
 //! `Dequantize` of constant `I8` weights with zero zero points ([`QuantizedWeights`]),
 //! reads the integers and the integer weights instead. *Calibrated* (an INT8 build,
-//! [`Int8Calibration`]): a convolution whose input has a calibrated range reads it
-//! quantized symmetrically to `I8` (one `Quantize` layer per tensor, shared by its readers),
-//! with its f32 weights quantized per output channel. Either way the convolution keeps its
-//! bias, residual and activation. Depthwise convolutions (one channel per group) stay in
-//! float: their products are too short to gain from integers.
+//! [`Int8Calibration`]): a convolution or a MatMul with constant 2-D weights whose input has
+//! a calibrated range reads it quantized ([`TensorRange::quantization`]; one `Quantize`
+//! layer per tensor, shared by its readers), with its f32 weights quantized per output
+//! channel. Either way the layer keeps its bias (and a convolution its residual and
+//! activation). Depthwise convolutions (one channel per group) stay in float: their
+//! products are too short to gain from integers.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +21,8 @@ use super::uses::Uses;
 use super::{BuildConfig, Work};
 use crate::backend::Backend;
 use crate::layers::{
-    Constant, LayerKind, OutputQuantization, Quantize, QuantizedConvolution, TypeShape,
+    Constant, LayerKind, OutputQuantization, Quantize, QuantizedConvolution, QuantizedMatMul,
+    TypeShape,
 };
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
@@ -213,7 +216,7 @@ pub(super) fn run(
     let devices = std::mem::take(&mut work.devices);
     let mut quantized: HashMap<TensorId, TensorId> = HashMap::new();
     for ((mut layer, device), plan) in layers.into_iter().zip(devices).zip(plans) {
-        let (Some(plan), LayerKind::Convolution(conv)) = (plan, &layer.kind) else {
+        let Some(plan) = plan else {
             work.layers.push(layer);
             work.devices.push(device);
             continue;
@@ -240,14 +243,24 @@ pub(super) fn run(
             format!("{}/weights_int8", layer.name),
             plan.weights.values.as_ref().clone(),
         );
-        layer.kind = LayerKind::QuantizedConvolution(QuantizedConvolution {
-            conv: conv.clone(),
-            input_scale,
-            input_zero_point,
-            weight_scales: plan.weights.scales,
-            dtype: DType::F32,
-            output: None,
-        });
+        let weight_scales = plan.weights.scales;
+        layer.kind = match &layer.kind {
+            LayerKind::Convolution(conv) => LayerKind::QuantizedConvolution(QuantizedConvolution {
+                conv: conv.clone(),
+                input_scale,
+                input_zero_point,
+                weight_scales,
+                dtype: DType::F32,
+                output: None,
+            }),
+            _ => LayerKind::QuantizedMatMul(QuantizedMatMul {
+                input_scale,
+                input_zero_point,
+                weight_scales,
+                dtype: DType::F32,
+                output: None,
+            }),
+        };
         layer.inputs[0] = x;
         layer.inputs[1] = w;
         work.layers.push(layer);
@@ -256,8 +269,8 @@ pub(super) fn run(
     quantize_outputs(work, outputs);
 }
 
-/// Fuses each `Quantize` to 8 bits with one constant scale into the integer convolution
-/// producing its input, when nothing else reads that input: the convolution writes the
+/// Fuses each `Quantize` to 8 bits with one constant scale into the integer convolution or
+/// product producing its input, when nothing else reads that input: the convolution writes the
 /// bytes instead of the floats.
 fn quantize_outputs(work: &mut Work, outputs: &[(String, TensorId)]) {
     let uses = Uses::new(work, outputs);
@@ -275,13 +288,15 @@ fn quantize_outputs(work: &mut Work, outputs: &[(String, TensorId)]) {
         let (Some(quantization), true) = (quantization, sole) else {
             continue;
         };
-        let LayerKind::QuantizedConvolution(conv) = &mut work.layers[p].kind else {
-            continue;
+        let slot = match &mut work.layers[p].kind {
+            LayerKind::QuantizedConvolution(c) if c.dtype == DType::F32 => &mut c.output,
+            LayerKind::QuantizedMatMul(m) if m.dtype == DType::F32 => &mut m.output,
+            _ => continue,
         };
-        if conv.output.is_some() || conv.dtype != DType::F32 {
+        if slot.is_some() {
             continue;
         }
-        conv.output = Some(quantization);
+        *slot = Some(quantization);
         work.layers[p].outputs = work.layers[i].outputs.clone();
         *done = true;
     }
@@ -315,8 +330,16 @@ fn output_quantization(work: &Work, layer: &Layer, to: DType) -> Option<OutputQu
     })
 }
 
-/// The plan for layer `i`, when it is a convolution that qualifies.
+/// The plan for layer `i`, when it is a convolution or matrix product that qualifies.
 fn plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>) -> Option<Plan> {
+    match &work.layers[i].kind {
+        LayerKind::Convolution(_) => conv_plan(work, uses, i, int8),
+        LayerKind::MatMul(_) => matmul_plan(work, i, int8),
+        _ => None,
+    }
+}
+
+fn conv_plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>) -> Option<Plan> {
     let layer = &work.layers[i];
     let LayerKind::Convolution(conv) = &layer.kind else {
         return None;
@@ -339,21 +362,59 @@ fn plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>) -> O
             weights: recorded?.clone(),
         });
     }
-    let range = int8?.ranges.get(&work.tensors[x.index()].name)?;
-    let (dtype, scale) = range.quantization()?;
-    if work.ty(x).dtype != DType::F32 {
-        return None;
-    }
     Some(Plan {
-        source: Source::Float {
-            tensor: x,
-            dtype,
-            scale,
-        },
+        source: calibrated(work, x, int8?)?,
         weights: match recorded {
             Some(r) => r.clone(),
             None => per_channel(weights)?,
         },
+    })
+}
+
+/// A calibrated MatMul: an f32 input with a range times constant f32 weights `[K, N]` (or
+/// `[N, K]` transposed), with at most a bias; the weights become `[N, K]` rows quantized
+/// per output column.
+fn matmul_plan(work: &Work, i: usize, int8: Option<&Int8Calibration>) -> Option<Plan> {
+    let layer = &work.layers[i];
+    let LayerKind::MatMul(mm) = &layer.kind else {
+        return None;
+    };
+    let (x, w) = (layer.inputs[0], layer.inputs[1]);
+    let weights = work.tensors[w.index()].value.as_ref()?;
+    if mm.transpose_a
+        || layer.inputs.len() > 3
+        || weights.rank() != 2
+        || work.ty(x).shape.len() < 2
+        || work.devices[i] != DeviceKind::Cpu
+        || work.ty(layer.outputs[0]).dtype != DType::F32
+        || weights.dtype() != DType::F32
+    {
+        return None;
+    }
+    let source = calibrated(work, x, int8?)?;
+    let values = weights.as_slice::<f32>().ok()?;
+    let rows = match mm.transpose_b {
+        true => weights.clone(),
+        false => {
+            let (k, n) = (weights.shape()[0], weights.shape()[1]);
+            let t: Vec<f32> = (0..n * k).map(|j| values[(j % k) * n + j / k]).collect();
+            Arc::new(Tensor::from_vec(&[n, k], t).ok()?)
+        }
+    };
+    Some(Plan {
+        source,
+        weights: per_channel(&rows)?,
+    })
+}
+
+/// The quantization of the f32 tensor `x` its calibrated range gives.
+fn calibrated(work: &Work, x: TensorId, int8: &Int8Calibration) -> Option<Source> {
+    let range = int8.ranges.get(&work.tensors[x.index()].name)?;
+    let (dtype, scale) = range.quantization()?;
+    (work.ty(x).dtype == DType::F32).then_some(Source::Float {
+        tensor: x,
+        dtype,
+        scale,
     })
 }
 

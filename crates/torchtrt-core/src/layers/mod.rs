@@ -30,6 +30,7 @@ mod plugin;
 mod pooling;
 mod quantize;
 mod quantized_convolution;
+mod quantized_matmul;
 mod range;
 mod reduce;
 mod reshape;
@@ -86,6 +87,7 @@ pub use plugin::PluginLayer;
 pub use pooling::{PoolKind, Pooling};
 pub use quantize::{Quantize, quantize_value, quantized_range};
 pub use quantized_convolution::{OutputQuantization, QuantizedConvolution};
+pub use quantized_matmul::QuantizedMatMul;
 pub use range::{Range, range_len};
 pub use reduce::{Reduce, ReduceOp};
 pub use reshape::Reshape;
@@ -325,6 +327,7 @@ layer_kinds! {
     Quantize(Quantize),
     Dequantize(Dequantize),
     QuantizedConvolution(QuantizedConvolution),
+    QuantizedMatMul(QuantizedMatMul),
 }
 
 fn require_float(what: &str, dtype: DType) -> Result<(), String> {

@@ -45,6 +45,27 @@ pub struct OutputQuantization {
     pub zero_point: i32,
 }
 
+impl OutputQuantization {
+    /// Checks that the quantization is to 8 bits with a zero point in range and a finite,
+    /// non-zero scale.
+    pub fn check(&self) -> Result<(), String> {
+        let range = quantized_range(self.dtype).filter(|_| self.dtype.size() == 1);
+        if !range.is_some_and(|(lo, hi)| (lo..=hi).contains(&self.zero_point)) {
+            return Err(format!(
+                "output quantization to {} with zero point {} is not 8-bit",
+                self.dtype, self.zero_point
+            ));
+        }
+        if !(self.scale.is_finite() && self.scale != 0.0) {
+            return Err(format!(
+                "output scale {} must be finite and non-zero",
+                self.scale
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl LayerOp for QuantizedConvolution {
     fn kind(&self) -> &'static str {
         "QuantizedConvolution"
@@ -109,19 +130,7 @@ impl LayerOp for QuantizedConvolution {
         }
         let mut out = self.conv.infer(&typed)?;
         if let Some(q) = self.output {
-            let range = quantized_range(q.dtype).filter(|_| q.dtype.size() == 1);
-            if !range.is_some_and(|(lo, hi)| (lo..=hi).contains(&q.zero_point)) {
-                return Err(format!(
-                    "output quantization to {} with zero point {} is not 8-bit",
-                    q.dtype, q.zero_point
-                ));
-            }
-            if !(q.scale.is_finite() && q.scale != 0.0) {
-                return Err(format!(
-                    "output scale {} must be finite and non-zero",
-                    q.scale
-                ));
-            }
+            q.check()?;
             out[0].dtype = q.dtype;
         }
         Ok(out)

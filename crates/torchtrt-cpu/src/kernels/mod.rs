@@ -36,6 +36,7 @@ mod pad;
 mod pooling;
 mod quantize;
 mod quantized_conv;
+mod quantized_matmul;
 mod range;
 mod reduce;
 mod reshape;
@@ -129,6 +130,7 @@ pub(crate) fn prepare(
         LayerKind::Quantize(l) => quantize::prepare(l, inputs),
         LayerKind::Dequantize(l) => dequantize::prepare(l, inputs),
         LayerKind::QuantizedConvolution(l) => quantized_conv::prepare(l, inputs),
+        LayerKind::QuantizedMatMul(l) => quantized_matmul::prepare(l, inputs),
         LayerKind::Constant(_) | LayerKind::Plugin(_) => Err(format!(
             "{} layers are executed by the runtime itself",
             op.kind()

@@ -119,6 +119,30 @@ pub(crate) fn pack_columns(
     }
 }
 
+/// Packs the rows `0..n` of the row-major `n × depth` byte matrix `src` as the columns of
+/// [`NR`]-column panels (row `t` becomes column `t`: a matrix product's activations, one
+/// token per row), each byte XORed with `flip`; depth past `depth` and columns past `n` are
+/// filled with `pad`.
+pub(crate) fn pack_rows(src: &[u8], depth: usize, n: usize, flip: u8, pad: u8, dst: &mut [u8]) {
+    let quads = depth.div_ceil(QUAD);
+    for (p, panel) in dst.chunks_exact_mut(quads * NR * QUAD).enumerate() {
+        for (q, step) in panel.chunks_exact_mut(NR * QUAD).enumerate() {
+            let k = q * QUAD;
+            let take = QUAD.min(depth.saturating_sub(k));
+            for (c, word) in step.chunks_exact_mut(QUAD).enumerate() {
+                let t = p * NR + c;
+                word.fill(pad);
+                if t < n {
+                    let row = &src[t * depth + k..t * depth + k + take];
+                    for (w, &v) in word.iter_mut().zip(row) {
+                        *w = v ^ flip;
+                    }
+                }
+            }
+        }
+    }
+}
+
 multiversion! {
     /// Writes column `c` of the four rows as the four bytes at `4c` of `step`, XORed with
     /// `flip`.
@@ -276,6 +300,34 @@ mod tests {
                     .map(|&v| i32::from(v))
                     .sum();
                 assert_eq!(packed.row_sum(r), sum);
+            }
+        }
+    }
+
+    /// Rows packed as columns give the product with the transposed matrix.
+    #[test]
+    fn packed_rows_are_the_transposed_columns() {
+        let mut seed = 3;
+        for (rows, depth, n) in [(8, 37, 45), (3, 4, 1), (16, 64, 33)] {
+            let a: Vec<i8> = (0..rows * depth).map(|_| lcg(&mut seed) as i8).collect();
+            let bt: Vec<u8> = (0..n * depth).map(|_| lcg(&mut seed) as u8).collect();
+            let packed = PackedRows::new(&a, rows, depth).unwrap();
+            let mut panels = vec![0u8; panel_bytes(packed.quads(), n)];
+            pack_rows(&bt, depth, n, 0x80, 9, &mut panels);
+            let panel_len = packed.quads() * NR * QUAD;
+            for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
+                let mut acc = [[0; NR]; MR];
+                tile(&packed, 0, panel, &mut acc);
+                for r in 0..rows.min(MR) {
+                    for c in p * NR..n.min(p * NR + NR) {
+                        let want: i32 = (0..depth)
+                            .map(|k| {
+                                i32::from(a[r * depth + k]) * i32::from(bt[c * depth + k] ^ 0x80)
+                            })
+                            .sum();
+                        assert_eq!(acc[r][c - p * NR], want);
+                    }
+                }
             }
         }
     }

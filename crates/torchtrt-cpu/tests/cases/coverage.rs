@@ -58,7 +58,8 @@ fn needs_kernel(kind: &LayerKind) -> bool {
         | LayerKind::Attention(_)
         | LayerKind::Quantize(_)
         | LayerKind::Dequantize(_)
-        | LayerKind::QuantizedConvolution(_) => true,
+        | LayerKind::QuantizedConvolution(_)
+        | LayerKind::QuantizedMatMul(_) => true,
     }
 }
 
@@ -286,6 +287,17 @@ fn samples() -> Vec<Sample> {
                 (DType::I8, vec![4, 2, 3, 3]),
                 f(&[4]),
             ],
+        ),
+        (
+            QuantizedMatMul {
+                input_scale: 0.5,
+                input_zero_point: 3,
+                weight_scales: vec![0.25; 4],
+                dtype: DType::F32,
+                output: None,
+            }
+            .into(),
+            vec![(DType::U8, vec![2, 3, 6]), (DType::I8, vec![4, 6]), f(&[4])],
         ),
         (
             PluginLayer::unresolved(

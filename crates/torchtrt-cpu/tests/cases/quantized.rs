@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use torchtrt_core::Tensor;
 use torchtrt_core::layers::{
     ActivationKind, Convolution, Dequantize, OutputQuantization, Quantize, QuantizedConvolution,
+    QuantizedMatMul,
 };
 use torchtrt_core::plugin_api::DType;
 
@@ -364,4 +365,74 @@ fn quantize_rounds_ties_to_even_and_saturates() {
     )
     .unwrap();
     check(&q, &Nd::new(vec![2, n], want(0, -128, 127)), Tol::EXACT).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random quantized products (batched inputs, ragged tokens, depths and columns) against
+    /// the f64 product of their dequantized operands, with float or quantized outputs.
+    #[test]
+    fn quantized_matmul_matches_the_dequantized_reference(
+        seed: u64, signed: bool, bias: bool, pooled_: bool, out in 0usize..3,
+    ) {
+        let mut rng = Rng::new(seed);
+        let (batch, m, k, n) = (
+            rng.int(1, 3) as usize,
+            rng.int(1, 70) as usize,
+            rng.int(1, 150) as usize,
+            rng.int(1, 40) as usize,
+        );
+        let dtype = if signed { DType::I8 } else { DType::U8 };
+        let a = bytes(dtype, &[batch, m, k], &mut rng);
+        let w = bytes(DType::I8, &[n, k], &mut rng);
+        let zero_point = byte_value(dtype, rng.next_u64() as u8);
+        let input_scale = rng.uniform(0.01, 0.1) as f32;
+        let scales: Vec<f32> = (0..n).map(|_| rng.uniform(0.001, 0.05) as f32).collect();
+        let b = random(DType::F32, &[n], &mut rng, -1.0, 1.0);
+        let bv = b.to_f64_vec();
+        let mut want = Vec::new();
+        for t in 0..batch * m {
+            for j in 0..n {
+                let sum: f64 = (0..k)
+                    .map(|i| {
+                        let x = f64::from(byte_value(dtype, a.bytes()[t * k + i]) - zero_point);
+                        x * f64::from(w.bytes()[j * k + i] as i8)
+                    })
+                    .sum();
+                let v = sum * f64::from(input_scale) * f64::from(scales[j]);
+                want.push(v + if bias { bv[j] } else { 0.0 });
+            }
+        }
+        let output = [None, Some(DType::I8), Some(DType::U8)][out].map(|dtype| OutputQuantization {
+            dtype,
+            scale: rng.uniform(0.02, 0.2) as f32,
+            zero_point: byte_value(dtype, rng.next_u64() as u8),
+        });
+        let layer = QuantizedMatMul {
+            input_scale,
+            input_zero_point: zero_point,
+            weight_scales: scales,
+            dtype: DType::F32,
+            output,
+        };
+        let inputs = if bias { vec![&a, &w, &b] } else { vec![&a, &w] };
+        let backend: &dyn torchtrt_core::Backend = if pooled_ { pooled() } else { global() };
+        let got = run_on(backend, layer, &inputs).map_err(TestCaseError::fail)?;
+        let want = Nd::new(vec![batch, m, n], want);
+        match output {
+            None => check(&got[0], &want, Tol::of(DType::F32).scaled((k as f64).sqrt() * 2.0))?,
+            Some(q) => {
+                let (lo, hi) = if q.dtype == DType::I8 { (-128, 127) } else { (0, 255) };
+                let s = f64::from(q.scale);
+                for (i, (&g, &v)) in got[0].bytes().iter().zip(&want.data).enumerate() {
+                    let expected = ((v / s).round() as i64 + i64::from(q.zero_point)).clamp(lo, hi);
+                    let g = i64::from(byte_value(q.dtype, g));
+                    let tie = ((v / s).fract().abs() - 0.5).abs() < 1e-3;
+                    prop_assert!(g == expected || (tie && (g - expected).abs() <= 1),
+                        "element {i}: {g}, reference {v} quantizes to {expected}");
+                }
+            }
+        }
+    }
 }
