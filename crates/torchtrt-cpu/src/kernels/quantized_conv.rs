@@ -1,7 +1,10 @@
-//! Convolution of 8-bit integers ([`QuantizedConvolution`]): for each image, group and tile
-//! of output positions, the quantized input is unfolded (im2col on bytes), packed into
-//! panels of unsigned bytes and multiplied with the packed weights in 32-bit integers; each
-//! tile is scaled to f32 with its bias, residual and activation as it is written.
+//! Convolution of 8-bit integers ([`QuantizedConvolution`]). The input's channels are first
+//! interleaved four to a 32-bit word (`[C/4, H, W]` words, unsigned bytes), the layout the
+//! integer tiles read a group of four depths from; im2col then works on words, and its rows
+//! are the tiles' operand as they stand (a pointwise layer reads the interleaved input
+//! itself). The weights are packed once in the matching depth order, `(c/4, taps, c%4)`.
+//! Each tile's 32-bit sums are scaled to f32 with the bias, residual and activation, and
+//! written (or quantized) as they leave.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,16 +16,16 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::convolution::{ConvGeom, SendPtr};
 use super::quantize::quantize_into;
-use crate::linalg::gemm_i8::{self, Acc, MR, NR, PackedRows, pack_columns, panel_bytes};
+use crate::linalg::gemm_i8::{self, Acc, MR, NR, PackedRows, interleave_rows};
 use crate::linalg::{Epilogue, im2col};
-use crate::scratch::with_scratch;
+use crate::scratch::{Kept, with_scratch};
 use crate::simd::multiversion;
 use crate::tensor_access::{check_arity, check_output, elems, elems_mut, words, words_mut};
 
 const WHAT: &str = "QuantizedConvolution";
 
-/// Bytes of packed input one task aims for: its panels stay in L2 while every row block
-/// reads them.
+/// Bytes of unfolded input one task aims for: they stay in L2 while every row block reads
+/// them.
 const PANEL_BYTES: usize = 256 * 1024;
 
 struct QuantizedConvKernel {
@@ -55,7 +58,9 @@ pub(super) fn prepare(
     }))
 }
 
-/// The `I8` weights `[M, C/groups, k…]` packed per group.
+/// The `I8` weights `[M, C/groups, k…]` packed per group, their depth in the order the
+/// interleaved input unfolds: channel quad, tap, channel within the quad (channels past
+/// `C/groups` are zero).
 fn pack(layer: &QuantizedConvolution, w: &Tensor) -> Result<Vec<PackedRows>, String> {
     let groups = usize::try_from(layer.conv.groups)
         .ok()
@@ -70,11 +75,25 @@ fn pack(layer: &QuantizedConvolution, w: &Tensor) -> Result<Vec<PackedRows>, Str
         ));
     }
     let rows = m / groups;
+    let channels = rest.first().copied().unwrap_or(1);
+    let taps = depth / channels.max(1);
+    let quads = channels.div_ceil(4);
+    let ordered = quads * taps * 4;
     values
         .chunks(rows * depth.max(1))
         .take(groups)
         .map(|g| {
-            PackedRows::new(g, rows, depth).ok_or_else(|| {
+            let mut reordered = vec![0i8; rows * ordered];
+            for (dst, src) in reordered
+                .chunks_exact_mut(ordered)
+                .zip(g.chunks(depth.max(1)))
+            {
+                for (i, &v) in src.iter().enumerate() {
+                    let (c, t) = (i / taps.max(1), i % taps.max(1));
+                    dst[((c / 4) * taps + t) * 4 + c % 4] = v;
+                }
+            }
+            PackedRows::new(&reordered, rows, ordered).ok_or_else(|| {
                 format!(
                     "{WHAT}: {depth} products per output exceed the {} a 32-bit sum holds",
                     gemm_i8::MAX_DEPTH
@@ -128,7 +147,6 @@ impl Kernel for QuantizedConvKernel {
             x: words::<u8>(x)?,
             packed,
             flip,
-            zero,
             pad: zero ^ flip,
             scales: self
                 .layer
@@ -175,8 +193,6 @@ struct Run<'a> {
     packed: &'a [PackedRows],
     /// XORed into input bytes: 0x80 for `I8` (to `u8` offset by 128), else 0.
     flip: u8,
-    /// The zero point's byte as stored.
-    zero: u8,
     /// The zero point as packed (after `flip`).
     pad: u8,
     /// `input_scale · weight_scales[m]`.
@@ -186,20 +202,34 @@ struct Run<'a> {
     epilogue: Epilogue,
 }
 
+/// Words of slack after an operand, so a tile may read a whole panel past its last column.
+const SLACK: usize = NR;
+
 impl Run<'_> {
-    /// Runs every task: (image, group, column tile, row tile).
+    /// Interleaves the input and runs every task: (image, group, column tile, row tile).
     fn all(&self, dst: Dst, len: usize) -> Result<(), String> {
         let geom = self.geom;
         let win = &geom.window;
         let groups = geom.groups;
         let (cg, mg) = (geom.channels / groups, geom.out_channels / groups);
-        let outputs = win.output_len();
+        let (plane, outputs) = (win.input_len(), win.output_len());
         if len != geom.batch * geom.out_channels * outputs {
             return Err(format!("{WHAT}: the output has {len} elements"));
         }
         if mg * outputs == 0 {
             return Ok(());
         }
+        let cg4 = cg.div_ceil(4);
+        let mut words = Kept::<Vec<u32>>::take();
+        words.clear();
+        words.resize(geom.batch * groups * cg4 * plane + SLACK, 0);
+        self.interleave(
+            &mut words[..geom.batch * groups * cg4 * plane],
+            cg,
+            cg4,
+            plane,
+        );
+        let words = &words[..];
         let quads = self.packed[0].quads();
         let width = (PANEL_BYTES / (quads * 4 * NR).max(1) * NR)
             .max(NR)
@@ -214,30 +244,29 @@ impl Run<'_> {
         let height = mg.div_ceil(row_tiles).next_multiple_of(MR);
         let per = col_tiles * row_tiles;
         let tasks = geom.batch * groups * per;
+        let pad_word = u32::from_ne_bytes([self.pad; 4]);
         let task = |t: usize| {
             let (image_group, rest) = (t / per, t % per);
-            let (image, group) = (image_group / groups, image_group % groups);
             let (j0, m0) = ((rest / row_tiles) * width, (rest % row_tiles) * height);
             let n = width.min(outputs - j0);
             let rows = m0..(m0 + height).min(mg);
             if rows.is_empty() {
                 return;
             }
-            let start = (image * geom.channels + group * cg) * win.input_len();
-            let xg = &self.x[start..start + cg * win.input_len()];
-            let taps = cg * win.kernel_len();
-            let panels = panel_bytes(quads, n);
-            let unfold = if win.is_pointwise() { 0 } else { taps * n };
-            with_scratch(panels + unfold, |buf: &mut [u8]| {
-                let (panel_buf, col) = buf.split_at_mut(panels);
-                if win.is_pointwise() {
-                    pack_columns(&xg[j0..], outputs, taps, n, self.flip, self.pad, panel_buf);
-                } else {
-                    im2col(xg, cg, win, self.zero, j0..j0 + n, col);
-                    pack_columns(col, n, taps, n, self.flip, self.pad, panel_buf);
-                }
-                let first = (image * geom.out_channels + group * mg) * outputs + j0;
-                self.tiles(group, rows, panel_buf, n, first, dst);
+            let start = image_group * cg4 * plane;
+            let first = (image_group * mg) * outputs + j0;
+            let group = image_group % groups;
+            if win.is_pointwise() {
+                let b = bytemuck::cast_slice(&words[start + j0..]);
+                self.tiles(group, rows, (b, plane * 4), n, first, dst);
+                return;
+            }
+            let xg = &words[start..start + cg4 * plane];
+            with_scratch(cg4 * win.kernel_len() * n + SLACK, |col: &mut [u32]| {
+                let unfolded = cg4 * win.kernel_len() * n;
+                im2col(xg, cg4, win, pad_word, j0..j0 + n, &mut col[..unfolded]);
+                let b = bytemuck::cast_slice(&col[..]);
+                self.tiles(group, rows, (b, n * 4), n, first, dst);
             });
         };
         if tasks > 1 && threads > 1 {
@@ -248,14 +277,44 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The rows `rows` of `group` over `n` packed columns, written into the output at `dst`
-    /// from element `first` (the group's first row at this tile's first column; rows
-    /// `outputs` apart).
+    /// Writes the input's channels of each image and group four to a word (`cg4` words per
+    /// position), bytes XORed with `flip`, channels past `cg` the zero point.
+    fn interleave(&self, words: &mut [u32], cg: usize, cg4: usize, plane: usize) {
+        let pad_row = vec![self.pad ^ self.flip; plane];
+        let groups_of = |i: usize| (i / cg4, i % cg4);
+        let fill = |i: usize, out: &mut [u32]| {
+            let (image_group, q) = groups_of(i);
+            let base = image_group * cg * plane;
+            let rows: [&[u8]; 4] = std::array::from_fn(|l| {
+                let c = q * 4 + l;
+                if c < cg {
+                    &self.x[base + c * plane..base + (c + 1) * plane]
+                } else {
+                    &pad_row[..]
+                }
+            });
+            interleave_rows(rows, self.flip, out);
+        };
+        if words.len() >= 1 << 16 && rayon::current_num_threads() > 1 {
+            words
+                .par_chunks_mut(plane.max(1))
+                .enumerate()
+                .for_each(|(i, out)| fill(i, out));
+        } else {
+            for (i, out) in words.chunks_mut(plane.max(1)).enumerate() {
+                fill(i, out);
+            }
+        }
+    }
+
+    /// The rows `rows` of `group` over `n` columns of `b` (bytes, and the stride between its
+    /// groups of four depths), written into the output at `dst` from element `first` (the
+    /// group's first row at this tile's first column; rows `outputs` apart).
     fn tiles(
         &self,
         group: usize,
         rows: Range<usize>,
-        panels: &[u8],
+        (b, stride): (&[u8], usize),
         n: usize,
         first: usize,
         dst: Dst,
@@ -263,7 +322,6 @@ impl Run<'_> {
         let geom = self.geom;
         let outputs = geom.window.output_len();
         let weights = &self.packed[group];
-        let panel_len = weights.quads() * NR * 4;
         let mg = weights.rows();
         let zero = i32::from(self.pad);
         let mut acc: Acc = [[0; NR]; MR];
@@ -276,9 +334,8 @@ impl Run<'_> {
                 tile_rows.shift[r] = zero * weights.row_sum(r0 + r);
                 tile_rows.bias[r] = self.bias.map_or(0.0, |b| b[channel]);
             }
-            for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
-                gemm_i8::tile(weights, r0, panel, &mut acc);
-                let c0 = p * NR;
+            for c0 in (0..n).step_by(NR) {
+                gemm_i8::tile(weights, r0, &b[c0 * 4..], stride, &mut acc);
                 let place = Place {
                     rows: count,
                     cols: NR.min(n - c0),

@@ -126,7 +126,7 @@ impl Kernel for QuantizedMatMulKernel {
                 let mut acc: Acc = [[0; NR]; MR];
                 for r0 in (0..n).step_by(MR) {
                     for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
-                        gemm_i8::tile(packed, r0, panel, &mut acc);
+                        gemm_i8::tile(packed, r0, panel, NR * 4, &mut acc);
                         let cols = NR.min(count - p * NR);
                         // SAFETY: tokens `t0 + p·NR ..` of this task and output columns
                         // `r0..r0 + MR`: inside the output, written by this task alone.

@@ -88,33 +88,24 @@ pub(crate) fn panel_bytes(quads: usize, columns: usize) -> usize {
     columns.div_ceil(NR) * quads * NR * QUAD
 }
 
-/// Packs `n` columns of the row-major `depth × n` byte matrix `src` (rows `row_stride`
-/// apart) into [`NR`]-column panels, each byte XORed with `flip` (0x80 turns `i8` into
-/// `u8` offset by 128); depth past `depth` and columns past `n` are filled with `pad`.
-pub(crate) fn pack_columns(
-    src: &[u8],
-    row_stride: usize,
-    depth: usize,
-    n: usize,
-    flip: u8,
-    pad: u8,
-    dst: &mut [u8],
-) {
-    let quads = depth.div_ceil(QUAD);
-    for (p, panel) in dst.chunks_exact_mut(quads * NR * QUAD).enumerate() {
-        let c0 = p * NR;
-        let width = NR.min(n.saturating_sub(c0));
-        for (q, step) in panel.chunks_exact_mut(NR * QUAD).enumerate() {
-            let rows: [[u8; NR]; QUAD] = std::array::from_fn(|j| {
-                let k = q * QUAD + j;
-                let mut row = [pad ^ flip; NR];
-                if k < depth {
-                    let at = k * row_stride + c0;
-                    row[..width].copy_from_slice(&src[at..at + width]);
-                }
-                row
-            });
-            interleave(&rows, flip, step);
+/// Interleaves four byte rows into 32-bit words, byte `l` of word `i` from `rows[l][i]`,
+/// XORed with `flip` (rows past the data are given as the padding row).
+pub(crate) fn interleave_rows(rows: [&[u8]; QUAD], flip: u8, out: &mut [u32]) {
+    interleave_words(rows, flip, out);
+}
+
+multiversion! {
+    /// [`interleave_rows`], compiled per SIMD level.
+    fn interleave_words<>(rows: [&[u8]; QUAD], flip: u8, out: &mut [u32]) {
+        let flip = u32::from_ne_bytes([flip; QUAD]);
+        let n = out.len();
+        let [r0, r1, r2, r3] = rows.map(|r| &r[..n]);
+        for (i, o) in out.iter_mut().enumerate() {
+            let word = u32::from(r0[i])
+                | u32::from(r1[i]) << 8
+                | u32::from(r2[i]) << 16
+                | u32::from(r3[i]) << 24;
+            *o = word.to_le() ^ flip;
         }
     }
 }
@@ -143,39 +134,31 @@ pub(crate) fn pack_rows(src: &[u8], depth: usize, n: usize, flip: u8, pad: u8, d
     }
 }
 
-multiversion! {
-    /// Writes column `c` of the four rows as the four bytes at `4c` of `step`, XORed with
-    /// `flip`.
-    fn interleave<>(rows: &[[u8; NR]; QUAD], flip: u8, step: &mut [u8]) {
-        let flip = u32::from_ne_bytes([flip; QUAD]);
-        for (c, out) in step.chunks_exact_mut(QUAD).enumerate().take(NR) {
-            let word = u32::from(rows[0][c])
-                | u32::from(rows[1][c]) << 8
-                | u32::from(rows[2][c]) << 16
-                | u32::from(rows[3][c]) << 24;
-            out.copy_from_slice(&(word ^ flip).to_le_bytes());
-        }
-    }
-}
-
 /// One tile's sums: `MR × NR` 32-bit integers.
 pub(crate) type Acc = [[i32; NR]; MR];
 
-/// The products of rows `r0..r0 + MR` of `a` with one packed panel of `B`, into `acc`
-/// (overwritten).
-pub(crate) fn tile(a: &PackedRows, r0: usize, panel: &[u8], acc: &mut Acc) {
+/// The products of rows `r0..r0 + MR` of `a` with one panel of `B`, into `acc`
+/// (overwritten). The panel's groups of four depths lie `stride` bytes apart in `b`, each
+/// [`NR`] columns of four bytes: packed panels have `stride = NR · 4`; a matrix of 32-bit
+/// words, four depths each (channel-interleaved activations), has its row length.
+pub(crate) fn tile(a: &PackedRows, r0: usize, b: &[u8], stride: usize, acc: &mut Acc) {
     let block = a.block(r0);
     let quads = a.quads;
-    debug_assert!(panel.len() >= quads * NR * QUAD);
+    let reach = quads.saturating_sub(1) * stride + NR * QUAD;
+    assert!(
+        quads == 0 || b.len() >= reach,
+        "a tile reads {reach} bytes of B, {} given",
+        b.len()
+    );
     #[cfg(target_arch = "x86_64")]
     if vnni() {
         // SAFETY: `vnni()` reports the CPU has AVX-512 F, BW and VNNI; `block` holds
-        // `quads · MR · 4` bytes and `panel` `quads · NR · 4` (checked above), which is
-        // what the kernel reads.
-        unsafe { tile_vnni(block.as_ptr(), panel.as_ptr(), quads, acc) };
+        // `quads · MR · 4` bytes and `b` the `reach` bytes checked above, which is what
+        // the kernel reads.
+        unsafe { tile_vnni(block.as_ptr(), b.as_ptr(), quads, stride, acc) };
         return;
     }
-    tile_portable(block, panel, quads, acc);
+    tile_portable(block, b, quads, stride, acc);
 }
 
 /// Whether the VNNI tile may run: the SIMD level is AVX-512 and the CPU has VNNI.
@@ -196,14 +179,14 @@ pub(crate) fn vnni() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_vnni(a: *const i8, b: *const u8, quads: usize, acc: &mut Acc) {
+unsafe fn tile_vnni(a: *const i8, b: *const u8, quads: usize, stride: usize, acc: &mut Acc) {
     use std::arch::x86_64::*;
     let mut c = [[_mm512_setzero_si512(); 2]; MR];
     for q in 0..quads {
-        // SAFETY: the caller guarantees `quads` steps of `NR · 4` bytes at `b` and of
-        // `MR · 4` bytes at `a`.
+        // SAFETY: the caller guarantees `quads` steps of `NR · 4` bytes `stride` apart at
+        // `b`, and of `MR · 4` bytes at `a`.
         unsafe {
-            let bq = b.add(q * NR * QUAD);
+            let bq = b.add(q * stride);
             let b0 = _mm512_loadu_si512(bq.cast());
             let b1 = _mm512_loadu_si512(bq.add(64).cast());
             let aq = a.add(q * MR * QUAD);
@@ -225,12 +208,12 @@ unsafe fn tile_vnni(a: *const i8, b: *const u8, quads: usize, acc: &mut Acc) {
 
 multiversion! {
     /// [`tile`] in plain integer arithmetic, for CPUs without VNNI.
-    fn tile_portable<>(a: &[i8], b: &[u8], quads: usize, acc: &mut Acc) {
+    fn tile_portable<>(a: &[i8], b: &[u8], quads: usize, stride: usize, acc: &mut Acc) {
         for row in acc.iter_mut() {
             row.fill(0);
         }
         for q in 0..quads {
-            let bq = &b[q * NR * QUAD..(q + 1) * NR * QUAD];
+            let bq = &b[q * stride..q * stride + NR * QUAD];
             let aq = &a[q * MR * QUAD..(q + 1) * MR * QUAD];
             for (row, w) in acc.iter_mut().zip(aq.chunks_exact(QUAD)) {
                 let w = [w[0], w[1], w[2], w[3]].map(i16::from);
@@ -270,15 +253,24 @@ mod tests {
         ] {
             let a: Vec<i8> = (0..rows * depth).map(|_| lcg(&mut seed) as i8).collect();
             let b: Vec<u8> = (0..depth * n).map(|_| lcg(&mut seed) as u8).collect();
+            let bt: Vec<u8> = (0..n * depth)
+                .map(|i| b[(i % depth) * n + i / depth])
+                .collect();
             let packed = PackedRows::new(&a, rows, depth).unwrap();
             let mut panels = vec![0u8; panel_bytes(packed.quads(), n)];
-            pack_columns(&b, n, depth, n, 0, 77, &mut panels);
+            pack_rows(&bt, depth, n, 0, 77, &mut panels);
             let panel_len = packed.quads() * NR * QUAD;
             for r0 in (0..rows).step_by(MR) {
                 for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
                     let (mut fast, mut plain) = ([[0; NR]; MR], [[0; NR]; MR]);
-                    tile(&packed, r0, panel, &mut fast);
-                    tile_portable(packed.block(r0), panel, packed.quads(), &mut plain);
+                    tile(&packed, r0, panel, NR * QUAD, &mut fast);
+                    tile_portable(
+                        packed.block(r0),
+                        panel,
+                        packed.quads(),
+                        NR * QUAD,
+                        &mut plain,
+                    );
                     for r in r0..rows.min(r0 + MR) {
                         for c in p * NR..n.min(p * NR + NR) {
                             let want: i32 = (0..depth)
@@ -317,7 +309,7 @@ mod tests {
             let panel_len = packed.quads() * NR * QUAD;
             for (p, panel) in panels.chunks_exact(panel_len).enumerate() {
                 let mut acc = [[0; NR]; MR];
-                tile(&packed, 0, panel, &mut acc);
+                tile(&packed, 0, panel, NR * QUAD, &mut acc);
                 for r in 0..rows.min(MR) {
                     for c in p * NR..n.min(p * NR + NR) {
                         let want: i32 = (0..depth)
