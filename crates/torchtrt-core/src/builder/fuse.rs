@@ -288,7 +288,7 @@ pub(crate) fn fuse_residual(
                 continue;
             };
             let zeros = Tensor::zeros(types[0].dtype, &[m]);
-            let b = emit_vector(work, format!("{}/bias", conv.name), zeros);
+            let b = work.emit_constant(format!("{}/bias", conv.name), zeros);
             conv.inputs.push(b);
         }
         conv.inputs.push(r);
@@ -378,7 +378,7 @@ pub(crate) fn fuse_matmul_bias(
         let mut value = Tensor::clone(&bias);
         value.reshape(&[bias.numel()])?;
         return absorb_into_matmul(work, pos, layer, types, |w, name| {
-            vec![emit_vector(w, format!("{name}/bias"), value)]
+            vec![w.emit_constant(format!("{name}/bias"), value)]
         });
     }
     Ok(false)
@@ -415,7 +415,7 @@ pub(crate) fn fuse_matmul_residual(
             let mut extra = Vec::new();
             if unbiased {
                 let zeros = Tensor::zeros(dtype, &[n as usize]);
-                extra.push(emit_vector(w, format!("{name}/bias"), zeros));
+                extra.push(w.emit_constant(format!("{name}/bias"), zeros));
             }
             extra.push(r);
             extra
@@ -493,21 +493,4 @@ fn sole_producer(work: &Work, t: TensorId, uses: &[usize]) -> Option<usize> {
     work.layers
         .iter()
         .rposition(|l| l.outputs.first() == Some(&t))
-}
-
-/// Emits a constant layer `name` holding the 1-D `value` and returns its tensor.
-fn emit_vector(work: &mut Work, name: String, value: Tensor) -> TensorId {
-    let t = work.new_tensor(name.clone());
-    let ty = TypeShape::new(value.dtype(), vec![(value.numel() as i64).into()]);
-    work.emit(
-        Layer {
-            name,
-            kind: LayerKind::Constant(Constant::new(value)),
-            inputs: vec![],
-            outputs: vec![t],
-        },
-        vec![ty],
-        DeviceKind::Cpu,
-    );
-    t
 }

@@ -179,6 +179,24 @@ impl Work {
         self.devices.push(device);
     }
 
+    /// Emits a constant layer `name` holding `value` and returns its tensor.
+    pub fn emit_constant(&mut self, name: String, value: Tensor) -> TensorId {
+        let t = self.new_tensor(name.clone());
+        let shape = value.shape().iter().map(|&d| (d as i64).into()).collect();
+        let ty = TypeShape::new(value.dtype(), shape);
+        self.emit(
+            Layer {
+                name,
+                kind: LayerKind::Constant(Constant::new(value)),
+                inputs: vec![],
+                outputs: vec![t],
+            },
+            vec![ty],
+            DeviceKind::Cpu,
+        );
+        t
+    }
+
     /// Emits a cast of `input` to `to` and returns the cast's output.
     pub fn emit_cast(
         &mut self,

@@ -21,8 +21,7 @@ use super::uses::Uses;
 use super::{BuildConfig, Work};
 use crate::backend::Backend;
 use crate::layers::{
-    Constant, LayerKind, OutputQuantization, Quantize, QuantizedConvolution, QuantizedMatMul,
-    TypeShape,
+    LayerKind, OutputQuantization, Quantize, QuantizedConvolution, QuantizedMatMul, TypeShape,
 };
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
@@ -238,8 +237,7 @@ pub(super) fn run(
                 (x, scale, 0)
             }
         };
-        let w = emit_constant(
-            work,
+        let w = work.emit_constant(
             format!("{}/weights_int8", layer.name),
             plan.weights.values.as_ref().clone(),
         );
@@ -309,6 +307,17 @@ fn quantize_outputs(work: &mut Work, outputs: &[(String, TensorId)]) {
 /// The output quantization a `Quantize` layer to `to` applies, when it is 8-bit with one
 /// constant f32 scale and zero point.
 fn output_quantization(work: &Work, layer: &Layer, to: DType) -> Option<OutputQuantization> {
+    let (scale, zero_point) = scalar_parameters(work, layer)?;
+    matches!(to, DType::I8 | DType::U8).then_some(OutputQuantization {
+        dtype: to,
+        scale,
+        zero_point,
+    })
+}
+
+/// The one scale (f32, finite, non-zero) and zero point (0 when absent) of a quantize or
+/// dequantize layer, when both are constant scalars.
+fn scalar_parameters(work: &Work, layer: &Layer) -> Option<(f32, i32)> {
     let value = |slot: usize| work.tensors[layer.inputs.get(slot)?.index()].value.clone();
     let scale = value(1)?;
     let scale = match scale.dtype() {
@@ -322,12 +331,7 @@ fn output_quantization(work: &Work, layer: &Layer, to: DType) -> Option<OutputQu
         },
         None => 0,
     };
-    let fits = matches!(to, DType::I8 | DType::U8) && scale.is_finite() && scale != 0.0;
-    fits.then_some(OutputQuantization {
-        dtype: to,
-        scale,
-        zero_point,
-    })
+    (scale.is_finite() && scale != 0.0).then_some((scale, zero_point))
 }
 
 /// The plan for layer `i`, when it is a convolution or matrix product that qualifies.
@@ -430,23 +434,8 @@ fn dequantized(work: &Work, uses: &Uses, x: TensorId) -> Option<Source> {
     if !matches!(work.ty(q).dtype, DType::I8 | DType::U8) {
         return None;
     }
-    let value = |slot: usize| {
-        let t = layer.inputs.get(slot)?;
-        work.tensors[t.index()].value.clone()
-    };
-    let scale = value(1)?;
-    let scale = match scale.dtype() {
-        DType::F32 if scale.numel() == 1 => scale.as_slice::<f32>().ok()?[0],
-        _ => return None,
-    };
-    let zero_point = match layer.inputs.get(2) {
-        Some(_) => match value(2)?.to_i64_vec()?[..] {
-            [z] => z as i32,
-            _ => return None,
-        },
-        None => 0,
-    };
-    (scale.is_finite() && scale != 0.0).then_some(Source::Integers {
+    let (scale, zero_point) = scalar_parameters(work, layer)?;
+    Some(Source::Integers {
         tensor: q,
         scale,
         zero_point,
@@ -479,28 +468,10 @@ fn per_channel(w: &Tensor) -> Option<QuantizedWeights> {
     })
 }
 
-/// Emits a constant layer `name` holding `value` and returns its tensor.
-fn emit_constant(work: &mut Work, name: String, value: Tensor) -> TensorId {
-    let t = work.new_tensor(name.clone());
-    let shape = value.shape().iter().map(|&d| (d as i64).into()).collect();
-    let ty = TypeShape::new(value.dtype(), shape);
-    work.emit(
-        Layer {
-            name,
-            kind: LayerKind::Constant(Constant::new(value)),
-            inputs: vec![],
-            outputs: vec![t],
-        },
-        vec![ty],
-        DeviceKind::Cpu,
-    );
-    t
-}
-
 /// Emits `Quantize(x, scale)` to `to` and returns its output.
 fn emit_quantize(work: &mut Work, x: TensorId, to: DType, scale: f32) -> TensorId {
     let name = format!("{}/{to}", work.tensors[x.index()].name);
-    let s = emit_constant(work, format!("{name}/scale"), Tensor::scalar(scale));
+    let s = work.emit_constant(format!("{name}/scale"), Tensor::scalar(scale));
     let out = work.new_tensor(name.clone());
     let ty = TypeShape::new(to, work.ty(x).shape.clone());
     work.emit(
