@@ -50,34 +50,124 @@ struct Options {
     device: String,
     precision: DType,
     tf32: bool,
+    /// `precision = "int8"`: calibration batches, each input named or (`None`) taking the
+    /// next declared input's name.
+    calibration: Option<Vec<Batch>>,
 }
 
+/// One calibration batch: each input's name (or `None` for the next declared input) and
+/// value.
+type Batch = Vec<(Option<String>, torchtrt::Tensor)>;
+
+/// One input of a calibration batch as Python hands it over: its name (or `None` for the
+/// next declared input), dtype name, shape and bytes.
+type Feed<'py> = (Option<String>, String, Vec<usize>, Bound<'py, PyBytes>);
+
 impl Options {
-    fn new(device: String, precision: &str, tf32: bool) -> PyResult<Options> {
-        let precision = match precision {
-            "f32" => DType::F32,
+    fn new(
+        device: String,
+        precision: &str,
+        tf32: bool,
+        calibration: Option<Vec<Vec<Feed<'_>>>>,
+    ) -> PyResult<Options> {
+        let float = match precision {
+            "f32" | "int8" => DType::F32,
             "f16" => DType::F16,
             "bf16" => DType::BF16,
             other => {
                 return Err(msg(format!(
-                    "precision `{other}`: expected f32, f16 or bf16"
+                    "precision `{other}`: expected f32, f16, bf16 or int8"
                 )));
             }
         };
+        match (precision == "int8", &calibration) {
+            (true, None) => return Err(msg("precision int8 needs calibration batches")),
+            (false, Some(_)) => return Err(msg("calibration batches need precision int8")),
+            _ => {}
+        }
+        if calibration.is_some() && device != "cpu" {
+            return Err(msg(format!(
+                "precision int8 builds CPU engines only so far: the {device} backend has no \
+                 integer convolutions"
+            )));
+        }
+        let calibration = calibration.map(|batches| tensors(&batches)).transpose()?;
         Ok(Options {
             device,
-            precision,
+            precision: float,
             tf32,
+            calibration,
         })
     }
 
-    fn config(&self) -> BuildConfig {
-        BuildConfig {
+    /// The build configuration for `net`, calibrated on the batches when INT8 is asked.
+    fn config(&self, net: &torchtrt::NetworkDefinition) -> torchtrt::Result<BuildConfig> {
+        let int8 = match &self.calibration {
+            Some(batches) => Some(std::sync::Arc::new(torchtrt::calibrate(
+                net,
+                &calibration_batches(net, batches)?,
+            )?)),
+            None => None,
+        };
+        Ok(BuildConfig {
             precision: self.precision,
             tf32: self.tf32,
+            int8,
             ..BuildConfig::default()
-        }
+        })
     }
+}
+
+/// The calibration batches' inputs as tensors (copied from Python's bytes).
+fn tensors(batches: &[Vec<Feed<'_>>]) -> PyResult<Vec<Batch>> {
+    batches
+        .iter()
+        .enumerate()
+        .map(|(b, feeds)| {
+            feeds
+                .iter()
+                .map(|(name, dtype, shape, bytes)| {
+                    let d = DType::from_name(dtype)
+                        .ok_or_else(|| msg(format!("calibration batch {b}: dtype `{dtype}`")))?;
+                    let t = torchtrt::Tensor::from_bytes(d, shape, bytes.as_bytes())
+                        .map_err(|e| msg(format!("calibration batch {b}: {e}")))?;
+                    Ok((name.clone(), t))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The calibration batches with every input named: unnamed ones take the network's input
+/// names in order.
+fn calibration_batches(
+    net: &torchtrt::NetworkDefinition,
+    batches: &[Batch],
+) -> torchtrt::Result<Vec<Vec<(String, torchtrt::Tensor)>>> {
+    let declared: Vec<&str> = net.inputs().iter().map(|i| i.name.as_str()).collect();
+    batches
+        .iter()
+        .enumerate()
+        .map(|(b, feeds)| {
+            feeds
+                .iter()
+                .enumerate()
+                .map(|(k, (name, t))| {
+                    let name = match name {
+                        Some(n) => n.clone(),
+                        None => declared.get(k).map(|n| n.to_string()).ok_or_else(|| {
+                            torchtrt::Error::InvalidArgument(format!(
+                                "calibration batch {b}: {} inputs given, the model has {}",
+                                feeds.len(),
+                                declared.len()
+                            ))
+                        })?,
+                    };
+                    Ok((name, t.clone()))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// `inputs` by input name; positional entries (no name) take the names of `declared` in
@@ -201,9 +291,10 @@ fn onnx_inputs(model: &onnx::proto::ModelProto) -> Vec<String> {
 }
 
 /// Compiles an ONNX model (a path or the model's bytes) for `device` (`cpu`, `cuda`,
-/// `cuda:N`) at `precision` (`f32`, `f16`, `bf16`).
+/// `cuda:N`) at `precision` (`f32`, `f16`, `bf16`, or `int8` with `calibration` batches:
+/// CPU integer convolutions and linear layers, calibrated on them).
 #[pyfunction]
-#[pyo3(signature = (model, inputs = Vec::new(), device = String::from("cpu"), precision = "f32", tf32 = false))]
+#[pyo3(signature = (model, inputs = Vec::new(), device = String::from("cpu"), precision = "f32", tf32 = false, calibration = None))]
 pub fn compile_onnx(
     py: Python<'_>,
     model: &Bound<'_, PyAny>,
@@ -211,9 +302,10 @@ pub fn compile_onnx(
     device: String,
     precision: &str,
     tf32: bool,
+    calibration: Option<Vec<Vec<Feed<'_>>>>,
 ) -> PyResult<PyEngine> {
     let source = Source::from_py(model)?;
-    let options = Options::new(device, precision, tf32)?;
+    let options = Options::new(device, precision, tf32, calibration)?;
     let label = source.label("ONNX model bytes");
     let mut progress = Progress::stages(4);
     progress.stage("reading model");
@@ -237,7 +329,7 @@ pub fn compile_onnx(
         .map_err(|e| raise(&format!("importing {label}"), &e))?;
     progress.stage("building");
     let engine = py
-        .detach(|| torchtrt::compile_for(&net, &options.config(), &options.device))
+        .detach(|| torchtrt::compile_for(&net, &options.config(&net)?, &options.device))
         .map_err(|e| raise(&format!("compiling {label} for {}", options.device), &e))?;
     progress.stage("preparing");
     PyEngine::new(engine)
@@ -246,7 +338,7 @@ pub fn compile_onnx(
 /// Compiles a `torch.export` program (a `.pt2` path or the archive's bytes); see
 /// [`compile_onnx`].
 #[pyfunction]
-#[pyo3(signature = (program, inputs = Vec::new(), device = String::from("cpu"), precision = "f32", tf32 = false))]
+#[pyo3(signature = (program, inputs = Vec::new(), device = String::from("cpu"), precision = "f32", tf32 = false, calibration = None))]
 pub fn compile_pt2(
     py: Python<'_>,
     program: &Bound<'_, PyAny>,
@@ -254,9 +346,10 @@ pub fn compile_pt2(
     device: String,
     precision: &str,
     tf32: bool,
+    calibration: Option<Vec<Vec<Feed<'_>>>>,
 ) -> PyResult<PyEngine> {
     let source = Source::from_py(program)?;
-    let options = Options::new(device, precision, tf32)?;
+    let options = Options::new(device, precision, tf32, calibration)?;
     let label = source.label("the exported program");
     let mut progress = Progress::stages(4);
     progress.stage("reading program");
@@ -279,7 +372,7 @@ pub fn compile_pt2(
         .map_err(|e| raise(&format!("importing {label}"), &e))?;
     progress.stage("building");
     let engine = py
-        .detach(|| torchtrt::compile_for(&net, &options.config(), &options.device))
+        .detach(|| torchtrt::compile_for(&net, &options.config(&net)?, &options.device))
         .map_err(|e| raise(&format!("compiling {label} for {}", options.device), &e))?;
     progress.stage("preparing");
     PyEngine::new(engine)

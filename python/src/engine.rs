@@ -582,11 +582,20 @@ impl PyEngine {
             .map_err(|e| raise(&format!("writing {}", path.display()), &e))
     }
 
-    /// A summary: layer and plugin-layer counts, precision and target.
+    /// A summary: layer and plugin-layer counts, layers per kind, precision and target.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.engine.summary();
         let d = PyDict::new(py);
         d.set_item("layers", s.layers.len())?;
+        let kinds = PyDict::new(py);
+        for layer in &self.engine.plan().layers {
+            let kind = layer.kind.op().kind();
+            let count = kinds
+                .get_item(kind)?
+                .map_or(Ok(0), |c| c.extract::<usize>())?;
+            kinds.set_item(kind, count + 1)?;
+        }
+        d.set_item("layer_kinds", kinds)?;
         d.set_item("plugin_layers", s.plugins.len())?;
         d.set_item("precision", self.engine.plan().precision.name())?;
         d.set_item("target", self.engine.target().to_string())?;

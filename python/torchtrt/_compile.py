@@ -5,7 +5,10 @@ from __future__ import annotations
 import io
 import os
 
+import numpy as np
+
 from . import _torchtrt
+from ._dtypes import name_of
 from ._dtypes import precision as _precision
 from ._engine import Engine
 from ._input import Input
@@ -141,7 +144,7 @@ def _module_specs(program, inputs, kwarg_inputs):
 
 def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=False,
             plugins=(), custom_converters=(), custom_torch_ops=(), kernel_plugins=(),
-            kwarg_inputs=None):
+            kwarg_inputs=None, calibrator=None):
     """Compiles ``model`` into an engine, as ``torch_tensorrt.compile``.
 
     ``model``: a ``torch.nn.Module`` (exported with ``torch.export`` on ``inputs`` — example
@@ -154,7 +157,10 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
 
     ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
     ``enabled_precisions``: torch or numpy dtypes; the lowest float precision in the set is
-    the engine's (``{torch.float16}`` → f16; f32 inputs and outputs stay f32).
+    the engine's (``{torch.float16}`` → f16; f32 inputs and outputs stay f32). With
+    ``torch.int8`` in the set, convolutions and linear layers run on 8-bit integers (CPU),
+    calibrated on ``calibrator``: an iterable of input batches, each a tensor or array (one
+    input), a tuple of them (inputs in order) or a dict by input name.
     ``tf32``: let f32 matrix products use TF32 on a GPU.
     ``plugins`` / ``custom_converters`` / ``custom_torch_ops``: extension libraries loaded
     first (``torchtrtc --plugins`` …); ``kernel_plugins``: kernel-plugin specs (TOML)
@@ -162,6 +168,7 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
     """
     device = _device_name(device)
     prec = _precision(enabled_precisions)
+    calibration = _calibration(calibrator, prec)
     _load_libraries(plugins, custom_converters, custom_torch_ops)
     if isinstance(kernel_plugins, (str, os.PathLike)):
         kernel_plugins = (kernel_plugins,)
@@ -169,17 +176,18 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
         load_kernel_plugin(spec)
     if _is_torch(model, "nn.Module"):
         program = _export(model, inputs, kwarg_inputs)
-        return _compile_program(program, _module_specs(program, inputs, kwarg_inputs), device, prec, tf32)
+        return _compile_program(program, _module_specs(program, inputs, kwarg_inputs), device, prec, tf32,
+                                calibration)
     if _is_torch(model, "export.ExportedProgram"):
-        return _compile_program(model, _specs(inputs), device, prec, tf32)
+        return _compile_program(model, _specs(inputs), device, prec, tf32, calibration)
     specs = _specs(inputs)
     if isinstance(model, (bytes, bytearray, memoryview)):
         data = bytes(model)
         if data[:4] == b"PK\x03\x04":
-            return Engine(_torchtrt.compile_pt2(data, specs, device, prec, tf32))
-        return Engine(_torchtrt.compile_onnx(data, specs, device, prec, tf32))
+            return Engine(_torchtrt.compile_pt2(data, specs, device, prec, tf32, calibration))
+        return Engine(_torchtrt.compile_onnx(data, specs, device, prec, tf32, calibration))
     if type(model).__name__ == "ModelProto" and hasattr(model, "SerializeToString"):
-        return Engine(_torchtrt.compile_onnx(model.SerializeToString(), specs, device, prec, tf32))
+        return Engine(_torchtrt.compile_onnx(model.SerializeToString(), specs, device, prec, tf32, calibration))
     try:
         path = os.fspath(model)
     except TypeError:
@@ -188,8 +196,8 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
             f"a path to an .onnx or .pt2 file, or model bytes; got {type(model).__name__}"
         ) from None
     if _is_pt2(path):
-        return Engine(_torchtrt.compile_pt2(path, specs, device, prec, tf32))
-    return Engine(_torchtrt.compile_onnx(path, specs, device, prec, tf32))
+        return Engine(_torchtrt.compile_pt2(path, specs, device, prec, tf32, calibration))
+    return Engine(_torchtrt.compile_onnx(path, specs, device, prec, tf32, calibration))
 
 
 def _is_pt2(path: str) -> bool:
@@ -202,9 +210,40 @@ def _is_pt2(path: str) -> bool:
         return False
 
 
-def _compile_program(program, specs, device, prec, tf32):
+def _compile_program(program, specs, device, prec, tf32, calibration):
     from ._module import CompiledModule
 
-    native = _torchtrt.compile_pt2(_program_bytes(program), specs, device, prec, tf32)
+    native = _torchtrt.compile_pt2(_program_bytes(program), specs, device, prec, tf32, calibration)
     spec = program.call_spec
     return CompiledModule(Engine(native), spec.in_spec, spec.out_spec)
+
+
+def _calibration(calibrator, prec):
+    """The calibrator's batches as the native compile takes them: per batch, per input,
+    ``(name or None, dtype name, shape, bytes)``; ``None`` unless the precision is int8."""
+    if prec != "int8":
+        if calibrator is not None:
+            raise Error("calibrator: only used with torch.int8 in enabled_precisions")
+        return None
+    if calibrator is None:
+        raise Error("enabled_precisions with torch.int8 needs a calibrator: an iterable of input batches")
+    batches = []
+    for batch in calibrator:
+        if isinstance(batch, dict):
+            items = list(batch.items())
+        elif isinstance(batch, (tuple, list)):
+            items = [(None, v) for v in batch]
+        else:
+            items = [(None, batch)]
+        batches.append([(name, *_array_bytes(v)) for name, v in items])
+    if not batches:
+        raise Error("calibrator: no batches")
+    return batches
+
+
+def _array_bytes(value):
+    """``(dtype name, shape, bytes)`` of a torch tensor or array-like, C-contiguous."""
+    if _is_torch(value, "Tensor"):
+        value = value.detach().cpu().contiguous().numpy()
+    arr = np.ascontiguousarray(value)
+    return name_of(arr.dtype), list(arr.shape), arr.tobytes()

@@ -64,11 +64,30 @@ def torch_dtype(name: str):
 
 
 def precision(enabled_precisions) -> str:
-    """The engine precision a Torch-TensorRT ``enabled_precisions`` set asks for: the lowest
-    float precision in it (``{torch.float16}`` and ``{torch.float32, torch.float16}`` both
-    give f16); f32 when empty or ``None``."""
+    """The engine precision a Torch-TensorRT ``enabled_precisions`` set asks for: ``int8``
+    when it holds int8 (integer convolutions and linear layers, f32 elsewhere), else the
+    lowest float precision in it (``{torch.float16}`` and ``{torch.float32, torch.float16}``
+    both give f16); f32 when empty or ``None``."""
     if enabled_precisions is None:
         return "f32"
+    if isinstance(enabled_precisions, (str, bytes)) or not hasattr(enabled_precisions, "__iter__"):
+        enabled_precisions = {enabled_precisions}
+    names = {name_of(d) for d in enabled_precisions}
+    bad = names - _PRECISIONS - {"i8"}
+    if bad:
+        raise Error(
+            f"enabled_precisions: {', '.join(sorted(bad))} is not a precision (f32, f16, bf16, int8)"
+        )
+    if {"f16", "bf16"} <= names:
+        raise Error("enabled_precisions: choose f16 or bf16, not both")
+    if "i8" in names:
+        if names & {"f16", "bf16"}:
+            raise Error("enabled_precisions: int8 runs with f32, not with f16 or bf16")
+        return "int8"
+    for p in ("f16", "bf16"):
+        if p in names:
+            return p
+    return "f32"
     if isinstance(enabled_precisions, (str, bytes)) or not hasattr(enabled_precisions, "__iter__"):
         enabled_precisions = {enabled_precisions}
     names = {name_of(d) for d in enabled_precisions}
