@@ -92,7 +92,8 @@ class Engine:
         return self._native.device
 
     def summary(self) -> dict:
-        """Layer and plugin-layer counts, precision and target."""
+        """Layer and plugin-layer counts, layers per kind (``layer_kinds``), precision and
+        target."""
         return self._native.summary()
 
     def serialize(self) -> bytes:

@@ -194,7 +194,8 @@ struct Plan {
     weights: QuantizedWeights,
 }
 
-/// Replaces every convolution that qualifies (see the module docs) on a CPU engine.
+/// Replaces every convolution and MatMul that qualifies (see the module docs) on a CPU
+/// engine, then fuses the quantizations of their outputs.
 pub(super) fn run(
     work: &mut Work,
     outputs: &[(String, TensorId)],
