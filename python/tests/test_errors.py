@@ -132,8 +132,8 @@ def test_truncated_engine(onnx_engine):
 def test_bad_compile_arguments(onnx_path, two_heads):
     with pytest.raises(torchtrt.Error, match=r"`tpu`: expected cpu, cuda or cuda:N"):
         torchtrt.compile(onnx_path, device="tpu")
-    with pytest.raises(torchtrt.Error, match=r"not a float precision"):
-        torchtrt.compile(onnx_path, enabled_precisions={torch.int8})
+    with pytest.raises(torchtrt.Error, match=r"i16 is not a precision \(f32, f16, bf16, int8\)"):
+        torchtrt.compile(onnx_path, enabled_precisions={torch.int16})
     with pytest.raises(torchtrt.Error, match=r"kernel_plugins k.toml: .*k.toml"):
         torchtrt.compile(onnx_path, kernel_plugins=["k.toml"])
     with pytest.raises(torchtrt.Error, match=r"the model has no input `nope` \(inputs: x\)"):
