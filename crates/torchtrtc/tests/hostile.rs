@@ -10,7 +10,7 @@ mod onnx;
 use std::path::{Path, PathBuf};
 
 use onnx::{F32, I64, f32_init, i64_init, ints, model, node, value};
-use support::{fails, scratch_in, torchtrtc};
+use support::{fails, scratch_in, torchtrtc, write_npy};
 
 /// 2^40: every size below is about a tebibyte or more.
 const HUGE: i64 = 1 << 40;
@@ -27,21 +27,9 @@ fn write(name: &str, bytes: &[u8]) -> PathBuf {
 
 /// Writes a version-1.0 `.npy` file of `descr` values.
 fn npy(name: &str, descr: &str, shape: &[usize], data: &[u8]) -> PathBuf {
-    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while !(10 + header.len() + 1).is_multiple_of(64) {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(data);
-    write(name, &bytes)
+    let path = scratch(name);
+    write_npy(&path, descr, shape, data);
+    path
 }
 
 fn f32_npy(name: &str, shape: &[usize]) -> PathBuf {

@@ -407,7 +407,7 @@ multiversion! {
             if let Some(res) = residual {
                 line.iter_mut().zip(&res[at..at + cols]).for_each(|(v, x)| *v += x);
             }
-            activate(epilogue, &mut line);
+            epilogue.apply(&mut line);
             match out {
                 // SAFETY: `finish`'s caller guarantees row `r` of `place` is inside the
                 // output and ours.
@@ -421,39 +421,6 @@ multiversion! {
                     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.get().add(at), cols) };
                 }
             }
-        }
-    }
-}
-
-/// The activation of `epilogue` over a line, inlined into its caller's SIMD level (as
-/// [`Epilogue::apply`] computes it: NaN passes through `Relu` and `LeakyRelu`).
-#[inline(always)]
-fn activate(epilogue: Epilogue, line: &mut [f32; NR]) {
-    match epilogue {
-        Epilogue::Identity => {}
-        Epilogue::Relu => line.iter_mut().for_each(|v| {
-            let x = *v + 0.0;
-            *v = if x < 0.0 { 0.0 } else { x };
-        }),
-        Epilogue::LeakyRelu(alpha) => {
-            let a = alpha as f32;
-            line.iter_mut().for_each(|v| {
-                let x = *v + 0.0;
-                *v = if x < 0.0 { x * a } else { x };
-            });
-        }
-        Epilogue::Clip(lo, hi) => {
-            let (lo, hi) = (lo as f32, hi as f32);
-            line.iter_mut().for_each(|v| {
-                let x = *v + 0.0;
-                *v = if x < lo {
-                    lo
-                } else if x > hi {
-                    hi
-                } else {
-                    x
-                };
-            });
         }
     }
 }

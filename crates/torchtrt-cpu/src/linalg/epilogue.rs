@@ -62,6 +62,8 @@ impl Epilogue {
     /// a select whose arms are not the loaded value itself (`v + 0` instead of `v`): LLVM
     /// turns a select that may keep the loaded value into a conditional store, which
     /// vectorises only as per-lane branches (SSE2) or masked stores (slow on AMD).
+    /// Inlined, so a caller compiled for a SIMD level runs it at that level.
+    #[inline(always)]
     pub(crate) fn apply<C: Real>(self, xs: &mut [C]) {
         match self {
             Epilogue::Identity => {}
