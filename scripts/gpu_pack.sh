@@ -16,7 +16,7 @@ mkdir -p "$stage/tests"
 cargo test --locked -p torchtrt-cuda -p torchtrt --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys
-want = set(sys.argv[1].split())
+want = {s.split(":")[0] for s in sys.argv[1].split()}
 for line in sys.stdin:
     try:
         m = json.loads(line)

@@ -72,24 +72,18 @@ impl Options {
     ) -> PyResult<Options> {
         let float = match precision {
             "f32" | "int8" => DType::F32,
-            "f16" => DType::F16,
+            "f16" | "int8+f16" => DType::F16,
             "bf16" => DType::BF16,
             other => {
                 return Err(msg(format!(
-                    "precision `{other}`: expected f32, f16, bf16 or int8"
+                    "precision `{other}`: expected f32, f16, bf16, int8 or int8+f16"
                 )));
             }
         };
-        match (precision == "int8", &calibration) {
+        match (precision.starts_with("int8"), &calibration) {
             (true, None) => return Err(msg("precision int8 needs calibration batches")),
             (false, Some(_)) => return Err(msg("calibration batches need precision int8")),
             _ => {}
-        }
-        if calibration.is_some() && device != "cpu" {
-            return Err(msg(format!(
-                "precision int8 builds CPU engines only so far: the {device} backend has no \
-                 integer convolutions"
-            )));
         }
         let calibration = calibration.map(|batches| tensors(&batches)).transpose()?;
         Ok(Options {

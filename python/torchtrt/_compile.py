@@ -158,9 +158,10 @@ def compile(model, inputs=None, *, device="cpu", enabled_precisions=None, tf32=F
     ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
     ``enabled_precisions``: torch or numpy dtypes; the lowest float precision in the set is
     the engine's (``{torch.float16}`` → f16; f32 inputs and outputs stay f32). With
-    ``torch.int8`` in the set, convolutions and linear layers run on 8-bit integers (CPU),
-    calibrated on ``calibrator``: an iterable of input batches, each a tensor or array (one
-    input), a tuple of them (inputs in order) or a dict by input name.
+    ``torch.int8`` in the set, convolutions (and on the CPU linear layers) run on 8-bit
+    integers, the rest in f32, or in f16 with ``torch.float16`` in the set too; calibrated
+    on ``calibrator``: an iterable of input batches, each a tensor or array (one input), a
+    tuple of them (inputs in order) or a dict by input name.
     ``tf32``: let f32 matrix products use TF32 on a GPU.
     ``plugins`` / ``custom_converters`` / ``custom_torch_ops``: extension libraries loaded
     first (``torchtrtc --plugins`` …); ``kernel_plugins``: kernel-plugin specs (TOML)
@@ -221,7 +222,7 @@ def _compile_program(program, specs, device, prec, tf32, calibration):
 def _calibration(calibrator, prec):
     """The calibrator's batches as the native compile takes them: per batch, per input,
     ``(name or None, dtype name, shape, bytes)``; ``None`` unless the precision is int8."""
-    if prec != "int8":
+    if not prec.startswith("int8"):
         if calibrator is not None:
             raise Error("calibrator: only used with torch.int8 in enabled_precisions")
         return None

@@ -65,7 +65,8 @@ def torch_dtype(name: str):
 
 def precision(enabled_precisions) -> str:
     """The engine precision a Torch-TensorRT ``enabled_precisions`` set asks for: ``int8``
-    when it holds int8 (integer convolutions and linear layers, f32 elsewhere), else the
+    when it holds int8 (integer convolutions and linear layers, f32 elsewhere; ``int8+f16``
+    with f16 elsewhere when it holds float16 too), else the
     lowest float precision in it (``{torch.float16}`` and ``{torch.float32, torch.float16}``
     both give f16); f32 when empty or ``None``."""
     if enabled_precisions is None:
@@ -81,9 +82,9 @@ def precision(enabled_precisions) -> str:
     if {"f16", "bf16"} <= names:
         raise Error("enabled_precisions: choose f16 or bf16, not both")
     if "i8" in names:
-        if names & {"f16", "bf16"}:
-            raise Error("enabled_precisions: int8 runs with f32, not with f16 or bf16")
-        return "int8"
+        if "bf16" in names:
+            raise Error("enabled_precisions: int8 runs with f32 or f16, not with bf16")
+        return "int8+f16" if "f16" in names else "int8"
     for p in ("f16", "bf16"):
         if p in names:
             return p

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rayon::ThreadPoolBuildError;
-use torchtrt_core::plugin_api::DeviceKind;
+use torchtrt_core::plugin_api::{DType, DeviceKind};
 use torchtrt_core::{Backend, InferInput, Kernel, LayerKind, Tensor};
 
 use crate::kernels;
@@ -72,6 +72,15 @@ impl Backend for CpuBackend {
 
     fn host_threads(&self) -> usize {
         self.num_threads()
+    }
+
+    /// Every integer convolution and MatMul computing in f32.
+    fn runs_integer(&self, layer: &LayerKind, _inputs: &[InferInput<'_>]) -> bool {
+        match layer {
+            LayerKind::QuantizedConvolution(l) => l.dtype == DType::F32,
+            LayerKind::QuantizedMatMul(l) => l.dtype == DType::F32,
+            _ => false,
+        }
     }
 
     /// Runs `f` on a worker of the backend's pool (rayon's global pool for

@@ -150,6 +150,16 @@ impl Backend for CudaBackend {
         kernels::channels_last(layer, inputs, self.device.compute_capability())
     }
 
+    fn runs_integer(&self, layer: &LayerKind, inputs: &[InferInput<'_>]) -> bool {
+        let cc = self.device.compute_capability();
+        match layer {
+            LayerKind::QuantizedConvolution(l) => {
+                kernels::runs_quantized_convolution(l, inputs, cc)
+            }
+            _ => false,
+        }
+    }
+
     fn plugin_kernel(&self, plugin: &Arc<dyn Plugin>) -> Option<Result<Box<dyn Kernel>, String>> {
         Some(Ok(Box::new(DevicePluginKernel::new(
             plugin.clone(),

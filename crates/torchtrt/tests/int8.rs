@@ -1,4 +1,4 @@
-//! INT8 engines on the CPU. Calibrated: PyTorch-exported torchvision networks, calibrated
+//! INT8 engines on the CPU (and, with a GPU, on CUDA). Calibrated: PyTorch-exported torchvision networks, calibrated
 //! on a few random inputs, run their convolutions on 8-bit integers and agree with f32 on
 //! other inputs (top-1 and relative error). Explicit: a network's own quantize/dequantize pairs
 //! around convolutions fuse into integer convolutions (batch-norm scales folded into the
@@ -361,4 +361,121 @@ fn calibrated_transformers_run_their_linear_layers_on_integers() {
             assert!(err < 0.05, "{label} {name}: relative error {err}");
         }
     }
+}
+
+/// A `k`×`k` float convolution (bias, "same" padding, `stride`) of `x` to `m` channels.
+fn float_conv(
+    net: &mut NetworkDefinition,
+    name: &str,
+    x: TensorId,
+    [m, c, k]: [usize; 3],
+    stride: i64,
+    seed: u64,
+) -> TensorId {
+    let scale = 1.0 / ((c * k * k) as f32).sqrt();
+    let w: Vec<f32> = random_f32(m * c * k * k, seed)
+        .iter()
+        .map(|v| v * scale)
+        .collect();
+    let w = net
+        .add_constant(
+            &format!("{name}_w"),
+            Tensor::from_vec(&[m, c, k, k], w).unwrap(),
+        )
+        .unwrap();
+    let b = Tensor::from_vec(&[m], random_f32(m, seed + 1)).unwrap();
+    let b = net.add_constant(&format!("{name}_b"), b).unwrap();
+    let mut conv = Convolution::new(2);
+    let pad = (k / 2) as i64;
+    conv.pads_begin = vec![pad, pad];
+    conv.pads_end = vec![pad, pad];
+    conv.strides = vec![stride, stride];
+    net.add(name, conv, &[x, w, b]).unwrap()
+}
+
+/// A small ResNet: a 3-channel stem, then 64 → 64 (3×3), 64 → 128 (1×1, stride 2) and a
+/// residual block of two 3×3 128-channel convolutions, each with batch norm and ReLU.
+fn small_resnet() -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::dynamic("n", 1, 4, 8), 3.into(), 20.into(), 20.into()],
+        )
+        .unwrap();
+    let a = float_conv(&mut net, "stem", x, [64, 3, 3], 1, 1);
+    let a = bn_relu(&mut net, "bn0", a, 64, 2);
+    let a = float_conv(&mut net, "conv1", a, [64, 64, 3], 1, 3);
+    let a = bn_relu(&mut net, "bn1", a, 64, 4);
+    let a = float_conv(&mut net, "down", a, [128, 64, 1], 2, 5);
+    let a = bn_relu(&mut net, "bn2", a, 128, 6);
+    let b = float_conv(&mut net, "block1", a, [128, 128, 3], 1, 7);
+    let b = bn_relu(&mut net, "bn3", b, 128, 8);
+    let b = float_conv(&mut net, "block2", b, [128, 128, 3], 1, 9);
+    let sum = net
+        .add("residual", Elementwise::new(ElementwiseOp::Add), &[a, b])
+        .unwrap();
+    let relu = Activation {
+        kind: ActivationKind::Relu,
+    };
+    let y = net.add("out", relu, &[sum]).unwrap();
+    net.mark_output(y, "y").unwrap();
+    net
+}
+
+/// On a GPU: a calibrated INT8 build for CUDA runs every convolution with 64 or more
+/// channels on integer tensor cores (the 3-channel stem stays f16), nothing falls back to
+/// the host, the engine reloads, and its outputs stay close to the CPU's f32; a Q/DQ model
+/// whose channel counts the integer kernel does not take runs its quantize/dequantize pairs
+/// as CUDA kernels and computes what the CPU computes.
+#[test]
+fn calibrated_cuda_engines_run_convolutions_on_integer_tensor_cores() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let net = small_resnet();
+    let images =
+        |n: usize, seed| Tensor::from_vec(&[n, 3, 20, 20], random_f32(n * 1200, seed)).unwrap();
+    let batches: Vec<Vec<(String, Tensor)>> = (0..4)
+        .map(|s| vec![("x".to_string(), images(4, 300 + s))])
+        .collect();
+    let config = BuildConfig {
+        precision: DType::F16,
+        int8: Some(Arc::new(torchtrt::calibrate(&net, &batches).unwrap())),
+        ..BuildConfig::default()
+    };
+    let engine = torchtrt::compile_for(&net, &config, "cuda:0").unwrap();
+    let summary = engine.summary();
+    assert_eq!(count(&engine, "QuantizedConvolution"), 4, "{summary}");
+    assert_eq!(count(&engine, "Convolution"), 1, "{summary}");
+    assert!(summary.layers.iter().all(|l| !l.host_fallback), "{summary}");
+    let loaded = torchtrt::Runtime::new()
+        .unwrap()
+        .deserialize(&engine.serialize())
+        .unwrap();
+    let cpu = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    for n in [1, 5] {
+        let x = images(n, 400 + n as u64);
+        let want = run(&cpu, &x);
+        for e in [&engine, &loaded] {
+            let err = relative_error(&run(e, &x)[0], &want[0]);
+            assert!(err < 0.05, "batch {n}: relative error {err}");
+        }
+    }
+
+    let net = qdq_network(0);
+    let f16 = BuildConfig {
+        precision: DType::F16,
+        ..BuildConfig::default()
+    };
+    let engine = torchtrt::compile_for(&net, &f16, "cuda:0").unwrap();
+    let summary = engine.summary();
+    assert_eq!(count(&engine, "QuantizedConvolution"), 0, "{summary}");
+    assert!(summary.layers.iter().all(|l| !l.host_fallback), "{summary}");
+    let plain = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let x = Tensor::from_vec(&[2, 8, 12, 12], random_f32(2 * 8 * 144, 77)).unwrap();
+    let err = relative_error(&run(&engine, &x)[0], &run(&plain, &x)[0]);
+    assert!(err < 0.01, "Q/DQ network: relative error {err}");
 }

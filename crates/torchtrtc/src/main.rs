@@ -52,8 +52,9 @@ enum Precision {
     F16,
     /// bfloat16.
     Bf16,
-    /// 8-bit integer convolutions on the CPU, calibrated with `--calibration` (or read from
-    /// `--calibration-cache`), f32 elsewhere.
+    /// 8-bit integer convolutions (and, on the CPU, MatMuls), calibrated with
+    /// `--calibration` (or read from `--calibration-cache`); f32 elsewhere on the CPU, f16
+    /// on CUDA (TensorRT's `--int8 --fp16`).
     Int8,
 }
 

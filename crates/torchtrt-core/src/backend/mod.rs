@@ -150,6 +150,14 @@ pub trait Backend: Send + Sync {
         ChannelsLast::No
     }
 
+    /// Whether this backend runs `layer`, an integer layer the builder's quantize pass
+    /// would make (`QuantizedConvolution`, `QuantizedMatMul`) over `inputs` (the integer
+    /// input, the constant `I8` weights, then float bias and residual), on integer
+    /// arithmetic: the pass leaves the layers it would not in float. The default is `false`.
+    fn runs_integer(&self, _layer: &LayerKind, _inputs: &[InferInput<'_>]) -> bool {
+        false
+    }
+
     /// Threads a plugin's CPU launch may use: the size of the pool this backend runs host
     /// kernels in (one per core by default).
     fn host_threads(&self) -> usize {

@@ -67,8 +67,10 @@ pub struct BuildConfig {
     /// every build times the tactics of the plugins that offer several.
     pub timing_cache: Option<Arc<Mutex<TimingCache>>>,
     /// INT8 (TensorRT's `kINT8` with a calibrator): the calibrated ranges of the tensors
-    /// convolutions read; on the CPU those convolutions then run on 8-bit integers, with
-    /// per-channel weight scales. `None`: only a model's own quantize/dequantize pairs are.
+    /// convolutions and MatMuls read; those the backend runs on integers
+    /// ([`Backend::runs_integer`]) then run on 8-bit integers, with per-channel weight
+    /// scales, the rest in [`Self::precision`]. `None`: only a model's own
+    /// quantize/dequantize pairs are.
     pub int8: Option<Arc<Int8Calibration>>,
 }
 

@@ -15,13 +15,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use torchtrt_plugin_api::{DType, DeviceKind};
+use torchtrt_plugin_api::{DType, DeviceKind, DimExpr};
 
 use super::uses::Uses;
 use super::{BuildConfig, Work};
 use crate::backend::Backend;
 use crate::layers::{
-    LayerKind, OutputQuantization, Quantize, QuantizedConvolution, QuantizedMatMul, TypeShape,
+    InferInput, LayerKind, OutputQuantization, Quantize, QuantizedConvolution, QuantizedMatMul,
+    TypeShape,
 };
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
@@ -138,13 +139,13 @@ impl QuantizedWeights {
         zero_point: Option<&Tensor>,
         axis: i64,
     ) -> Option<QuantizedWeights> {
-        if x.dtype() != DType::I8 || x.rank() < 2 || scale.dtype() != DType::F32 {
+        if x.dtype() != DType::I8 || x.rank() < 2 || !scale.dtype().is_float() {
             return None;
         }
         if zero_point.is_some_and(|z| z.to_i64_vec().is_none_or(|v| v.iter().any(|&v| v != 0))) {
             return None;
         }
-        let s = scale.as_slice::<f32>().ok()?;
+        let s: Vec<f32> = scale.to_f64_vec().into_iter().map(|v| v as f32).collect();
         let channels = x.shape()[0];
         let axis0 = axis == 0 || axis == -(x.rank() as i64);
         let scales = match s.len() {
@@ -194,20 +195,67 @@ struct Plan {
     weights: QuantizedWeights,
 }
 
-/// Replaces every convolution and MatMul that qualifies (see the module docs) on a CPU
-/// engine, then fuses the quantizations of their outputs.
+impl Source {
+    /// The quantized tensor's id and byte type (the float tensor's, quantized, for a
+    /// calibrated source), scale and zero point.
+    fn quantized(&self, work: &Work) -> (TensorId, DType, f32, i32) {
+        match *self {
+            Source::Integers {
+                tensor,
+                scale,
+                zero_point,
+            } => (tensor, work.ty(tensor).dtype, scale, zero_point),
+            Source::Float {
+                tensor,
+                dtype,
+                scale,
+            } => (tensor, dtype, scale, 0),
+        }
+    }
+}
+
+impl Plan {
+    /// The integer layer replacing `layer`, computing in `dtype`.
+    fn kind(&self, work: &Work, layer: &Layer) -> LayerKind {
+        let (_, _, input_scale, input_zero_point) = self.source.quantized(work);
+        let weight_scales = self.weights.scales.clone();
+        let dtype = work.ty(layer.outputs[0]).dtype;
+        match &layer.kind {
+            LayerKind::Convolution(conv) => LayerKind::QuantizedConvolution(QuantizedConvolution {
+                conv: conv.clone(),
+                input_scale,
+                input_zero_point,
+                weight_scales,
+                dtype,
+                output: None,
+            }),
+            _ => LayerKind::QuantizedMatMul(QuantizedMatMul {
+                input_scale,
+                input_zero_point,
+                weight_scales,
+                dtype,
+                output: None,
+            }),
+        }
+    }
+}
+
+/// Replaces every convolution and MatMul that qualifies (see the module docs) and that the
+/// backend runs on integers ([`Backend::runs_integer`]), then fuses the quantizations of
+/// their outputs.
 pub(super) fn run(
     work: &mut Work,
     outputs: &[(String, TensorId)],
     backend: &dyn Backend,
     config: &BuildConfig,
 ) {
-    if backend.device() != DeviceKind::Cpu {
-        return;
-    }
     let uses = Uses::new(work, outputs);
-    let plans: Vec<Option<Plan>> = (0..work.layers.len())
-        .map(|i| plan(work, &uses, i, config.int8.as_deref()))
+    let plans: Vec<Option<(Plan, LayerKind)>> = (0..work.layers.len())
+        .map(|i| {
+            let plan = plan(work, &uses, i, config.int8.as_deref(), backend.device())?;
+            let kind = plan.kind(work, &work.layers[i]);
+            runs_integer(work, &work.layers[i], &plan, &kind, backend).then_some((plan, kind))
+        })
         .collect();
     if plans.iter().all(Option::is_none) {
         return;
@@ -216,56 +264,67 @@ pub(super) fn run(
     let devices = std::mem::take(&mut work.devices);
     let mut quantized: HashMap<TensorId, TensorId> = HashMap::new();
     for ((mut layer, device), plan) in layers.into_iter().zip(devices).zip(plans) {
-        let Some(plan) = plan else {
+        let Some((plan, kind)) = plan else {
             work.layers.push(layer);
             work.devices.push(device);
             continue;
         };
-        let (x, input_scale, input_zero_point) = match plan.source {
-            Source::Integers {
-                tensor,
-                scale,
-                zero_point,
-            } => (tensor, scale, zero_point),
+        let x = match plan.source {
+            Source::Integers { tensor, .. } => tensor,
             Source::Float {
                 tensor,
                 dtype,
                 scale,
-            } => {
-                let x = *quantized
-                    .entry(tensor)
-                    .or_insert_with(|| emit_quantize(work, tensor, dtype, scale));
-                (x, scale, 0)
-            }
+            } => *quantized
+                .entry(tensor)
+                .or_insert_with(|| emit_quantize(work, tensor, dtype, scale, device)),
         };
         let w = work.emit_constant(
             format!("{}/weights_int8", layer.name),
             plan.weights.values.as_ref().clone(),
         );
-        let weight_scales = plan.weights.scales;
-        layer.kind = match &layer.kind {
-            LayerKind::Convolution(conv) => LayerKind::QuantizedConvolution(QuantizedConvolution {
-                conv: conv.clone(),
-                input_scale,
-                input_zero_point,
-                weight_scales,
-                dtype: DType::F32,
-                output: None,
-            }),
-            _ => LayerKind::QuantizedMatMul(QuantizedMatMul {
-                input_scale,
-                input_zero_point,
-                weight_scales,
-                dtype: DType::F32,
-                output: None,
-            }),
-        };
+        layer.kind = kind;
         layer.inputs[0] = x;
         layer.inputs[1] = w;
         work.layers.push(layer);
         work.devices.push(device);
     }
     quantize_outputs(work, outputs);
+}
+
+/// Whether `backend` runs `kind`, the integer layer `plan` makes of `layer`, on integers.
+fn runs_integer(
+    work: &Work,
+    layer: &Layer,
+    plan: &Plan,
+    kind: &LayerKind,
+    backend: &dyn Backend,
+) -> bool {
+    let (x, dtype, _, _) = plan.source.quantized(work);
+    let values = &plan.weights.values;
+    let w_shape: Vec<DimExpr> = values
+        .shape()
+        .iter()
+        .map(|&d| DimExpr::Const(d as i64))
+        .collect();
+    let mut inputs = vec![
+        InferInput {
+            dtype,
+            shape: &work.ty(x).shape,
+            value: None,
+        },
+        InferInput {
+            dtype: DType::I8,
+            shape: &w_shape,
+            value: Some(values),
+        },
+    ];
+    inputs.extend(layer.inputs[2..].iter().map(|&t| InferInput {
+        dtype: work.ty(t).dtype,
+        shape: &work.ty(t).shape,
+        value: work.tensors[t.index()].value.as_deref(),
+    }));
+    backend.runs_integer(kind, &inputs)
 }
 
 /// Fuses each `Quantize` to 8 bits with one constant scale into the integer convolution or
@@ -288,8 +347,8 @@ fn quantize_outputs(work: &mut Work, outputs: &[(String, TensorId)]) {
             continue;
         };
         let slot = match &mut work.layers[p].kind {
-            LayerKind::QuantizedConvolution(c) if c.dtype == DType::F32 => &mut c.output,
-            LayerKind::QuantizedMatMul(m) if m.dtype == DType::F32 => &mut m.output,
+            LayerKind::QuantizedConvolution(c) => &mut c.output,
+            LayerKind::QuantizedMatMul(m) => &mut m.output,
             _ => continue,
         };
         if slot.is_some() {
@@ -320,9 +379,8 @@ fn output_quantization(work: &Work, layer: &Layer, to: DType) -> Option<OutputQu
 /// dequantize layer, when both are constant scalars.
 fn scalar_parameters(work: &Work, layer: &Layer) -> Option<(f32, i32)> {
     let value = |slot: usize| work.tensors[layer.inputs.get(slot)?.index()].value.clone();
-    let scale = value(1)?;
-    let scale = match scale.dtype() {
-        DType::F32 if scale.numel() == 1 => scale.as_slice::<f32>().ok()?[0],
+    let scale = match value(1)?.to_f64_vec()[..] {
+        [s] => s as f32,
         _ => return None,
     };
     let zero_point = match layer.inputs.get(2) {
@@ -335,9 +393,24 @@ fn scalar_parameters(work: &Work, layer: &Layer) -> Option<(f32, i32)> {
     (scale.is_finite() && scale != 0.0).then_some((scale, zero_point))
 }
 
-/// The plan for layer `i`, when it is a convolution or matrix product that qualifies.
-fn plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>) -> Option<Plan> {
-    match &work.layers[i].kind {
+/// The plan for layer `i`, when it is a convolution or matrix product on `device` that
+/// qualifies.
+fn plan(
+    work: &Work,
+    uses: &Uses,
+    i: usize,
+    int8: Option<&Int8Calibration>,
+    device: DeviceKind,
+) -> Option<Plan> {
+    let layer = &work.layers[i];
+    let weights = work.tensors[layer.inputs.get(1)?.index()].value.as_ref()?;
+    if work.devices[i] != device
+        || !work.ty(layer.outputs[0]).dtype.is_float()
+        || !weights.dtype().is_float()
+    {
+        return None;
+    }
+    match &layer.kind {
         LayerKind::Convolution(_) => conv_plan(work, uses, i, int8),
         LayerKind::MatMul(_) => matmul_plan(work, i, int8),
         _ => None,
@@ -352,12 +425,7 @@ fn conv_plan(work: &Work, uses: &Uses, i: usize, int8: Option<&Int8Calibration>)
     let (x, w) = (layer.inputs[0], layer.inputs[1]);
     let weights = work.tensors[w.index()].value.as_ref()?;
     let depthwise = conv.groups > 1 && weights.shape().get(1) == Some(&1);
-    if conv.channels_last
-        || depthwise
-        || work.devices[i] != DeviceKind::Cpu
-        || work.ty(layer.outputs[0]).dtype != DType::F32
-        || weights.dtype() != DType::F32
-    {
+    if conv.channels_last || depthwise {
         return None;
     }
     let recorded = work.tensors[w.index()].quantized.as_deref();
@@ -386,23 +454,17 @@ fn matmul_plan(work: &Work, i: usize, int8: Option<&Int8Calibration>) -> Option<
     };
     let (x, w) = (layer.inputs[0], layer.inputs[1]);
     let weights = work.tensors[w.index()].value.as_ref()?;
-    if mm.transpose_a
-        || layer.inputs.len() > 3
-        || weights.rank() != 2
-        || work.ty(x).shape.len() < 2
-        || work.devices[i] != DeviceKind::Cpu
-        || work.ty(layer.outputs[0]).dtype != DType::F32
-        || weights.dtype() != DType::F32
+    if mm.transpose_a || layer.inputs.len() > 3 || weights.rank() != 2 || work.ty(x).shape.len() < 2
     {
         return None;
     }
     let source = calibrated(work, x, int8?)?;
-    let values = weights.as_slice::<f32>().ok()?;
+    let values = weights.to_f64_vec();
     let rows = match mm.transpose_b {
         true => weights.clone(),
         false => {
             let (k, n) = (weights.shape()[0], weights.shape()[1]);
-            let t: Vec<f32> = (0..n * k).map(|j| values[(j % k) * n + j / k]).collect();
+            let t: Vec<f64> = (0..n * k).map(|j| values[(j % k) * n + j / k]).collect();
             Arc::new(Tensor::from_vec(&[n, k], t).ok()?)
         }
     };
@@ -416,7 +478,7 @@ fn matmul_plan(work: &Work, i: usize, int8: Option<&Int8Calibration>) -> Option<
 fn calibrated(work: &Work, x: TensorId, int8: &Int8Calibration) -> Option<Source> {
     let range = int8.ranges.get(&work.tensors[x.index()].name)?;
     let (dtype, scale) = range.quantization()?;
-    (work.ty(x).dtype == DType::F32).then_some(Source::Float {
+    work.ty(x).dtype.is_float().then_some(Source::Float {
         tensor: x,
         dtype,
         scale,
@@ -443,10 +505,10 @@ fn dequantized(work: &Work, uses: &Uses, x: TensorId) -> Option<Source> {
     })
 }
 
-/// f32 weights `[M, …]` quantized symmetrically per output channel: `scale[m] = max|w[m]| /
+/// Float weights `[M, …]` quantized symmetrically per output channel: `scale[m] = max|w[m]| /
 /// 127`, values rounded half to even into `[−127, 127]`.
 fn per_channel(w: &Tensor) -> Option<QuantizedWeights> {
-    let values = w.as_slice::<f32>().ok()?;
+    let values: Vec<f32> = w.to_f64_vec().into_iter().map(|v| v as f32).collect();
     let m = *w.shape().first()?;
     let per = values.len().checked_div(m)?;
     if values.iter().any(|v| !v.is_finite()) {
@@ -469,8 +531,14 @@ fn per_channel(w: &Tensor) -> Option<QuantizedWeights> {
     })
 }
 
-/// Emits `Quantize(x, scale)` to `to` and returns its output.
-fn emit_quantize(work: &mut Work, x: TensorId, to: DType, scale: f32) -> TensorId {
+/// Emits `Quantize(x, scale)` to `to` on `device` and returns its output.
+fn emit_quantize(
+    work: &mut Work,
+    x: TensorId,
+    to: DType,
+    scale: f32,
+    device: DeviceKind,
+) -> TensorId {
     let name = format!("{}/{to}", work.tensors[x.index()].name);
     let s = work.emit_constant(format!("{name}/scale"), Tensor::scalar(scale));
     let out = work.new_tensor(name.clone());
@@ -483,7 +551,7 @@ fn emit_quantize(work: &mut Work, x: TensorId, to: DType, scale: f32) -> TensorI
             outputs: vec![out],
         },
         vec![ty],
-        DeviceKind::Cpu,
+        device,
     );
     out
 }

@@ -58,7 +58,7 @@ fn direct_grid(len: usize, planes: usize) -> ((u32, u32, u32), (u32, u32, u32)) 
 
 /// Window parameters as 2-D `[h, w]` pairs.
 #[derive(Clone, Copy, Debug)]
-struct Geometry {
+pub(super) struct Geometry {
     stride: [usize; 2],
     /// Padding at the start of each dim.
     pad: [usize; 2],
@@ -225,7 +225,7 @@ fn upload_padded(
 
 /// The layer's window as 2-D pairs (a leading unit row for 1-D), `None` if a value is
 /// negative.
-fn geometry(l: &Convolution, spatial: usize) -> Option<Geometry> {
+pub(super) fn geometry(l: &Convolution, spatial: usize) -> Option<Geometry> {
     let pair = |v: &[i64], fill: usize| -> Option<[usize; 2]> {
         let u = |x: i64| usize::try_from(x).ok();
         match (spatial, v) {
@@ -243,7 +243,7 @@ fn geometry(l: &Convolution, spatial: usize) -> Option<Geometry> {
 }
 
 /// Concrete sizes of one run.
-struct Shape {
+pub(super) struct Shape {
     n: usize,
     c: usize,
     h: usize,
@@ -254,67 +254,85 @@ struct Shape {
     ow: usize,
 }
 
+impl Shape {
+    /// The sizes of a run as the implicit GEMM takes them, with the `kernel` window.
+    pub(super) fn problem(&self, geo: &Geometry, kernel: [usize; 2]) -> Problem {
+        Problem {
+            n: self.n,
+            c: self.c,
+            input: [self.h, self.w],
+            m: self.m,
+            output: [self.oh, self.ow],
+            kernel,
+            stride: geo.stride,
+            pad: geo.pad,
+            dilation: geo.dilation,
+        }
+    }
+}
+
+/// The sizes of a convolution of `spatial` (1 or 2) dims and `groups` with window `geo` from
+/// the shapes of x, w and y (channels first), and its 2-D window; an error naming them when
+/// they do not fit.
+pub(super) fn shape(
+    spatial: usize,
+    groups: usize,
+    geo: &Geometry,
+    [x, w, y]: [&[usize]; 3],
+) -> Result<(Shape, [usize; 2]), String> {
+    let rank = spatial + 2;
+    if x.len() != rank || w.len() != rank || y.len() != rank {
+        return Err(format!(
+            "{WHAT}: x {x:?}, w {w:?} and y {y:?} must have rank {rank}"
+        ));
+    }
+    let two = |v: &[usize]| {
+        if spatial == 1 {
+            [1, v[0]]
+        } else {
+            [v[0], v[1]]
+        }
+    };
+    let ([h, wd], k, [oh, ow]) = (two(&x[2..]), two(&w[2..]), two(&y[2..]));
+    let g = geo;
+    let expect = |i: usize, inp: usize| {
+        (inp + g.pad[i] + g.pad_end[i])
+            .checked_sub(g.dilation[i] * (k[i] - 1) + 1)
+            .map(|s| s / g.stride[i] + 1)
+    };
+    let s = Shape {
+        n: x[0],
+        c: x[1],
+        h,
+        w: wd,
+        m: w[0],
+        cg: w[1],
+        oh,
+        ow,
+    };
+    if k.contains(&0)
+        || s.cg * groups != s.c
+        || !s.m.is_multiple_of(groups)
+        || y[0] != s.n
+        || y[1] != s.m
+        || expect(0, h) != Some(oh)
+        || expect(1, wd) != Some(ow)
+    {
+        return Err(format!(
+            "{WHAT}: x {x:?}, w {w:?}, {groups} groups and y {y:?} do not fit"
+        ));
+    }
+    Ok((s, k))
+}
+
 impl ConvKernel {
     fn shape(&self, x: &[usize], w: &[usize], y: &[usize]) -> Result<(Shape, [usize; 2]), String> {
-        let rank = self.spatial + 2;
-        if x.len() != rank || w.len() != rank || y.len() != rank {
-            return Err(format!(
-                "{WHAT}: x {x:?}, w {w:?} and y {y:?} must have rank {rank}"
-            ));
-        }
-        let two = |v: &[usize]| {
-            if self.spatial == 1 {
-                [1, v[0]]
-            } else {
-                [v[0], v[1]]
-            }
-        };
-        let ([h, wd], k, [oh, ow]) = (two(&x[2..]), two(&w[2..]), two(&y[2..]));
-        let g = &self.geo;
-        let expect = |i: usize, inp: usize| {
-            (inp + g.pad[i] + g.pad_end[i])
-                .checked_sub(g.dilation[i] * (k[i] - 1) + 1)
-                .map(|s| s / g.stride[i] + 1)
-        };
-        let s = Shape {
-            n: x[0],
-            c: x[1],
-            h,
-            w: wd,
-            m: w[0],
-            cg: w[1],
-            oh,
-            ow,
-        };
-        if k.contains(&0)
-            || s.cg * self.groups != s.c
-            || !s.m.is_multiple_of(self.groups)
-            || y[0] != s.n
-            || y[1] != s.m
-            || expect(0, h) != Some(oh)
-            || expect(1, wd) != Some(ow)
-        {
-            return Err(format!(
-                "{WHAT}: x {x:?}, w {w:?}, {} groups and y {y:?} do not fit",
-                self.groups
-            ));
-        }
-        Ok((s, k))
+        shape(self.spatial, self.groups, &self.geo, [x, w, y])
     }
 
     /// The sizes of a run as the implicit GEMM takes them.
     fn problem(&self, s: &Shape, kernel: [usize; 2]) -> Problem {
-        Problem {
-            n: s.n,
-            c: s.c,
-            input: [s.h, s.w],
-            m: s.m,
-            output: [s.oh, s.ow],
-            kernel,
-            stride: self.geo.stride,
-            pad: self.geo.pad,
-            dilation: self.geo.dilation,
-        }
+        s.problem(&self.geo, kernel)
     }
 
     #[allow(clippy::too_many_arguments)]

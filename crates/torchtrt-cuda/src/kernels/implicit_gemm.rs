@@ -9,6 +9,7 @@
 //! shared-memory buffers by `cp.async` (zeros where a window leaves the image) ahead of the
 //! `mma.m16n8k16` products; no im2col matrix or product reaches global memory.
 
+use torchtrt_core::layers::{InferInput, QuantizedConvolution};
 use torchtrt_plugin_api::DType;
 
 use super::PrepareCtx;
@@ -16,12 +17,15 @@ use super::epilogue::{ACTIVATIONS, Epilogue};
 use super::mma::TENSOR_CORES;
 use super::operands::{Weights, arg_i32};
 use super::prelude::{Program, with_prelude};
+use super::quantize::QUANTIZE_BYTE;
 use crate::launch::KernelArgs;
 use crate::module::Function;
 use crate::stream::Stream;
 
-/// Channels per step: the input channel count must be a multiple.
+/// Channels per step (16-bit elements, or pairs of bytes): the input channel count must be a
+/// multiple.
 pub(super) const BK: usize = 32;
+const WHAT: &str = "Convolution";
 const THREADS: u32 = 256;
 
 static PROGRAM: Program = Program::new("core_implicit_gemm", || {
@@ -35,10 +39,33 @@ static PROGRAM: Program = Program::new("core_implicit_gemm", || {
             ));
         }
     }
-    with_prelude(&format!(
-        "{TENSOR_CORES}{ACTIVATIONS}#define IG_BK {BK}\n{BODY}{entries}"
-    ))
+    source(&entries)
 });
+
+/// The 8-bit convolutions: signed or unsigned input bytes, f16 or f32 bias, residual and
+/// output.
+static PROGRAM_I8: Program = Program::new("core_implicit_gemm_i8", || {
+    let mut entries = String::new();
+    for (input, u) in [("s8", 0), ("u8", 1)] {
+        for (dt, tag) in [("f16", "F16"), ("f32", "F32")] {
+            for (mt, nt) in TILES {
+                entries.push_str(&format!(
+                    "extern \"C\" __global__ void __launch_bounds__(256, 2) {}(IG_PARAMS) \
+                     {{ igemm_i8<{tag}, {u}, {mt}, {nt}, {STAGES}>(IG_ARGS); }}\n",
+                    entry(&format!("{input}_{dt}"), (mt, nt))
+                ));
+            }
+        }
+    }
+    source(&entries)
+});
+
+/// A program's source: the shared body, then its `entries`.
+fn source(entries: &str) -> String {
+    with_prelude(&format!(
+        "{TENSOR_CORES}{ACTIVATIONS}{QUANTIZE_BYTE}#define IG_BK {BK}\n{BODY}{entries}"
+    ))
+}
 
 /// Tile shapes, largest first, as (m-tiles, n-tiles) of a warp: a block's tile is
 /// `32·mt` output channels × `32·nt` columns.
@@ -62,17 +89,19 @@ const BODY: &str = r#"
 #define IG_PARAMS const u16* x, const u16* w, const void* bias, const void* res, u16* y, \
     int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, \
     int pw, int dh, int dw, int cols, int m_tiles, int pairs, int nhwc, int code, float p0, \
-    float p1
+    float p1, const float* qscale, int qout, float qs, int qz
 #define IG_ARGS x, w, bias, res, y, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, cols, \
-    m_tiles, pairs, nhwc, code, p0, p1
+    m_tiles, pairs, nhwc, code, p0, p1, qscale, qout, qs, qz
+#define IG_LOOP_ARGS x, w, C, H, W, M, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, cols, m_tiles
 #define IG_P (IG_BK + 8)
 
 /* x [N, C, HW] → y [N, HW, C] through 32 × 32 tiles in shared memory. */
-__device__ __forceinline__ void to_channels_last(const u16* x, u16* y, int C, int HW) {
-    __shared__ u16 tile[32][34];
+template <typename T>
+__device__ __forceinline__ void to_channels_last(const T* x, T* y, int C, int HW) {
+    __shared__ T tile[32][34];
     const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
-    const u16* xs = x + (i64)blockIdx.z * C * HW;
-    u16* ys = y + (i64)blockIdx.z * C * HW;
+    const T* xs = x + (i64)blockIdx.z * C * HW;
+    T* ys = y + (i64)blockIdx.z * C * HW;
     for (int i = threadIdx.y; i < 32; i += 8) {
         int c = c0 + i, p = p0 + threadIdx.x;
         if (c < C && p < HW) tile[i][threadIdx.x] = xs[(i64)c * HW + p];
@@ -87,6 +116,22 @@ __device__ __forceinline__ void to_channels_last(const u16* x, u16* y, int C, in
 extern "C" __global__ void __launch_bounds__(256) igemm_channels_last(const u16* x, u16* y,
     int C, int HW) {
     to_channels_last(x, y, C, HW);
+}
+
+extern "C" __global__ void __launch_bounds__(256) igemm_channels_last_u8(
+    const unsigned char* x, unsigned char* y, int C, int HW) {
+    to_channels_last(x, y, C, HW);
+}
+
+/* One tensor-core product step: f16 (OP 0) or bf16 (OP 1) pairs into floats, signed (OP 2)
+   or unsigned (OP 3) byte quads of the input times signed weight bytes into 32-bit sums. */
+template <int OP>
+__device__ __forceinline__ void ig_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+    tc_mma<OP>(c, a, b0, b1);
+}
+template <int OP>
+__device__ __forceinline__ void ig_mma(int* c, const unsigned* a, unsigned b0, unsigned b1) {
+    tc_imma<OP - 2>(c, a, b0, b1);
 }
 
 /* The epilogue into y [N, OH·OW, M] (`at`: each column's first element): the threads of rows
@@ -127,21 +172,23 @@ __device__ __forceinline__ void igemm_store_nhwc(float (&acc)[MT][NT][4], const 
         }
 }
 
-/* y = act(w ⋆ x + bias + res) from x [N, H·W, C] (channels last), y and res [N, M, OH·OW]
-   (NCHW) or, with `nhwc`, [N, OH·OW, M]. A
-   block of eight warps (2 × 4) owns BM = 32·MT output channels × BN = 32·NT columns, a warp
-   MT m-tiles of 16 × NT n-tiles of 8; steps of IG_BK channels of one tap stream through
-   STAGES buffers of shared memory by `cp.async` (16 bytes: eight channels of a weight row or
-   of an input pixel, zeros where the window leaves the image), STAGES − 1 steps ahead of the
-   `mma.m16n8k16` products. */
-template <typename D, int BF, int MT, int NT, int STAGES>
-__device__ __forceinline__ void igemm(IG_PARAMS) {
-#if __CUDA_ARCH__ >= 800
+/* The products of one block's tile, from x [N, H·W, C] (channels last) and the packed
+   weights [M, KH·KW·C], into `acc`: a block of eight warps (2 × 4) owns BM = 32·MT output
+   channels × BN = 32·NT columns, a warp MT m-tiles of 16 × NT n-tiles of 8; steps of IG_BK
+   channels of one tap stream through STAGES buffers of shared memory by `cp.async` (16
+   bytes: eight channels of a weight row or of an input pixel, zeros where the window leaves
+   the image), STAGES − 1 steps ahead of the products (`ig_mma<OP>`). Elements are 16-bit;
+   8-bit operands run as pairs of bytes (C and the weight rows counted in pairs), whose
+   fragments the byte products read in the same places. */
+template <int OP, int MT, int NT, int STAGES, typename A>
+__device__ __forceinline__ void igemm_products(A (&acc)[MT][NT][4], const u16* x, const u16* w,
+    int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
+    int dh, int dw, int cols, int m_tiles) {
     constexpr int BM = 32 * MT, BN = 32 * NT, A_CH = BM / 64, B_CH = BN / 64;
     extern __shared__ __align__(16) u16 smem[];
     u16 (*as)[BM][IG_P] = reinterpret_cast<u16 (*)[BM][IG_P]>(smem);
     u16 (*bs)[BN][IG_P] = reinterpret_cast<u16 (*)[BN][IG_P]>(smem + STAGES * BM * IG_P);
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int wm = warp >> 2, wn = warp & 3, mat = lane >> 3;
     const int m0 = (blockIdx.x % m_tiles) * BM, n0 = (blockIdx.x / m_tiles) * BN;
     const int HW = H * W, OHW = OH * OW, K = KH * KW * C, steps = K / IG_BK;
@@ -191,11 +238,10 @@ __device__ __forceinline__ void igemm(IG_PARAMS) {
         }
     };
 
-    float acc[MT][NT][4];
 #pragma unroll
     for (int a = 0; a < MT; ++a)
 #pragma unroll
-        for (int b = 0; b < NT; ++b) acc[a][b][0] = acc[a][b][1] = acc[a][b][2] = acc[a][b][3] = 0.0f;
+        for (int b = 0; b < NT; ++b) acc[a][b][0] = acc[a][b][1] = acc[a][b][2] = acc[a][b][3] = 0;
 
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
@@ -225,10 +271,25 @@ __device__ __forceinline__ void igemm(IG_PARAMS) {
                 unsigned a[4];
                 tc_ldmatrix<0>(a, &as[st][wm * 16 * MT + mt * 16 + (lane & 15)][kk * 16 + (lane >> 4) * 8]);
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt) tc_mma<BF>(acc[mt][nt], a, b[nt][0], b[nt][1]);
+                for (int nt = 0; nt < NT; ++nt) ig_mma<OP>(acc[mt][nt], a, b[nt][0], b[nt][1]);
             }
         }
     }
+}
+
+/* y = act(w ⋆ x + bias + res) from x [N, H·W, C] (channels last), y and res [N, M, OH·OW]
+   (NCHW) or, with `nhwc`, [N, OH·OW, M]: the products of `igemm_products`, then the
+   epilogue. */
+template <typename D, int BF, int MT, int NT, int STAGES>
+__device__ __forceinline__ void igemm(IG_PARAMS) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int BM = 32 * MT, BN = 32 * NT;
+    float acc[MT][NT][4];
+    igemm_products<BF, MT, NT, STAGES>(acc, IG_LOOP_ARGS);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp >> 2, wn = warp & 3;
+    const int m0 = (blockIdx.x % m_tiles) * BM, n0 = (blockIdx.x / m_tiles) * BN;
+    const int OHW = OH * OW;
 
     /* Each thread holds columns 2t, 2t + 1 of eight-column tiles: both in one image when
        OH·OW is even, so `pairs` writes them as one word. */
@@ -274,18 +335,59 @@ __device__ __forceinline__ void igemm(IG_PARAMS) {
         }
 #endif
 }
+
+/* The 8-bit convolution: x bytes (signed, or unsigned with U) channels last, weights signed
+   bytes, both counted in pairs by C and the packed rows; the exact 32-bit sums of each output
+   channel m scale by qscale[m] (input scale × the channel's weight scale) into D with the
+   bias, the residual and the activation, into y [N, M, OH·OW] as D or, with `qout` (1: I8,
+   2: U8), quantized by qs and qz as `Quantize` does. */
+template <typename D, int U, int MT, int NT, int STAGES>
+__device__ __forceinline__ void igemm_i8(IG_PARAMS) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int BM = 32 * MT, BN = 32 * NT;
+    int acc[MT][NT][4];
+    igemm_products<2 + U, MT, NT, STAGES>(acc, IG_LOOP_ARGS);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp >> 2, wn = warp & 3;
+    const int m0 = (blockIdx.x % m_tiles) * BM, n0 = (blockIdx.x / m_tiles) * BN;
+    const int OHW = OH * OW;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const int m = m0 + wm * 16 * MT + mt * 16 + g + 8 * hr;
+            if (m >= M) continue;
+            const float sm = qscale[m], bm = bias ? LOAD(D, bias, m) : 0.0f;
+            const i64 row = (i64)m * OHW;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int c = n0 + wn * 8 * NT + nt * 8 + 2 * t + h;
+                    if (c >= cols) continue;
+                    const int im = c / OHW;
+                    const i64 e = (i64)im * M * OHW + (c - im * OHW) + row;
+                    float v = (float)acc[mt][nt][2 * hr + h] * sm + bm;
+                    if (res) v += LOAD(D, res, e);
+                    v = act(v, code, p0, p1);
+                    if (qout) ((unsigned char*)y)[e] = quantize_byte(v, qs, qz, qout == 1);
+                    else STORE(D, y, e, v);
+                }
+        }
+#endif
+}
 "#;
 
-/// The weights `[M, C, KH·KW]` of 16-bit elements (as bytes) reordered to `[M, KH·KW, C]`:
-/// each output channel's row runs tap by tap, the channels of a tap together.
-pub(super) fn taps_major(bytes: &[u8], m: usize, c: usize, taps: usize) -> Vec<u8> {
+/// The weights `[M, C, KH·KW]` of `size`-byte elements reordered to `[M, KH·KW, C]`: each
+/// output channel's row runs tap by tap, the channels of a tap together.
+pub(super) fn taps_major(bytes: &[u8], m: usize, c: usize, taps: usize, size: usize) -> Vec<u8> {
     let mut out = vec![0u8; bytes.len()];
     for o in 0..m {
         for ch in 0..c {
             for tap in 0..taps {
-                let from = ((o * c + ch) * taps + tap) * 2;
-                let to = ((o * taps + tap) * c + ch) * 2;
-                out[to..to + 2].copy_from_slice(&bytes[from..from + 2]);
+                let from = ((o * c + ch) * taps + tap) * size;
+                let to = ((o * taps + tap) * c + ch) * size;
+                out[to..to + size].copy_from_slice(&bytes[from..from + size]);
             }
         }
     }
@@ -301,15 +403,40 @@ pub(crate) fn takes(
     weights: Option<&torchtrt_core::tensor::Tensor>,
     cc: (u32, u32),
 ) -> bool {
+    matches!(dtype, DType::F16 | DType::BF16) && fits(groups, weights, cc, BK)
+}
+
+/// Whether the kernel runs the 8-bit convolution `l` of `x` (its input) with constant
+/// weights on a device of compute capability `cc`: 2-D, one group, sm_80 or newer, `I8` or
+/// `U8` input with zero point 0, input channels a multiple of 2·[`BK`], an f16 or f32 float
+/// type, an activation the epilogue fuses.
+pub(crate) fn takes_int8(
+    l: &QuantizedConvolution,
+    x: &InferInput<'_>,
+    weights: Option<&torchtrt_core::tensor::Tensor>,
+    cc: (u32, u32),
+) -> bool {
+    matches!(x.dtype, DType::I8 | DType::U8)
+        && x.shape.len() == 4
+        && l.input_zero_point == 0
+        && matches!(l.dtype, DType::F16 | DType::F32)
+        && Epilogue::new(l.conv.activation).is_some()
+        && l.output.is_none_or(|q| q.check().is_ok())
+        && weights.is_some_and(|w| w.dtype() == DType::I8 && w.rank() == 4)
+        && fits(l.conv.groups, weights, cc, 2 * BK)
+}
+
+/// One group, sm_80 or newer, constant weights `[M, C, …]` with C a multiple of `step`.
+fn fits(
+    groups: i64,
+    weights: Option<&torchtrt_core::tensor::Tensor>,
+    cc: (u32, u32),
+    step: usize,
+) -> bool {
     let Some(shape) = weights.map(|w| w.shape()) else {
         return false;
     };
-    matches!(dtype, DType::F16 | DType::BF16)
-        && groups == 1
-        && cc >= (8, 0)
-        && shape.len() >= 3
-        && shape[1] > 0
-        && shape[1].is_multiple_of(BK)
+    groups == 1 && cc >= (8, 0) && shape.len() >= 3 && shape[1] > 0 && shape[1].is_multiple_of(step)
 }
 
 /// Sizes of one run: images, input channels and size, output channels and size, window,
@@ -335,6 +462,17 @@ pub(super) struct ImplicitGemm {
     epilogue: Epilogue,
     /// The device's multiprocessors, which the tile choice keeps busy.
     sms: usize,
+    /// For an 8-bit convolution: its scales and output quantization.
+    int8: Option<Int8>,
+}
+
+/// What an 8-bit convolution adds to the float one.
+struct Int8 {
+    /// `input_scale · weight_scales[m]` per output channel, on the device.
+    scales: Weights,
+    /// The output's quantization: the kernel's code (0: none, 1: I8, 2: U8), scale and zero
+    /// point.
+    output: (i32, f32, i32),
 }
 
 impl ImplicitGemm {
@@ -357,37 +495,100 @@ impl ImplicitGemm {
         if !takes(dtype, groups, Some(w), ctx.device.compute_capability()) {
             return None;
         }
+        Some(Self::load(ctx, &PROGRAM, dt, w, epilogue, None))
+    }
+
+    /// The kernel for the 8-bit convolution `l` of `x` with constant `weights`, `None` where
+    /// it does not apply ([`takes_int8`]).
+    pub(super) fn prepare_int8(
+        ctx: &PrepareCtx<'_>,
+        l: &QuantizedConvolution,
+        x: &InferInput<'_>,
+        weights: Option<&torchtrt_core::tensor::Tensor>,
+    ) -> Option<Result<ImplicitGemm, String>> {
+        if !takes_int8(l, x, weights, ctx.device.compute_capability()) {
+            return None;
+        }
+        let input = if x.dtype == DType::U8 { "u8" } else { "s8" };
+        let dt = if l.dtype == DType::F16 { "f16" } else { "f32" };
+        let scales: Vec<u8> = l
+            .weight_scales
+            .iter()
+            .flat_map(|s| (s * l.input_scale).to_le_bytes())
+            .collect();
+        let output = l.output.map_or((0, 1.0, 0), |q| {
+            (
+                if q.dtype == DType::I8 { 1 } else { 2 },
+                q.scale,
+                q.zero_point,
+            )
+        });
+        let epilogue = Epilogue::new(l.conv.activation)?;
+        Some((|| {
+            let int8 = Int8 {
+                scales: Weights::upload_bytes(ctx.device, &scales, WHAT)?,
+                output,
+            };
+            Self::load(
+                ctx,
+                &PROGRAM_I8,
+                &format!("{input}_{dt}"),
+                weights.ok_or_else(|| format!("{WHAT}: weights must be constant"))?,
+                epilogue,
+                Some(int8),
+            )
+        })())
+    }
+
+    /// Loads the entry points of `program` for the type suffix `dt` and uploads the
+    /// weights `w` packed tap by tap.
+    fn load(
+        ctx: &PrepareCtx<'_>,
+        program: &'static Program,
+        dt: &str,
+        w: &torchtrt_core::tensor::Tensor,
+        epilogue: Epilogue,
+        int8: Option<Int8>,
+    ) -> Result<ImplicitGemm, String> {
         let shape = w.shape();
         let (m, c) = (shape[0], shape[1]);
         let taps: usize = shape[2..].iter().product();
-        Some((|| {
-            let load = |name: &str| {
-                ctx.programs
-                    .function(&PROGRAM.source(), name)
-                    .map_err(|e| format!("Convolution: loading {name}: {e}"))
-            };
-            let functions = TILES
-                .iter()
-                .map(|&t| {
-                    let f = load(&entry(dt, t))?;
-                    f.allow_shared(shared_bytes(t))
-                        .map_err(|e| format!("Convolution: {e}"))?;
-                    Ok(f)
-                })
-                .collect::<Result<_, String>>()?;
-            let sms = ctx
-                .device
-                .multiprocessors()
-                .map_err(|e| format!("Convolution: {e}"))?;
-            let packed = taps_major(w.bytes(), m, c, taps);
-            Ok(ImplicitGemm {
-                functions,
-                channels_last: load("igemm_channels_last")?,
-                weights: Weights::upload_bytes(ctx.device, &packed, "Convolution")?,
-                epilogue,
-                sms: sms as usize,
+        let load = |name: &str| {
+            ctx.programs
+                .function(&program.source(), name)
+                .map_err(|e| format!("{WHAT}: loading {name}: {e}"))
+        };
+        let functions = TILES
+            .iter()
+            .map(|&t| {
+                let f = load(&entry(dt, t))?;
+                f.allow_shared(shared_bytes(t))
+                    .map_err(|e| format!("{WHAT}: {e}"))?;
+                Ok(f)
             })
-        })())
+            .collect::<Result<_, String>>()?;
+        let sms = ctx
+            .device
+            .multiprocessors()
+            .map_err(|e| format!("{WHAT}: {e}"))?;
+        let packed = taps_major(w.bytes(), m, c, taps, w.dtype().size());
+        let channels_last = match int8 {
+            Some(_) => "igemm_channels_last_u8",
+            None => "igemm_channels_last",
+        };
+        Ok(ImplicitGemm {
+            functions,
+            channels_last: load(channels_last)?,
+            weights: Weights::upload_bytes(ctx.device, &packed, WHAT)?,
+            epilogue,
+            sms: sms as usize,
+            int8,
+        })
+    }
+
+    /// Bytes of an input element: 1 for an 8-bit convolution, else 2.
+    fn element(&self) -> usize {
+        if self.int8.is_some() { 1 } else { 2 }
     }
 
     /// Queues the convolution of `x` into `y` (`bias`, `res` may be 0: absent), all NCHW or,
@@ -400,7 +601,7 @@ impl ImplicitGemm {
         [x, bias, res, y]: [u64; 4],
         stream: &Stream,
     ) -> Result<bool, String> {
-        let what = "Convolution";
+        let what = WHAT;
         let hw = p.input[0] * p.input[1];
         let ohw = p.output[0] * p.output[1];
         let fits = |v: Option<usize>| v.is_some_and(|v| i32::try_from(v).is_ok());
@@ -418,7 +619,7 @@ impl ImplicitGemm {
             return Ok(false);
         };
         let paired = if channels_last { p.m } else { ohw };
-        let pairs = paired.is_multiple_of(2) && y % 4 == 0 && res % 4 == 0;
+        let pairs = self.int8.is_none() && paired.is_multiple_of(2) && y % 4 == 0 && res % 4 == 0;
         let i = |v: usize| arg_i32(v, what);
         if channels_last {
             if x % 16 != 0 {
@@ -447,15 +648,15 @@ impl ImplicitGemm {
         let nhwc = stream
             .device()
             .allocator()
-            .alloc(p.n * p.c * hw * 2)
+            .alloc(p.n * p.c * hw * self.element())
             .map_err(|e| format!("{what}: channels-last scratch: {e}"))?;
         let mut args = KernelArgs::new()
             .ptr(x)
             .ptr(nhwc.ptr())
             .i32(i(p.c)?)
             .i32(i(hw)?);
-        // SAFETY: the arguments match `igemm_channels_last`; x holds `[N, C, HW]` and the
-        // scratch as many elements.
+        // SAFETY: the arguments match `igemm_channels_last*` (of this element size); x holds
+        // `[N, C, HW]` and the scratch as many elements.
         unsafe {
             self.channels_last
                 .launch(stream, grid, (32, 8, 1), 0, &mut args)
@@ -487,7 +688,7 @@ impl ImplicitGemm {
         tile: usize,
         stream: &Stream,
     ) -> Result<bool, String> {
-        let what = "Convolution";
+        let what = WHAT;
         let i = |v: usize| arg_i32(v, what);
         let mut args = KernelArgs::new()
             .ptr(x)
@@ -495,7 +696,8 @@ impl ImplicitGemm {
             .ptr(bias)
             .ptr(res)
             .ptr(y);
-        for v in [p.c, p.input[0], p.input[1], p.m, p.output[0], p.output[1]]
+        let c = p.c * self.element() / 2;
+        for v in [c, p.input[0], p.input[1], p.m, p.output[0], p.output[1]]
             .into_iter()
             .chain(p.kernel)
             .chain(p.stride)
@@ -504,7 +706,7 @@ impl ImplicitGemm {
         {
             args = args.i32(i(v)?);
         }
-        let mut args = args
+        let args = args
             .i32(i(cols)?)
             .i32(i(m_tiles)?)
             .i32(i32::from(pairs))
@@ -512,10 +714,16 @@ impl ImplicitGemm {
             .i32(self.epilogue.code)
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1);
+        let (scales, (qout, qs, qz)) = self
+            .int8
+            .as_ref()
+            .map_or((0, (0, 1.0, 0)), |q| (q.scales.ptr(), q.output));
+        let mut args = args.ptr(scales).i32(qout).f32(qs).i32(qz);
         // SAFETY: the arguments match `igemm_*`; the caller checked that y (and res) hold the
         // problem's shape in their layout and bias its M values, x is channels last; the
-        // packed weights are `[M, taps·C]` with C a multiple of BK; every index fits 32 bits
-        // (checked above); the shared memory is the tile's, allowed at prepare.
+        // packed weights are `[M, taps·C]` with C (in 16-bit pairs) a multiple of BK; an
+        // 8-bit layer's scales hold M floats; every index fits 32 bits (checked above); the
+        // shared memory is the tile's, allowed at prepare.
         unsafe {
             self.functions[tile].launch(
                 stream,
@@ -554,6 +762,7 @@ mod tests {
     #[test]
     fn program_compiles_with_nvrtc() {
         super::super::prelude::assert_compiles(&PROGRAM);
+        super::super::prelude::assert_compiles(&PROGRAM_I8);
     }
 
     #[test]
@@ -571,7 +780,7 @@ mod tests {
         let (m, c, taps) = (3, 5, 4);
         let src: Vec<u16> = (0..(m * c * taps) as u16).collect();
         let bytes: Vec<u8> = src.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let out = taps_major(&bytes, m, c, taps);
+        let out = taps_major(&bytes, m, c, taps, 2);
         let got: Vec<u16> = out
             .chunks_exact(2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]))

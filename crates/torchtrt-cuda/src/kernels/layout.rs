@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn every_program_compiles() {
         use super::super::{
-            activation, cast, copy, elementwise, gather, map, pad, unary, value_test,
+            activation, cast, copy, elementwise, gather, map, pad, quantize, unary, value_test,
         };
         if !crate::kernels::prelude::nvrtc_or_skip("every core program") {
             return;
@@ -315,6 +315,7 @@ mod tests {
             .into_iter()
             .chain(activation::all_specs())
             .chain(value_test::all_specs())
+            .chain(quantize::all_specs())
             .chain(casts);
         let mut programs: Vec<ProgramSource> = maps.map(|s| map::program(&s).unwrap()).collect();
         programs.extend(elementwise::all_programs());

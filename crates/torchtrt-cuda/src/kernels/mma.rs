@@ -1,5 +1,5 @@
 //! CUDA C for tensor-core kernels (the helpers do nothing below sm_80): `mma.m16n8k16` with f32
-//! accumulation on f16 or bf16 operands, `ldmatrix` fragment loads, `cp.async` 16-byte
+//! accumulation on f16 or bf16 operands, `mma.m16n8k32` with 32-bit integer sums on bytes, `ldmatrix` fragment loads, `cp.async` 16-byte
 //! copies into shared memory, and rounding pairs of floats into 16-bit pairs.
 
 /// Prepended to the bodies of programs that use tensor cores (after the prelude).
@@ -16,6 +16,25 @@ __device__ __forceinline__ void tc_mma(float* c, const unsigned* a, unsigned b0,
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* The m16n8k32 products of signed weight bytes (a) and input bytes (b: signed, or unsigned
+   with U) added to 32-bit sums. Each register holds four bytes along k where the m16n8k16
+   fragments hold two 16-bit elements, so the same shared-memory rows feed both. */
+template <int U>
+__device__ __forceinline__ void tc_imma(int* c, const unsigned* a, unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+    if (U)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }

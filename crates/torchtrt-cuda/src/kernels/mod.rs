@@ -37,6 +37,8 @@ mod pad;
 mod pooling;
 pub(crate) mod prelude;
 mod programs;
+mod quantize;
+mod quantized_convolution;
 mod reduce;
 mod reshape;
 mod rotary_embedding;
@@ -50,6 +52,7 @@ mod value_test;
 
 pub use conv_tactic::Tactic as ConvTactic;
 pub(crate) use convolution::channels_last;
+pub(crate) use quantized_convolution::runs as runs_quantized_convolution;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_plugin_api::{DType, DeviceTensor};
@@ -137,6 +140,9 @@ const PREPARERS: &[(&str, Preparer)] = &[
     ("RotaryEmbedding", rotary_embedding::prepare),
     ("Attention", attention::prepare),
     ("Select", select::prepare),
+    ("QuantizedConvolution", quantized_convolution::prepare),
+    ("Quantize", quantize::prepare),
+    ("Dequantize", quantize::prepare),
 ];
 
 /// A device kernel for `layer` on these inputs, or `None` when it has none.

@@ -196,7 +196,7 @@ pub fn bound(want: &Tensor) -> torchtrt_testing::Tol {
 }
 
 /// [`bound`] with the relative tolerance `t`.
-fn bound_at(want: &Tensor, t: f64) -> torchtrt_testing::Tol {
+pub fn bound_at(want: &Tensor, t: f64) -> torchtrt_testing::Tol {
     let v = want.to_f64_vec();
     let finite: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
     let rms = (finite.iter().map(|x| x * x).sum::<f64>() / finite.len().max(1) as f64).sqrt();
@@ -216,7 +216,7 @@ pub fn check(dev: &CudaDevice, what: &str, layer: &LayerKind, inputs: &[Input]) 
 }
 
 /// `t`'s values as an f32 tensor.
-fn widened(t: &Tensor) -> Tensor {
+pub fn widened(t: &Tensor) -> Tensor {
     let values: Vec<f32> = t.to_f64_vec().into_iter().map(|v| v as f32).collect();
     Tensor::from_vec(t.shape(), values).expect("f32 tensor")
 }

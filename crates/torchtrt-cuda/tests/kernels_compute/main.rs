@@ -6,4 +6,5 @@ mod conv;
 mod harness;
 mod matmul;
 mod modern;
+mod quantized;
 mod rows;

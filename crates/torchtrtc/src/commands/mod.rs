@@ -68,6 +68,7 @@ pub fn register_kernel_plugins(specs: &[std::path::PathBuf]) -> Result<()> {
 pub fn build_config(opts: &BuildOptions) -> BuildConfig {
     BuildConfig {
         precision: match opts.precision {
+            Precision::Int8 if opts.device != "cpu" => DType::F16,
             Precision::F32 | Precision::Int8 => DType::F32,
             Precision::F16 => DType::F16,
             Precision::Bf16 => DType::BF16,
@@ -87,13 +88,6 @@ pub fn build_network(net: &torchtrt::NetworkDefinition, opts: &BuildOptions) -> 
     let int8 = matches!(opts.precision, Precision::Int8);
     if !int8 && (opts.calibration.is_some() || opts.calibration_cache.is_some()) {
         bail!("--calibration and --calibration-cache need --precision int8");
-    }
-    if int8 && opts.device != "cpu" {
-        bail!(
-            "--precision int8 builds CPU engines only so far: the {} backend has no integer \
-             convolutions",
-            opts.device
-        );
     }
     if int8 {
         config.int8 = Some(crate::calibration::for_network(net, opts)?);
