@@ -3,13 +3,14 @@
 # every binary of SUITES (the torchtrt-cuda crate's library and tests, and the torchtrt
 # tests that build CUDA engines), each under a time limit, printing each one's result line.
 # Suites named after DIR run alone (e.g. `kernels_compute`); `NAME:FILTER` runs only the
-# tests of NAME whose names hold FILTER (`int8:cuda`: its other tests need the PyTorch
-# programs, which the device does not have).
+# tests of NAME whose names hold FILTER (`int8:cuda`, `layouts:cuda`: their other tests need
+# the PyTorch programs or ONNX networks the test data scripts make, which the device does
+# not have; CI runs them).
 #
 #   bash scripts/gpu_suite.sh [DIR] [SUITE...]
 set -u
 cd "$(dirname "$0")/.."
-SUITES="torchtrt_cuda blas context context_images device engine fusion kernels_compute kernels_shuffle tf32 cuda layouts int8:cuda"
+SUITES="torchtrt_cuda blas context context_images device engine fusion kernels_compute kernels_shuffle tf32 cuda layouts:cuda int8:cuda"
 dir="${1:-.device-bin}"
 shift || true
 suites="${*:-$SUITES}"

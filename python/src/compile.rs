@@ -85,6 +85,12 @@ impl Options {
             (false, Some(_)) => return Err(msg("calibration batches need precision int8")),
             _ => {}
         }
+        if precision == "int8+f16" && device == "cpu" {
+            return Err(msg(
+                "precision int8 with f16 elsewhere runs on CUDA; on the CPU int8 runs with f32 \
+                 (enabled_precisions={torch.int8})",
+            ));
+        }
         let calibration = calibration.map(|batches| tensors(&batches)).transpose()?;
         Ok(Options {
             device,

@@ -82,6 +82,8 @@ def test_int8_misuse_is_a_clear_error():
         torchtrt.compile(net, [x], enabled_precisions={torch.int8})
     with pytest.raises(torchtrt.Error, match="only used with torch.int8"):
         torchtrt.compile(net, [x], calibrator=[x])
+    with pytest.raises(torchtrt.Error, match="runs on CUDA; on the CPU int8 runs with f32"):
+        torchtrt.compile(net, [x], enabled_precisions={torch.int8, torch.float16}, calibrator=[x])
     with pytest.raises(torchtrt.Error, match="int8 runs with f32 or f16"):
         torchtrt.compile(net, [x], enabled_precisions={torch.int8, torch.bfloat16}, calibrator=[x])
     with pytest.raises(torchtrt.Error, match="calibration batch"):

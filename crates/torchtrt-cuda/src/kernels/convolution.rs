@@ -325,6 +325,30 @@ pub(super) fn shape(
     Ok((s, k))
 }
 
+/// Checks a convolution's optional third and fourth inputs: the bias `[m]` and the residual
+/// shaped like the output `y`.
+pub(super) fn check_extras(
+    what: &str,
+    inputs: &[DeviceTensor],
+    m: usize,
+    y: &[usize],
+) -> Result<(), String> {
+    if let Some(b) = inputs.get(2)
+        && dims(&b.desc)? != [m]
+    {
+        return Err(format!("{what}: bias {:?} must be [{m}]", b.desc.shape));
+    }
+    if let Some(r) = inputs.get(3)
+        && dims(&r.desc)? != y
+    {
+        return Err(format!(
+            "{what}: residual {:?} must be shaped like the output {y:?}",
+            r.desc.shape
+        ));
+    }
+    Ok(())
+}
+
 impl ConvKernel {
     fn shape(&self, x: &[usize], w: &[usize], y: &[usize]) -> Result<(Shape, [usize; 2]), String> {
         shape(self.spatial, self.groups, &self.geo, [x, w, y])
@@ -756,19 +780,7 @@ impl DeviceKernel for ConvKernel {
         } else {
             self.shape(&xd, &wd, &yd)?
         };
-        if let Some(b) = inputs.get(2)
-            && dims(&b.desc)? != [s.m]
-        {
-            return Err(format!("{WHAT}: bias {:?} must be [{}]", b.desc.shape, s.m));
-        }
-        if let Some(r) = inputs.get(3)
-            && dims(&r.desc)? != yd
-        {
-            return Err(format!(
-                "{WHAT}: residual {:?} must be shaped like the output {yd:?}",
-                r.desc.shape
-            ));
-        }
+        check_extras(WHAT, inputs, s.m, &yd)?;
         if s.n * s.m * s.oh * s.ow == 0 {
             return Ok(());
         }

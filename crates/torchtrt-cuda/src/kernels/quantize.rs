@@ -3,10 +3,11 @@
 //! run time are declined and run on the host.
 
 use torchtrt_core::layers::{InferInput, LayerKind};
-use torchtrt_plugin_api::DType;
+use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::map::{MapSpec, prepare_map};
 use super::{DeviceKernel, PrepareCtx};
+use crate::stream::Stream;
 
 /// `quantize_byte(v, s, z, i8)`: saturate(round_half_even(v / s) + z) into a signed (`i8`) or
 /// unsigned byte, NaN giving z, as the CPU's `quantize_value`.
@@ -34,7 +35,23 @@ pub(super) fn prepare(
     };
     let mut spec = spec(from, to)?;
     spec.params = [scale, zero_point as f32];
-    Some(prepare_map(spec, ctx))
+    Some(prepare_map(spec, ctx).map(|map| Box::new(ValuesOnly(map)) as Box<dyn DeviceKernel>))
+}
+
+/// The map of a layer whose scale and zero point (its other inputs) were read at prepare
+/// time: it runs over the first input alone.
+struct ValuesOnly(Box<dyn DeviceKernel>);
+
+impl DeviceKernel for ValuesOnly {
+    fn execute(
+        &self,
+        inputs: &[DeviceTensor],
+        outputs: &[DeviceTensor],
+        stream: &Stream,
+    ) -> Result<(), String> {
+        self.0
+            .execute(&inputs[..inputs.len().min(1)], outputs, stream)
+    }
 }
 
 /// The map quantizing float `from` to `to` (`I8`/`U8`), or dequantizing `from` (`I8`, `U8`,

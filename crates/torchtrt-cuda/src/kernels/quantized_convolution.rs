@@ -8,7 +8,7 @@
 use torchtrt_core::layers::{InferInput, LayerKind, QuantizedConvolution};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
-use super::convolution::{Geometry, geometry, shape};
+use super::convolution::{Geometry, check_extras, geometry, shape};
 use super::implicit_gemm::{ImplicitGemm, takes_int8};
 use super::operands::{dims, expect_dtype, expect_inputs};
 use super::{DeviceKernel, PrepareCtx};
@@ -79,19 +79,7 @@ impl DeviceKernel for QuantizedConvKernel {
         );
         let (s, k) = shape(2, 1, &self.geo, [&xd, &wd, &yd])?;
         let p = s.problem(&self.geo, k);
-        if let Some(b) = inputs.get(2)
-            && dims(&b.desc)? != [p.m]
-        {
-            return Err(format!("{WHAT}: bias {:?} must be [{}]", b.desc.shape, p.m));
-        }
-        if let Some(r) = inputs.get(3)
-            && dims(&r.desc)? != yd
-        {
-            return Err(format!(
-                "{WHAT}: residual {:?} must be shaped like the output {yd:?}",
-                r.desc.shape
-            ));
-        }
+        check_extras(WHAT, inputs, p.m, &yd)?;
         if yd.iter().product::<usize>() == 0 {
             return Ok(());
         }
