@@ -22,7 +22,7 @@ use super::{BuildConfig, Work};
 use crate::backend::Backend;
 use crate::layers::{
     InferInput, LayerKind, OutputQuantization, Quantize, QuantizedConvolution, QuantizedMatMul,
-    TypeShape,
+    TypeShape, scalar_quantization,
 };
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
@@ -307,23 +307,17 @@ fn runs_integer(
         .iter()
         .map(|&d| DimExpr::Const(d as i64))
         .collect();
-    let mut inputs = vec![
-        InferInput {
-            dtype,
-            shape: &work.ty(x).shape,
-            value: None,
-        },
-        InferInput {
-            dtype: DType::I8,
-            shape: &w_shape,
-            value: Some(values),
-        },
-    ];
-    inputs.extend(layer.inputs[2..].iter().map(|&t| InferInput {
-        dtype: work.ty(t).dtype,
-        shape: &work.ty(t).shape,
-        value: work.tensors[t.index()].value.as_deref(),
-    }));
+    let mut inputs = work.infer_inputs(&layer.inputs);
+    inputs[0] = InferInput {
+        dtype,
+        shape: &work.ty(x).shape,
+        value: None,
+    };
+    inputs[1] = InferInput {
+        dtype: DType::I8,
+        shape: &w_shape,
+        value: Some(values),
+    };
     backend.runs_integer(kind, &inputs)
 }
 
@@ -375,22 +369,10 @@ fn output_quantization(work: &Work, layer: &Layer, to: DType) -> Option<OutputQu
     })
 }
 
-/// The one scale (f32, finite, non-zero) and zero point (0 when absent) of a quantize or
-/// dequantize layer, when both are constant scalars.
+/// The one constant scalar scale and zero point of a quantize or dequantize layer
+/// ([`scalar_quantization`]).
 fn scalar_parameters(work: &Work, layer: &Layer) -> Option<(f32, i32)> {
-    let value = |slot: usize| work.tensors[layer.inputs.get(slot)?.index()].value.clone();
-    let scale = match value(1)?.to_f64_vec()[..] {
-        [s] => s as f32,
-        _ => return None,
-    };
-    let zero_point = match layer.inputs.get(2) {
-        Some(_) => match value(2)?.to_i64_vec()?[..] {
-            [z] => i32::try_from(z).ok()?,
-            _ => return None,
-        },
-        None => 0,
-    };
-    (scale.is_finite() && scale != 0.0).then_some((scale, zero_point))
+    scalar_quantization(&work.infer_inputs(&layer.inputs))
 }
 
 /// The plan for layer `i`, when it is a convolution or matrix product on `device` that

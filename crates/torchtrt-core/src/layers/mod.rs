@@ -85,7 +85,7 @@ pub use normalization::Normalization;
 pub use pad::{Pad, PadMode, resolve_pads};
 pub use plugin::PluginLayer;
 pub use pooling::{PoolKind, Pooling};
-pub use quantize::{Quantize, quantize_value, quantized_range};
+pub use quantize::{Quantize, quantize_value, quantized_range, scalar_quantization};
 pub use quantized_convolution::{OutputQuantization, QuantizedConvolution};
 pub use quantized_matmul::QuantizedMatMul;
 pub use range::{Range, range_len};

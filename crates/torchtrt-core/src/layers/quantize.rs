@@ -38,6 +38,24 @@ pub fn quantize_value(x: f32, scale: f32, zero_point: i32, (lo, hi): (i32, i32))
         .clamp(i64::from(lo), i64::from(hi)) as i32
 }
 
+/// The one scale (as f32: finite and non-zero) and zero point (0 when absent) of a quantize
+/// or dequantize layer over `inputs` (`x`, `scale`, optional `zero_point`), when both are
+/// constant scalars; `None` otherwise.
+pub fn scalar_quantization(inputs: &[InferInput<'_>]) -> Option<(f32, i32)> {
+    let [s] = inputs.get(1)?.value?.to_f64_vec()[..] else {
+        return None;
+    };
+    let zero_point = match inputs.get(2) {
+        Some(z) => match z.value?.to_i64_vec()?[..] {
+            [z] => i32::try_from(z).ok()?,
+            _ => return None,
+        },
+        None => 0,
+    };
+    let s = s as f32;
+    (s.is_finite() && s != 0.0).then_some((s, zero_point))
+}
+
 /// Checks the `scale` and `zero_point` inputs of a quantize or dequantize layer on `x`:
 /// scalars, or vectors of `x.shape[axis]` (per-axis); the zero point shaped like the scale.
 pub(crate) fn check_scales(

@@ -506,9 +506,7 @@ impl ImplicitGemm {
         x: &InferInput<'_>,
         weights: Option<&torchtrt_core::tensor::Tensor>,
     ) -> Option<Result<ImplicitGemm, String>> {
-        if !takes_int8(l, x, weights, ctx.device.compute_capability()) {
-            return None;
-        }
+        let w = weights.filter(|_| takes_int8(l, x, weights, ctx.device.compute_capability()))?;
         let input = if x.dtype == DType::U8 { "u8" } else { "s8" };
         let dt = if l.dtype == DType::F16 { "f16" } else { "f32" };
         let scales: Vec<u8> = l
@@ -533,7 +531,7 @@ impl ImplicitGemm {
                 ctx,
                 &PROGRAM_I8,
                 &format!("{input}_{dt}"),
-                weights.ok_or_else(|| format!("{WHAT}: weights must be constant"))?,
+                w,
                 epilogue,
                 Some(int8),
             )

@@ -2,7 +2,7 @@
 //! point, as element-wise maps (`map`); per-axis scales, 16-bit types and scales computed at
 //! run time are declined and run on the host.
 
-use torchtrt_core::layers::{InferInput, LayerKind};
+use torchtrt_core::layers::{InferInput, LayerKind, scalar_quantization};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
 use super::map::{MapSpec, prepare_map};
@@ -26,7 +26,8 @@ pub(super) fn prepare(
     inputs: &[InferInput<'_>],
     ctx: &PrepareCtx<'_>,
 ) -> Option<Result<Box<dyn DeviceKernel>, String>> {
-    let (scale, zero_point) = scalar_parameters(inputs)?;
+    let (scale, zero_point) =
+        scalar_quantization(inputs).filter(|&(_, z)| z.unsigned_abs() < 1 << 24)?;
     let from = inputs.first()?.dtype;
     let to = match layer {
         LayerKind::Quantize(q) => q.to,
@@ -93,22 +94,4 @@ pub(super) fn all_specs() -> Vec<MapSpec> {
         .flat_map(|&f| ints.iter().flat_map(move |&i| [spec(f, i), spec(i, f)]))
         .flatten()
         .collect()
-}
-
-/// The constant scalar scale (finite, non-zero, as f32) and zero point (0 when absent) of a
-/// quantize or dequantize layer; `None` for anything else.
-fn scalar_parameters(inputs: &[InferInput<'_>]) -> Option<(f32, i32)> {
-    let scale = inputs.get(1)?.value?;
-    let [s] = scale.to_f64_vec()[..] else {
-        return None;
-    };
-    let zero_point = match inputs.get(2) {
-        Some(z) => match z.value?.to_i64_vec()?[..] {
-            [z] => i32::try_from(z).ok()?,
-            _ => return None,
-        },
-        None => 0,
-    };
-    let s = s as f32;
-    (s.is_finite() && s != 0.0 && zero_point.abs() < 1 << 24).then_some((s, zero_point))
 }
