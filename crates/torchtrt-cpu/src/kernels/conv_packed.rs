@@ -1,21 +1,24 @@
 //! f32 convolution through the packed AVX-512 product: each task takes one (image, group),
 //! a tile of output positions (a multiple of [`NR`]) and a range of output channels,
-//! unfolds its columns with im2col (1×1 stride-1 layers read the input in place) and writes
-//! its outputs with bias, residual and activation applied.
+//! reads its columns in place (1×1 layers; stride-1 layers from their padded image, see
+//! [`Grid`]) or unfolds them with im2col, and writes its outputs with bias, residual and
+//! activation applied.
 
 use rayon::prelude::*;
 
+use super::conv_grid::GridShape;
 use super::convolution::{ConvGeom, SendPtr};
-use crate::linalg::{Block, Epilogue, MR, NR, PackedLhs, im2col, run_block};
-use crate::scratch::with_scratch;
+use crate::linalg::{Block, Epilogue, Grid, MR, NR, PackedLhs, Rhs, im2col, run_block};
+use crate::scratch::{Kept, with_scratch};
 
 const WHAT: &str = "Convolution";
 
 /// Tasks per thread the work is cut into, so uneven tasks still balance.
 const TASKS_PER_THREAD: usize = 8;
 
-/// Most output positions of one 1×1 task: a block of the input it reads in place (128
-/// channels of them) stays in L2 while every row panel of the weights passes over it.
+/// Most output (or grid) positions of a task that reads its input in place: a block of the
+/// input (128 channels of it) stays in L2 while every row panel of the weights passes over
+/// it.
 const POINTWISE_COLS: usize = 10 * NR;
 
 /// Most elements of the whole im2col matrix unfolded once, in parallel, and shared by the
@@ -62,6 +65,8 @@ pub(super) fn conv_packed(
         return Ok(());
     }
     let pointwise = win.is_pointwise();
+    let shape = (!pointwise).then(|| GridShape::of(win)).flatten();
+    let columns = shape.as_ref().map_or(outputs, |g| g.len);
     let threads = rayon::current_num_threads();
     let wanted = if threads > 1 {
         TASKS_PER_THREAD * threads
@@ -81,36 +86,44 @@ pub(super) fn conv_packed(
     } else {
         1
     };
-    let mut width = outputs
+    let mut width = columns
         .div_ceil(wanted.div_ceil(pairs * row_tiles))
         .next_multiple_of(NR);
-    if pointwise {
+    if pointwise || shape.is_some() {
         width = width.min(POINTWISE_COLS);
     } else {
         let line = win.output[2].min(outputs).next_multiple_of(NR);
         width = width.min((TILE_BYTES / (4 * taps) / NR * NR).max(line));
     }
-    let mut col_tiles = outputs.div_ceil(width);
-    if col_tiles > 1 && outputs - (col_tiles - 1) * width < NR / 2 {
+    let mut col_tiles = columns.div_ceil(width);
+    if col_tiles > 1 && columns - (col_tiles - 1) * width < NR / 2 {
         col_tiles -= 1;
     }
     row_tiles = split_rows(row_tiles, pairs * col_tiles);
     let height = row_panels.div_ceil(row_tiles) * MR;
     let per_image_group = col_tiles * row_tiles;
     let tasks = geom.batch * groups * per_image_group;
+    let mut padded = Kept::<Vec<f32>>::take();
+    let mut offsets = Kept::<Vec<usize>>::take();
+    let grid = shape.as_ref().map(|g| {
+        g.taps(win, cg, &mut offsets);
+        let image = g.image(x, geom.batch * geom.channels, win, &mut padded);
+        (g, image, &offsets[..])
+    });
     let shared =
-        (!pointwise && row_tiles > 1 && pairs * taps * outputs <= SHARED_ELEMS).then(|| {
-            let mut cols = vec![0f32; pairs * taps * outputs];
-            let kernel = win.kernel_len();
-            cols.par_chunks_mut(kernel * outputs)
-                .enumerate()
-                .for_each(|(i, rows)| {
-                    let (image, channel) = (i / geom.channels, i % geom.channels);
-                    let src = &x[(image * geom.channels + channel) * plane..][..plane];
-                    im2col(src, 1, win, 0.0, 0..outputs, rows);
-                });
-            cols
-        });
+        (shape.is_none() && !pointwise && row_tiles > 1 && pairs * taps * outputs <= SHARED_ELEMS)
+            .then(|| {
+                let mut cols = vec![0f32; pairs * taps * outputs];
+                let kernel = win.kernel_len();
+                cols.par_chunks_mut(kernel * outputs)
+                    .enumerate()
+                    .for_each(|(i, rows)| {
+                        let (image, channel) = (i / geom.channels, i % geom.channels);
+                        let src = &x[(image * geom.channels + channel) * plane..][..plane];
+                        im2col(src, 1, win, 0.0, 0..outputs, rows);
+                    });
+                cols
+            });
     let dst = SendPtr(out.as_mut_ptr());
     let task = |t: usize| -> Result<(), String> {
         let (image_group, rest) = (t / per_image_group, t % per_image_group);
@@ -118,7 +131,7 @@ pub(super) fn conv_packed(
         let (tile, m0) = (rest / row_tiles, (rest % row_tiles) * height);
         let j0 = tile * width;
         let n = if tile + 1 == col_tiles {
-            outputs - j0
+            columns - j0
         } else {
             width
         };
@@ -128,34 +141,56 @@ pub(super) fn conv_packed(
         }
         let start = (image * geom.channels + group * cg) * plane;
         let xg = &x[start..start + cg * plane];
-        let first = (image * geom.out_channels + group * mg + m0) * outputs + j0;
+        let plane_start = (image * geom.out_channels + group * mg + m0) * outputs;
+        let first = if grid.is_some() {
+            plane_start
+        } else {
+            plane_start + j0
+        };
         let residual = residual.map(|r| r[first..].as_ptr());
         let dst = dst.get().wrapping_add(first);
         let bias = bias.map(|b| &b[group * mg..(group + 1) * mg]);
-        let run = |rhs: &[f32], ldb: usize| {
+        let run = |rhs: Rhs<'_>| {
             let block = Block {
                 group,
                 rows: m0..m1,
                 rhs,
-                ldb,
                 n,
                 bias,
                 epilogue,
             };
             // SAFETY: the `(m1 - m0) × n` tile at `dst` with row stride `outputs` lies inside
-            // `out` (its image, channels and columns are in range) and is this task's alone;
-            // the residual has the output's layout.
+            // `out` (its image, channels and columns are in range; a grid's columns are
+            // stored at their output positions, which lie in the task's rows) and is this
+            // task's alone; the residual has the output's layout.
             unsafe { run_block(lhs, &block, dst, residual, outputs) }
         };
+        if let Some((g, image, offsets)) = &grid {
+            let plane = g.plane();
+            let data = &image[(image_group / groups * geom.channels + group * cg) * plane..];
+            return run(Rhs::Grid(Grid {
+                data: &data[..cg * plane],
+                offsets,
+                start: j0,
+                width: g.width,
+                valid: g.valid,
+            }));
+        }
         if pointwise {
-            return run(&xg[j0..], outputs);
+            return run(Rhs::Rows {
+                data: &xg[j0..],
+                ldb: outputs,
+            });
         }
         if let Some(cols) = &shared {
-            return run(&cols[image_group * taps * outputs + j0..], outputs);
+            return run(Rhs::Rows {
+                data: &cols[image_group * taps * outputs + j0..],
+                ldb: outputs,
+            });
         }
         with_scratch(taps * n, |col: &mut [f32]| {
             im2col(xg, cg, win, 0.0, j0..j0 + n, col);
-            run(col, n)
+            run(Rhs::Rows { data: col, ldb: n })
         })
     };
     if tasks > 1 && threads > 1 {

@@ -8,6 +8,7 @@ mod concat;
 mod constant_of_shape;
 mod conv_channels;
 mod conv_direct;
+mod conv_grid;
 mod conv_nhwc;
 mod conv_packed;
 mod conv_winograd;

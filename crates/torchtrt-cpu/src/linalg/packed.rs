@@ -1,8 +1,9 @@
 //! f32 products for convolution on AVX-512, after MLAS: the weights (the left operand) are
-//! packed once into panels of [`MR`] rows, the right operand (an im2col tile or a 1×1
-//! layer's input) is read in place, and tiles of [`MR`] rows × up to [`NR`] columns
-//! accumulate in registers over blocks of [`KC`] inner steps. The bias starts a tile; a
-//! residual and the fused activation are applied to it before its last store.
+//! packed once into panels of [`MR`] rows, the right operand (an im2col tile, a 1×1
+//! layer's input, or a stride-1 layer's padded image as a [`Grid`]) is read in place, and
+//! tiles of [`MR`] rows × up to [`NR`] columns accumulate in registers over blocks of at
+//! most [`KC`] inner steps. The bias starts a tile; a residual and the fused activation are
+//! applied to it before its last store.
 
 use std::ops::Range;
 
@@ -14,10 +15,11 @@ pub(crate) const MR: usize = 8;
 const LANES: usize = 16;
 /// Most columns (output positions) of one register tile: three vectors.
 pub(crate) const NR: usize = 3 * LANES;
-/// Inner steps per block: one panel's `MR × KC` weights stay in L1 while it passes over
-/// every column of the block, whose `KC` rows of the right operand stay in L2.
+/// Most inner steps per block: one panel's `MR × KC` weights stay in L1 while it passes
+/// over every column of the block, whose rows of the right operand stay in L2. The depth is
+/// cut into blocks of equal size (144 steps are one block, not 128 + 16).
 #[cfg(target_arch = "x86_64")]
-const KC: usize = 128;
+const KC: usize = 256;
 
 /// True when this CPU runs the packed kernels.
 pub(crate) fn available() -> bool {
@@ -72,6 +74,63 @@ impl PackedLhs {
     }
 }
 
+/// The right operand of a [`Block`].
+#[derive(Clone, Copy)]
+pub(crate) enum Rhs<'a> {
+    /// `depth` rows of the block's columns, row `k` at `data[k · ldb..]`; output column `j`
+    /// is stored at `j`.
+    Rows {
+        /// The elements.
+        data: &'a [f32],
+        /// Distance between rows.
+        ldb: usize,
+    },
+    /// A stride-1 convolution's (padded) image read in place.
+    Grid(Grid<'a>),
+}
+
+/// The right operand of a stride-1 convolution without im2col: the outputs are computed on
+/// a grid of rows of `width` positions (the padded input's row length), of which the first
+/// `valid` of each row are outputs and the rest are skipped on store. Tap `k` of grid
+/// position `g` is `data[offsets[k] + g]`; the block's column `j` is grid position
+/// `start + j`, and it is stored at its index among the outputs ([`Grid::packed`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Grid<'a> {
+    /// The padded image, one plane per input channel.
+    pub(crate) data: &'a [f32],
+    /// Offset of each tap (input channel, window position) in `data`.
+    pub(crate) offsets: &'a [usize],
+    /// Grid position of the block's first column.
+    pub(crate) start: usize,
+    /// Positions per grid row.
+    pub(crate) width: usize,
+    /// Outputs per grid row (at most `width`).
+    pub(crate) valid: usize,
+}
+
+impl Grid<'_> {
+    /// Index among the outputs of the first output at or after grid position `g`.
+    pub(crate) fn packed(&self, g: usize) -> usize {
+        g / self.width * self.valid + (g % self.width).min(self.valid)
+    }
+
+    /// The store mask of the 16 grid positions from `g`, of which the first `lanes` are
+    /// columns of the block.
+    #[cfg(target_arch = "x86_64")]
+    fn mask(&self, g: usize, lanes: usize) -> u16 {
+        let lanes = lanes.min(LANES) as isize;
+        let below = |lane: isize| (1u32 << lane.clamp(0, lanes)) - 1;
+        let (width, valid) = (self.width as isize, self.valid as isize);
+        let mut mask = 0;
+        let mut row = -((g % self.width) as isize);
+        while row < lanes {
+            mask |= below(row + valid) & !below(row);
+            row += width;
+        }
+        mask as u16
+    }
+}
+
 /// One output block of a product with [`PackedLhs`]: rows `rows` of group `group` times
 /// `n` columns of the right operand.
 pub(crate) struct Block<'a> {
@@ -79,10 +138,8 @@ pub(crate) struct Block<'a> {
     pub(crate) group: usize,
     /// Rows within the group; the start is a multiple of [`MR`].
     pub(crate) rows: Range<usize>,
-    /// The right operand: `depth` rows of `n` elements, row `k` at `k · ldb`.
-    pub(crate) rhs: &'a [f32],
-    /// Distance between rows of `rhs`.
-    pub(crate) ldb: usize,
+    /// The right operand.
+    pub(crate) rhs: Rhs<'a>,
     /// Columns.
     pub(crate) n: usize,
     /// The group's bias, one per row of the group.
@@ -93,11 +150,13 @@ pub(crate) struct Block<'a> {
 
 /// Writes `epilogue(bias + lhs · rhs + residual)` for `block` into the `rows × n` block at
 /// `dst` whose rows lie `ldc` elements apart; `residual`, when given, has the same layout.
+/// With a [`Grid`], column `j` of row `i` is `dst + i · ldc + grid.packed(grid.start + j)`
+/// and columns that are no output are not stored.
 ///
 /// # Safety
-/// Every element `dst + i · ldc + j` (`i < rows.len()`, `j < n`) must be valid for writes and
-/// touched by no one else during the call, and the same elements of `residual` valid for
-/// reads.
+/// Every element `dst + i · ldc + j` (`i < rows.len()`, `j < n`; with a grid, `j` each
+/// stored index) must be valid for writes and touched by no one else during the call, and
+/// the same elements of `residual` valid for reads.
 pub(crate) unsafe fn run_block(
     lhs: &PackedLhs,
     block: &Block<'_>,
@@ -105,23 +164,32 @@ pub(crate) unsafe fn run_block(
     residual: Option<*const f32>,
     ldc: usize,
 ) -> Result<(), String> {
-    let Block { group, n, ldb, .. } = *block;
+    let Block { group, n, .. } = *block;
     let rows = block.rows.clone();
     let depth = lhs.depth;
+    let operand = match block.rhs {
+        Rhs::Rows { data, ldb } => ldb >= n && data.len() >= (depth - 1) * ldb + n,
+        Rhs::Grid(g) => {
+            g.offsets.len() == depth
+                && g.valid <= g.width
+                && g.width > 0
+                && g.offsets.iter().all(|&o| {
+                    o.checked_add(g.start + n)
+                        .is_some_and(|end| end <= g.data.len())
+                })
+        }
+    };
     if group >= lhs.groups
         || rows.end > lhs.rows
         || !rows.start.is_multiple_of(MR)
         || n == 0
-        || ldb < n
-        || block.rhs.len() < (depth - 1) * ldb + n
+        || !operand
         || block.bias.is_some_and(|b| b.len() < rows.end)
     {
         return Err(format!(
             "packed gemm: block of rows {rows:?} × {n} of group {group} does not fit weights \
-             of {} groups × {} rows × {depth}, or its {} operand elements (stride {ldb})",
-            lhs.groups,
-            lhs.rows,
-            block.rhs.len()
+             of {} groups × {} rows × {depth}, or its right operand",
+            lhs.groups, lhs.rows,
         ));
     }
     #[cfg(target_arch = "x86_64")]
@@ -129,8 +197,9 @@ pub(crate) unsafe fn run_block(
         if !available() {
             return Err("packed gemm: this CPU lacks AVX-512".into());
         }
-        for k0 in (0..depth).step_by(KC) {
-            let kc = KC.min(depth - k0);
+        let step = depth.div_ceil(depth.div_ceil(KC));
+        for k0 in (0..depth).step_by(step) {
+            let kc = step.min(depth - k0);
             for r0 in rows.clone().step_by(MR) {
                 for j0 in (0..n).step_by(NR) {
                     let width = NR.min(n - j0);
@@ -138,6 +207,31 @@ pub(crate) unsafe fn run_block(
                     let mask = u16::MAX >> (vectors * LANES - width);
                     let panel = group * lhs.panels + r0 / MR;
                     let i = r0 - rows.start;
+                    let (b, (ldb, table), stores, at) = match block.rhs {
+                        Rhs::Rows { data, ldb } => {
+                            let stores = std::array::from_fn(|v| {
+                                let m = if v + 1 == vectors { mask } else { u16::MAX };
+                                (m, v * LANES)
+                            });
+                            let b = data[k0 * ldb + j0..].as_ptr();
+                            (b, (ldb, std::ptr::null()), stores, j0)
+                        }
+                        Rhs::Grid(g) => {
+                            let first = g.start + j0;
+                            let stores = std::array::from_fn(|v| {
+                                let lanes = width.saturating_sub(v * LANES);
+                                let from = first + v * LANES;
+                                (g.mask(from, lanes), g.packed(from) - g.packed(first))
+                            });
+                            let table = g.offsets[k0..].as_ptr();
+                            (
+                                g.data[first..].as_ptr(),
+                                (0, table),
+                                stores,
+                                g.packed(first),
+                            )
+                        }
+                    };
                     let start = if k0 > 0 {
                         Start::Dst
                     } else {
@@ -153,29 +247,35 @@ pub(crate) unsafe fn run_block(
                         } else {
                             std::ptr::null()
                         },
-                        b: block.rhs[k0 * ldb + j0..].as_ptr(),
+                        b,
                         ldb,
+                        table,
                         kc,
-                        c: dst.wrapping_add(i * ldc + j0),
+                        c: dst.wrapping_add(i * ldc + at),
                         ldc,
                         rows: MR.min(rows.end - r0),
                         mask,
+                        stores,
                         start,
                         finish: (k0 + kc == depth).then(|| {
                             (
                                 block.epilogue,
-                                residual.map(|r| r.wrapping_add(i * ldc + j0)),
+                                residual.map(|r| r.wrapping_add(i * ldc + at)),
                             )
                         }),
                     };
+                    let grid = matches!(block.rhs, Rhs::Grid(_));
                     // SAFETY: the checks above keep every read of `a` and `b` inside the packed
-                    // panel and `rhs`; the caller's contract covers `c` and the residual for the
-                    // tile's `rows` rows and `n` columns.
+                    // panel and the right operand; the caller's contract covers `c` and the
+                    // residual for the tile's `rows` rows and stored columns.
                     unsafe {
-                        match vectors {
-                            1 => tile::<1>(&step),
-                            2 => tile::<2>(&step),
-                            _ => tile::<3>(&step),
+                        match (vectors, grid) {
+                            (1, false) => tile::<1, false>(&step),
+                            (2, false) => tile::<2, false>(&step),
+                            (_, false) => tile::<3, false>(&step),
+                            (1, true) => tile::<1, true>(&step),
+                            (2, true) => tile::<2, true>(&step),
+                            (_, true) => tile::<3, true>(&step),
                         }
                     }
                 }
@@ -209,33 +309,51 @@ struct Step {
     a: *const f32,
     /// The weights of the next tile, prefetched while this one runs (null: none).
     next: *const f32,
-    /// `kc` rows of the right operand, `ldb` apart.
+    /// The right operand's first column: row `k` lies `k · ldb` further, or, on a grid,
+    /// `table[k]`.
     b: *const f32,
     ldb: usize,
+    table: *const usize,
     kc: usize,
     /// The destination tile, rows `ldc` apart.
     c: *mut f32,
     ldc: usize,
     /// Valid rows of the tile.
     rows: usize,
-    /// Valid lanes of the last vector of each row.
+    /// Valid lanes of the last vector of the right operand.
     mask: u16,
+    /// Per vector: the lanes stored and where the first goes (from `c`); on a grid the lanes
+    /// are packed together.
+    stores: [(u16, usize); 3],
     start: Start,
     /// On the last block: the activation and the residual tile (rows `ldc` apart).
     finish: Option<(Epilogue, Option<*const f32>)>,
 }
 
-/// Accumulates one `MR × 16·NV` tile over `s.kc` steps.
+/// Accumulates one `MR × 16·NV` tile over `s.kc` steps; `PACKED` stores the lanes of each
+/// vector packed together (a [`Grid`]'s outputs) and loads the residual and earlier sums
+/// the same way.
 ///
 /// # Safety
 /// The CPU has AVX-512F; `s.a` holds `kc · MR` elements; `s.b` rows hold the masked lanes;
-/// the first `s.rows` rows of the tile at `s.c` (and the residual) are valid in the masked
+/// the first `s.rows` rows of the tile at `s.c` (and the residual) are valid in the stored
 /// lanes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile<const NV: usize>(s: &Step) {
+unsafe fn tile<const NV: usize, const PACKED: bool>(s: &Step) {
     use std::arch::x86_64::*;
-    let lane_mask = |v: usize| if v + 1 == NV { s.mask } else { u16::MAX };
+    let load = |v: usize, p: *const f32| {
+        let (m, at) = s.stores[v];
+        // SAFETY: the stored lanes of the tile are valid (the contract).
+        unsafe {
+            if PACKED {
+                let first = (1u32 << m.count_ones()) - 1;
+                _mm512_maskz_expand_ps(m, _mm512_maskz_loadu_ps(first as u16, p.add(at)))
+            } else {
+                _mm512_maskz_loadu_ps(m, p.add(at))
+            }
+        }
+    };
     let zero = _mm512_setzero_ps();
     let mut acc = [[zero; NV]; MR];
     // SAFETY (whole body): every pointer below stays inside the regions of the contract.
@@ -253,18 +371,22 @@ unsafe fn tile<const NV: usize>(s: &Step) {
                 for (r, row) in acc.iter_mut().enumerate() {
                     if r < s.rows {
                         for (v, x) in row.iter_mut().enumerate() {
-                            let p = s.c.add(r * s.ldc + v * LANES);
-                            *x = _mm512_maskz_loadu_ps(lane_mask(v), p);
+                            *x = load(v, s.c.add(r * s.ldc));
                         }
                     }
                 }
             }
         }
-        let (mut a, mut b) = (s.a, s.b);
+        let (mut a, mut row) = (s.a, s.b);
         for k in 0..s.kc {
             if !s.next.is_null() && k % 2 == 0 {
                 _mm_prefetch::<_MM_HINT_T0>(s.next.wrapping_add(k * MR).cast());
             }
+            let b = if PACKED {
+                s.b.add(*s.table.add(k))
+            } else {
+                row
+            };
             let mut bv = [zero; NV];
             for (v, x) in bv.iter_mut().enumerate() {
                 *x = if v + 1 == NV {
@@ -280,17 +402,16 @@ unsafe fn tile<const NV: usize>(s: &Step) {
                 }
             }
             a = a.add(MR);
-            b = b.add(s.ldb);
+            row = row.wrapping_add(s.ldb);
         }
         for (r, row) in acc.iter_mut().enumerate() {
             if r >= s.rows {
                 break;
             }
             for (v, x) in row.iter_mut().enumerate() {
-                let at = r * s.ldc + v * LANES;
                 if let Some((epilogue, residual)) = s.finish {
                     if let Some(res) = residual {
-                        *x = _mm512_add_ps(*x, _mm512_maskz_loadu_ps(lane_mask(v), res.add(at)));
+                        *x = _mm512_add_ps(*x, load(v, res.add(r * s.ldc)));
                     }
                     *x = match epilogue {
                         Epilogue::Identity => *x,
@@ -305,11 +426,15 @@ unsafe fn tile<const NV: usize>(s: &Step) {
                         ),
                     };
                 }
-                let m = lane_mask(v);
-                if m == u16::MAX {
-                    _mm512_storeu_ps(s.c.add(at), *x);
+                let (m, at) = s.stores[v];
+                let p = s.c.add(r * s.ldc + at);
+                if PACKED {
+                    let first = (1u32 << m.count_ones()) - 1;
+                    _mm512_mask_storeu_ps(p, first as u16, _mm512_maskz_compress_ps(m, *x));
+                } else if m == u16::MAX {
+                    _mm512_storeu_ps(p, *x);
                 } else {
-                    _mm512_mask_storeu_ps(s.c.add(at), m, *x);
+                    _mm512_mask_storeu_ps(p, m, *x);
                 }
             }
         }

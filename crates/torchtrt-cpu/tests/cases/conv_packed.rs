@@ -3,7 +3,9 @@
 //! of the inner block (128), strides, padding, dilations and groups, with or without bias,
 //! every fused activation, a residual input, on one, two and three threads; and layers of
 //! 64 output channels or more on small images, which take the channel-vectorised product
-//! (up to 64 output positions) or not (more).
+//! (up to 64 output positions) or not (more); and layers on wide rows, whose padded image
+//! the product reads in place at stride 1 (kernels up to 7 wide, dilations, uneven
+//! padding, more than one block of inner steps).
 
 use std::sync::OnceLock;
 
@@ -24,11 +26,28 @@ fn threads(n: usize) -> &'static CpuBackend {
     cell.get_or_init(|| CpuBackend::with_threads(n).expect("thread pool"))
 }
 
-/// A random 2-D layer: input shape, weight shape and parameters; `pointwise` asks for 1×1
-/// stride 1 without padding (the input read in place), `wide` for one group of 64 to 140
-/// output channels on images of at most 10×10.
-fn case(rng: &mut Rng, pointwise: bool, wide: bool) -> (Vec<usize>, Vec<usize>, ConvParams) {
+/// The kind of random layer [`case`] makes.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// Any window of up to 3 taps, stride and dilation up to 2.
+    Any,
+    /// 1×1, stride 1, no padding: the input read in place.
+    Pointwise,
+    /// One group of 64 to 140 output channels on images of at most 10×10.
+    Wide,
+    /// Rows of 24 to 70 with windows up to 7 wide, most of stride 1: the padded image read
+    /// in place.
+    Grid,
+}
+
+/// A random 2-D layer of `kind`: input shape, weight shape and parameters.
+fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
     let mut r = |lo: i64, hi: i64| rng.int(lo, hi) as usize;
+    let (pointwise, wide, grid) = (
+        matches!(kind, Kind::Pointwise),
+        matches!(kind, Kind::Wide),
+        matches!(kind, Kind::Grid),
+    );
     let groups = if !wide && r(0, 3) == 0 { r(2, 3) } else { 1 };
     let (cg, mg) = (r(1, 40), if wide { r(64, 140) } else { r(1, 27) });
     let side = if wide { 10 } else { 17 };
@@ -41,20 +60,27 @@ fn case(rng: &mut Rng, pointwise: bool, wide: bool) -> (Vec<usize>, Vec<usize>, 
         pads_end: vec![],
         groups,
     };
-    for _ in 0..2 {
+    for dim in 0..2 {
         let (k, d, s) = if pointwise {
             (1, 1, 1)
+        } else if grid {
+            (r(1, 7), r(1, 2), if r(0, 4) == 0 { 2 } else { 1 })
         } else {
             (r(1, 3), r(1, 2), r(1, 2))
         };
         let (pb, pe) = if pointwise {
             (0, 0)
         } else {
-            (r(0, 2), r(0, 2))
+            (r(0, 2), r(0, 3))
         };
         let span = d * (k - 1) + 1;
         let min_in = span.saturating_sub(pb + pe).max(1);
-        x.push(r(min_in as i64, side.max(min_in as i64)));
+        let (lo, hi) = match (grid, dim) {
+            (true, 0) => (min_in, 9),
+            (true, _) => (min_in.max(24), 70),
+            _ => (min_in, side as usize),
+        };
+        x.push(r(lo as i64, hi.max(lo) as i64));
         w.push(k);
         p.strides.push(s);
         p.dilations.push(d);
@@ -85,13 +111,13 @@ fn activation(which: usize) -> (Option<ActivationKind>, fn(f64) -> f64) {
 /// One random layer against the reference (see [`case`]).
 fn matches(
     seed: u64,
-    (pointwise, wide): (bool, bool),
+    kind: Kind,
     (bias, residual): (bool, bool),
     which: usize,
     pool: usize,
 ) -> Result<(), TestCaseError> {
     let mut rng = Rng::new(seed);
-    let (xs, ws, p) = case(&mut rng, pointwise, wide);
+    let (xs, ws, p) = case(&mut rng, kind);
     let x = random(DType::F32, &xs, &mut rng, -1.0, 1.0);
     let w = random(DType::F32, &ws, &mut rng, -1.0, 1.0);
     let b = random(DType::F32, &[ws[0]], &mut rng, -1.0, 1.0);
@@ -134,14 +160,23 @@ proptest! {
     #[test]
     fn matches_reference(pointwise: bool, bias: bool, residual: bool, which in 0usize..4,
                          pool in 1usize..=3, seed: u64) {
-        matches(seed, (pointwise, false), (bias, residual), which, pool)?;
+        let kind = if pointwise { Kind::Pointwise } else { Kind::Any };
+        matches(seed, kind, (bias, residual), which, pool)?;
     }
 
     #[test]
     fn wide_layers_on_small_images_match_reference(pointwise: bool, bias: bool, residual: bool,
                                                    which in 0usize..4, pool in 1usize..=3,
                                                    seed: u64) {
-        matches(seed, (pointwise, true), (bias, residual), which, pool)?;
+        let kind = if pointwise { Kind::Pointwise } else { Kind::Wide };
+        matches(seed, kind, (bias, residual), which, pool)?;
+    }
+
+    #[test]
+    fn layers_on_wide_rows_match_reference(bias: bool, residual: bool,
+                                                      which in 0usize..4, pool in 1usize..=3,
+                                                      seed: u64) {
+        matches(seed, Kind::Grid, (bias, residual), which, pool)?;
     }
 }
 
