@@ -4,10 +4,15 @@ threads, median of N runs after warm-up, measured in one run; prints a Markdown 
 the ratio per model and the geometric mean. `--bert` adds HF BERT-base (random weights, seed
 0) at batch 1 and `--seq` tokens with an attention mask that pads the last eighth, exported
 with the TorchScript exporter where torch and transformers are installed; its outputs are
-compared with onnxruntime's too.
+compared with onnxruntime's too. `--suite DIR` adds the real-model suite exported by
+`scripts/gen_model_suite.py DIR [--full]` (each model's first case; `--only-suite` for those
+rows alone), with each output's largest difference to onnxruntime's relative to its largest
+magnitude.
 
     cargo build --release -p torchtrtc
     .venv/bin/python bench/models_vs_onnxruntime.py [--runs 10] [--torchtrtc target/release/torchtrtc] [--bert]
+    .venv/bin/python scripts/gen_model_suite.py target/model-suite-full --full
+    .venv/bin/python bench/models_vs_onnxruntime.py --only-suite --suite target/model-suite-full
 """
 
 import argparse
@@ -106,6 +111,36 @@ def bert_row(args, work):
             f"{ours / theirs:.2f} |"), ours / theirs
 
 
+def suite_rows(args):
+    """One row per model of the suite at `args.suite`: latencies on its first case and the
+    worst output's difference to onnxruntime's, relative to that output's largest magnitude."""
+    with open(os.path.join(args.suite, "manifest.json")) as f:
+        manifest = json.load(f)
+    rows = []
+    for m in manifest["models"]:
+        d = os.path.join(args.suite, m["name"])
+        case = os.path.join(d, m["cases"][0], "inputs")
+        feeds = {i: np.load(os.path.join(case, f"{i}.npy")) for i in m["inputs"]}
+        flags = [f for i in m["inputs"] for f in ("--input", f"{i}={os.path.join(case, i + '.npy')}")]
+        path = os.path.join(d, "model.onnx")
+        theirs, outs = time_ort_feeds(path, feeds, args.runs, args.warmup, args.threads)
+        ours, err = time_ours(args.torchtrtc, path, args.runs, args.warmup, args.threads, flags)
+        if ours is None:
+            rows.append((f"| {m['name']} | failed: {err} | {theirs:.2f} | – |", None))
+            continue
+        out_dir = os.path.join(args.work, "suite_out", m["name"])
+        subprocess.run([args.torchtrtc, "run", path, *flags, "--output-dir", out_dir, "-q"], check=True,
+                       capture_output=True, env=dict(os.environ, RAYON_NUM_THREADS=str(args.threads)))
+        worst = 0.0
+        for o, want in zip(m["outputs"], outs):
+            got = np.load(os.path.join(out_dir, f"{o['name']}.npy")).astype(np.float64)
+            want = want.astype(np.float64)
+            worst = max(worst, float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)))
+        rows.append((f"| {m['name']} (rel. difference {worst:.1e}) | {ours:.2f} | {theirs:.2f} | "
+                     f"{ours / theirs:.2f} |", ours / theirs))
+    return rows
+
+
 def time_ort(path, name, x, runs, warmup, threads):
     """Median ms of onnxruntime on the one input `name` = `x`."""
     return time_ort_feeds(path, {name: x}, runs, warmup, threads)[0]
@@ -131,10 +166,12 @@ def main():
     ap.add_argument("--only-bert", action="store_true", help="the BERT-base row alone")
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--work", default="target/bench-models")
+    ap.add_argument("--suite", help="a directory written by scripts/gen_model_suite.py")
+    ap.add_argument("--only-suite", action="store_true", help="the suite's rows alone")
     args = ap.parse_args()
     rows, ratios = [], []
     os.makedirs(args.work, exist_ok=True)
-    for m in [] if args.only_bert else MODELS:
+    for m in [] if args.only_bert or args.only_suite else MODELS:
         path = os.path.join(light_dir(), f"light_{m}.onnx")
         name, x = dummy_input(onnx.load(path))
         ours, err = time_ours(args.torchtrtc, path, args.runs, args.warmup, args.threads)
@@ -149,6 +186,11 @@ def main():
         rows.append(row)
         if ratio is not None:
             ratios.append(ratio)
+    if args.suite:
+        for row, ratio in suite_rows(args):
+            rows.append(row)
+            if ratio is not None:
+                ratios.append(ratio)
     print(f"onnxruntime {ort.__version__}, {args.threads} threads, median of {args.runs} runs")
     print("| model | torchtrt ms | onnxruntime ms | ratio |")
     print("|---|---|---|---|")

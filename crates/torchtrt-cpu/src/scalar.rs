@@ -111,7 +111,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real {
-    ($t:ident, $bits:ident, $exp:path, $exp_with:expr) => {
+    ($t:ident, $bits:ident, $exp:path, $exp_with:expr, $tanh:path) => {
         impl Real for $t {
             const ZERO: $t = 0.0;
             const ONE: $t = 1.0;
@@ -152,11 +152,15 @@ macro_rules! real {
                 $exp_with(self)
             }
             #[inline(always)]
+            fn tanh(self) -> $t {
+                $tanh(self)
+            }
+            #[inline(always)]
             fn mul_add(self, a: $t, b: $t) -> $t {
                 $t::mul_add(self, a, b)
             }
             real!(@forward $t: abs exp_m1 ln ln_1p sqrt floor ceil sin cos tan asin acos
-                atan sinh cosh tanh asinh acosh atanh);
+                atan sinh cosh asinh acosh atanh);
             #[inline(always)]
             fn powf(self, y: $t) -> $t {
                 $t::powf(self, y)
@@ -172,8 +176,14 @@ macro_rules! real {
         )*
     };
 }
-real!(f32, u32, math::exp_f32, math::exp_f32_with::<M>);
-real!(f64, u64, f64::exp, f64::exp);
+real!(
+    f32,
+    u32,
+    math::exp_f32,
+    math::exp_f32_with::<M>,
+    math::tanh_f32
+);
+real!(f64, u64, f64::exp, f64::exp, f64::tanh);
 
 /// `Σ x` with eight independent partial sums, so the loop vectorises.
 pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {

@@ -129,14 +129,11 @@ fn min<C: Real>(a: C, b: C) -> C {
     if a < b { a } else { b }
 }
 
-/// `1 / (1 + e^-x)` without overflow for large `|x|`.
+/// `1 / (1 + e^-x)`, branch-free so its loop vectorises: `e^-x` saturates to ∞ for large
+/// negative `x` (giving 0) and to 0 for large positive `x` (giving 1).
+#[inline(always)]
 fn sigmoid<C: Real>(v: C) -> C {
-    if v >= C::ZERO {
-        C::ONE / (C::ONE + (-v).exp())
-    } else {
-        let e = v.exp();
-        e / (C::ONE + e)
-    }
+    C::ONE / (C::ONE + (-v).exp())
 }
 
 /// `ln(1 + e^x)` without overflow for large `x`.
