@@ -83,6 +83,16 @@ def mobilenet_v3_small():
     return m, cases, ({0: batch},), []
 
 
+def efficientnet_b0():
+    """SiLU activations (`aten::silu`) and squeeze-and-excitation sigmoids."""
+    import torchvision
+
+    m = randomize(torchvision.models.efficientnet_b0(num_classes=10), 4)
+    batch = Dim("batch", min=1, max=8)
+    cases = [(images(40, 2, 3, 64, 64),), (images(41, 1, 3, 64, 64),)]
+    return m, cases, ({0: batch},), []
+
+
 def lraspp_mobilenet_v3():
     """Segmentation at a dynamic batch and image size (multiples of 32, so that every
     upsampling to a run-time size is an exact scale)."""
@@ -251,6 +261,7 @@ def plugin_nms():
 PROGRAMS = {
     "resnet18": resnet18,
     "mobilenet_v3_small": mobilenet_v3_small,
+    "efficientnet_b0": efficientnet_b0,
     "lraspp_mobilenet_v3": lraspp_mobilenet_v3,
     "vit_tiny": vit_tiny,
     "bert_tiny": bert_tiny,

@@ -381,3 +381,66 @@ fn a_matmul_bias_input_is_added_in_every_float_precision() {
         }
     }
 }
+
+/// x → Sigmoid → Mul(x, s) (or Mul(s, x)), with `tap` also marking the sigmoid an output.
+fn silu_network(sigmoid_first: bool, tap: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2, 3, 5, 7].map(Dim::Fixed))
+        .unwrap();
+    let s = net
+        .add(
+            "sigmoid",
+            Activation {
+                kind: ActivationKind::Sigmoid,
+            },
+            &[x],
+        )
+        .unwrap();
+    let operands = if sigmoid_first { [s, x] } else { [x, s] };
+    let y = net
+        .add("silu", Elementwise::new(ElementwiseOp::Mul), &operands)
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    if tap {
+        net.mark_output(s, "s").unwrap();
+    }
+    net
+}
+
+/// `Mul(x, Sigmoid(x))` in either order becomes one `Silu` activation, unless the sigmoid is
+/// read elsewhere; each result is x · sigmoid(x) from f64.
+#[test]
+fn sigmoid_times_its_input_becomes_one_silu() {
+    let xv: Vec<f32> = values(210, 9).iter().map(|v| v * 12.0).collect();
+    let input = Tensor::from_vec(&[2, 3, 5, 7], xv.clone()).unwrap();
+    for (sigmoid_first, tap) in [(false, false), (true, false), (false, true)] {
+        let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+        let net = silu_network(sigmoid_first, tap);
+        let engine = build(&net, &BuildConfig::default(), &backends).unwrap();
+        let kinds: Vec<String> = engine
+            .plan()
+            .layers
+            .iter()
+            .map(|l| match &l.kind {
+                LayerKind::Activation(a) => format!("{:?}", a.kind),
+                other => other.op().kind().to_string(),
+            })
+            .collect();
+        let want: &[&str] = if tap {
+            &["Sigmoid", "Elementwise"]
+        } else {
+            &["Silu"]
+        };
+        assert_eq!(kinds, want, "sigmoid first: {sigmoid_first}, tapped: {tap}");
+        let outs = engine.create_context().unwrap().execute(&[&input]).unwrap();
+        for (&got, &x) in outs[0].as_slice::<f32>().unwrap().iter().zip(&xv) {
+            let x = f64::from(x);
+            let want = x / (1.0 + (-x).exp());
+            assert!(
+                (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "silu({x}) = {got}, want {want}"
+            );
+        }
+    }
+}

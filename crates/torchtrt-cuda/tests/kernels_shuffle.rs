@@ -396,6 +396,7 @@ fn activations() {
         A::Gelu { tanh: true },
         A::Mish,
         A::ThresholdedRelu { alpha: 0.3 },
+        A::Silu,
     ];
     for dtype in FLOATS {
         for (k, kind) in kinds.into_iter().enumerate() {

@@ -9,7 +9,9 @@ use torchtrt_plugin_api::{DType, DeviceKind};
 
 use super::Work;
 use crate::error::Result;
-use crate::layers::{ActivationKind, Constant, Convolution, ElementwiseOp, LayerKind, TypeShape};
+use crate::layers::{
+    Activation, ActivationKind, Constant, Convolution, ElementwiseOp, LayerKind, TypeShape,
+};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
@@ -244,6 +246,48 @@ pub(crate) fn fuse_activation(
     work.layers[pos].outputs = layer.outputs.clone();
     work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
     true
+}
+
+/// Fuses `Mul(x, Sigmoid(x))` (either operand order; how exporters write SiLU) into one
+/// `Silu` activation, when nothing else reads the sigmoid: the `Sigmoid` layer becomes the
+/// `Silu` and takes the `Mul`'s output, so the tensor is read and written once instead of
+/// three times. Returns whether it fused (the `Mul` is then not emitted).
+pub(crate) fn fuse_silu(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> bool {
+    let LayerKind::Elementwise(e) = kind else {
+        return false;
+    };
+    if e.op != ElementwiseOp::Mul || inputs.len() != 2 || inputs[0] == inputs[1] {
+        return false;
+    }
+    for side in 0..2 {
+        let (s, x) = (inputs[side], inputs[1 - side]);
+        let Some(pos) = sole_producer(work, s, uses) else {
+            continue;
+        };
+        let sigmoid = &work.layers[pos];
+        let is_sigmoid = matches!(
+            &sigmoid.kind,
+            LayerKind::Activation(a) if a.kind == ActivationKind::Sigmoid
+        );
+        if !is_sigmoid || sigmoid.inputs.as_slice() != [x] || work.ty(x) != &types[0] {
+            continue;
+        }
+        let sigmoid = &mut work.layers[pos];
+        sigmoid.kind = LayerKind::Activation(Activation {
+            kind: ActivationKind::Silu,
+        });
+        sigmoid.outputs = layer.outputs.clone();
+        work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
+        return true;
+    }
+    false
 }
 
 /// Fuses a residual `Add` of a convolution's output and another tensor of the same shape into

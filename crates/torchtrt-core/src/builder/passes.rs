@@ -69,6 +69,15 @@ const LAYER_PASSES: &[LayerPass] = &[
         run: |w, s| fuse::fuse_matmul_residual(w, s.layer, s.kind, s.inputs, s.types, s.uses),
     },
     LayerPass {
+        name: "fuse_silu",
+        enabled: |_| true,
+        run: |w, s| {
+            Ok(fuse::fuse_silu(
+                w, s.layer, s.kind, s.inputs, s.types, s.uses,
+            ))
+        },
+    },
+    LayerPass {
         name: "fuse_activation",
         enabled: |_| true,
         run: |w, s| {
@@ -167,6 +176,7 @@ mod tests {
                 "fuse_residual",
                 "fuse_matmul_bias",
                 "fuse_matmul_residual",
+                "fuse_silu",
                 "fuse_activation",
                 "quantize",
                 "fuse_attention",

@@ -67,6 +67,8 @@ pub enum ActivationKind {
         /// Threshold.
         alpha: f32,
     },
+    /// SiLU (swish): `x · sigmoid(x)`; the builder fuses `Mul(x, Sigmoid(x))` into it.
+    Silu,
 }
 
 /// Applies an activation element-wise to a floating-point tensor.

@@ -114,6 +114,7 @@ fn activate_float<T: FloatElem>(kind: ActivationKind, x: &[T], out: &mut [T]) {
             })
         }
         A::Mish => map_float(x, out, |v| v * softplus(v).tanh()),
+        A::Silu => map_float(x, out, |v| v * sigmoid(v)),
         A::ThresholdedRelu { alpha } => {
             let alpha = c(alpha);
             map_float(x, out, move |v| if v > alpha { v } else { zero })

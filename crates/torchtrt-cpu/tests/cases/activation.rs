@@ -34,6 +34,7 @@ fn kinds() -> Vec<A> {
         A::Gelu { tanh: true },
         A::Mish,
         A::ThresholdedRelu { alpha: 0.75 },
+        A::Silu,
     ]
 }
 

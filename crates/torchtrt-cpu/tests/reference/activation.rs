@@ -49,6 +49,7 @@ pub fn apply(kind: ActivationKind, x: f64) -> f64 {
             0.5 * x * (1.0 + (k * (x + 0.044715 * x.powi(3))).tanh())
         }
         A::Mish => x * softplus(x).tanh(),
+        A::Silu => x / (1.0 + (-x).exp()),
         A::ThresholdedRelu { alpha } => {
             if x > alpha as f64 {
                 x

@@ -70,6 +70,7 @@ fn spec(kind: ActivationKind) -> (&'static str, &'static str, [f32; 2]) {
             [0.0; 2],
         ),
         A::Mish => ("mish", "x * tanhf(softplus_of(x))", [0.0; 2]),
+        A::Silu => ("silu", "x * sigmoid_of(x)", [0.0; 2]),
         A::ThresholdedRelu { alpha } => ("thresholded_relu", "x > p0 ? x : 0.0f", [alpha, 0.0]),
     }
 }
@@ -134,6 +135,7 @@ pub(crate) fn all_specs() -> Vec<MapSpec> {
         A::Gelu { tanh: true },
         A::Mish,
         A::ThresholdedRelu { alpha: 1.0 },
+        A::Silu,
     ];
     let dtypes = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64];
     kinds

@@ -92,20 +92,7 @@ fn softplus(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
 
 /// `x·σ(x)`.
 fn silu(ctx: &mut Ctx<'_>, node: &Node<'_>) -> Result<Vec<TensorId>> {
-    let x = ctx.tensor(node, "self")?;
-    let s = ctx.add(
-        node,
-        Activation {
-            kind: ActivationKind::Sigmoid,
-        },
-        &[x],
-    )?;
-    let y = ctx.add(
-        node,
-        torchtrt_core::layers::Elementwise::new(torchtrt_core::layers::ElementwiseOp::Mul),
-        &[x, s],
-    )?;
-    Ok(vec![y])
+    act(ctx, node, ActivationKind::Silu)
 }
 
 /// `gelu(x, approximate)` → `CustomGeluPluginDynamic` (f32/f16/bf16), else the core layer.

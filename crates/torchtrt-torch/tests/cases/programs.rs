@@ -148,6 +148,7 @@ fn every_manifest_program_has_a_test() {
     let tested = [
         "resnet18",
         "mobilenet_v3_small",
+        "efficientnet_b0",
         "lraspp_mobilenet_v3",
         "vit_tiny",
         "bert_tiny",
@@ -175,6 +176,11 @@ fn resnet18() {
 #[test]
 fn mobilenet_v3_small() {
     check("mobilenet_v3_small");
+}
+
+#[test]
+fn efficientnet_b0_silu() {
+    check("efficientnet_b0");
 }
 
 #[test]
