@@ -118,6 +118,9 @@ fn padded_plane<C: Real>(
             ) {
                 match (win.stride[1], win.stride[2]) {
                     (1, 1) => padded_body::<C, 1>(win, src, weights, bias, dst, scratch),
+                    (2, 2) if win.dilation[1..] == [1, 1] => {
+                        phased_body(win, src, weights, bias, dst, scratch)
+                    }
                     (_, 2) if win.dilation[2] == 1 => {
                         deinterleaved_body(win, src, weights, bias, dst, scratch)
                     }
@@ -237,11 +240,65 @@ fn deinterleaved_body<C: Real>(
     }
 }
 
+/// [`padded_plane`]'s body for strides of 2 along both dims without dilation: the padded
+/// plane is stored as its four phases (even or odd rows × even or odd columns), each
+/// `rows × half`, so that every tap reads one contiguous run for the whole output plane
+/// (tap `(ky, kx)` of output `(r, j)` is phase `(ky mod 2, kx mod 2)` at row `r + ky/2`,
+/// column `j + kx/2`). As with stride 1 each tap is one pass over all outputs, rows `half`
+/// apart, the extra columns dropped at the end; small planes (7×7 outputs) then make long
+/// passes instead of one short pass per output line.
+#[inline(always)]
+fn phased_body<C: Real>(
+    win: &Window,
+    src: &[C],
+    weights: &[C],
+    bias: C,
+    dst: &mut [C],
+    (padded, acc): &mut Scratch<C>,
+) {
+    let [_, ih, iw] = win.input;
+    let [_, kh, kw] = win.kernel;
+    let [_, oh, ow] = win.output;
+    let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
+    let half = (ow + (kw - 1) / 2).max((pl + iw).div_ceil(2));
+    let rows = (oh + (kh - 1) / 2).max((pt + ih).div_ceil(2));
+    let phase = rows * half;
+    if padded.len() != 4 * phase {
+        padded.clear();
+        padded.resize(4 * phase, C::ZERO);
+    }
+    for (y, line) in src.chunks_exact(iw).take(ih).enumerate() {
+        let (py, r) = ((y + pt) % 2, (y + pt) / 2);
+        let (evens, odds) = padded.split_at_mut((2 * py + 1) * phase);
+        let even = &mut evens[2 * py * phase + r * half..][..half];
+        deinterleave_into(even, &mut odds[r * half..][..half], pl, line);
+    }
+    let padded = &padded[..];
+    let n = (oh - 1) * half + ow;
+    acc.truncate(n);
+    acc.resize(n, C::ZERO);
+    multiply_add(acc, bias, weights, |t| {
+        let (ky, kx) = (t / kw, t % kw);
+        let at = ((ky % 2) * 2 + kx % 2) * phase + (ky / 2) * half + kx / 2;
+        padded[at..at + n].iter().copied()
+    });
+    for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
+        out.copy_from_slice(&acc[r * half..r * half + ow]);
+    }
+}
+
 /// Writes `row` into columns `pl..` of a padded row stored as its `half` even columns
 /// followed by its odd columns.
 #[inline(always)]
 pub(super) fn deinterleave_row<C: Copy>(line: &mut [C], half: usize, pl: usize, row: &[C]) {
     let (even, odd) = line.split_at_mut(half);
+    deinterleave_into(even, odd, pl, row);
+}
+
+/// Writes `row` into columns `pl..` of a padded row stored as its even columns (`even`)
+/// and its odd columns (`odd`).
+#[inline(always)]
+fn deinterleave_into<C: Copy>(even: &mut [C], odd: &mut [C], pl: usize, row: &[C]) {
     let (first, second) = if pl.is_multiple_of(2) {
         (&mut even[pl / 2..], &mut odd[pl / 2..])
     } else {
