@@ -3,12 +3,13 @@
 
 use rayon::prelude::*;
 use torchtrt_core::layers::Convolution;
-use torchtrt_core::plugin_api::DType;
+use torchtrt_core::plugin_api::{DType, DimExpr};
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_channels::{self, conv_channels};
 use super::conv_direct::conv_direct;
 use super::conv_packed::conv_packed;
+use super::conv_taps::live_taps;
 use super::conv_winograd::Winograd;
 use crate::dispatch::with_float;
 use crate::linalg::{
@@ -31,6 +32,9 @@ struct ConvKernel {
     /// f32 weights packed with the output channels along the lanes, for layers whose
     /// images have few output positions ([`conv_channels`]).
     channels: Option<PackedRhs>,
+    /// The weights cut to the taps that read the input, when some taps read only padding
+    /// (`layer` is then the cut layer; see [`live_taps`]).
+    cut: Option<Tensor>,
 }
 
 pub(super) fn prepare(
@@ -39,7 +43,17 @@ pub(super) fn prepare(
 ) -> Result<Box<dyn Kernel>, String> {
     let epilogue = Epilogue::of(layer.activation)
         .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))?;
-    let winograd = match (inputs[0].dtype, inputs.get(1).and_then(|w| w.value)) {
+    let given = inputs.get(1).and_then(|w| w.value);
+    let spatial = inputs[0].shape.get(2..).and_then(known);
+    let cut = match (inputs[0].dtype, given, spatial) {
+        (DType::F32, Some(w), Some(spatial)) => live_taps(layer, &spatial, w),
+        _ => None,
+    };
+    let (layer, weights) = match &cut {
+        Some((layer, w)) => (layer, Some(w)),
+        None => (layer, given),
+    };
+    let winograd = match (inputs[0].dtype, weights) {
         (DType::F32, Some(w)) => {
             let channels = w.shape().get(1).copied().unwrap_or(0);
             let out_channels = w.shape().first().copied().unwrap_or(0);
@@ -49,7 +63,7 @@ pub(super) fn prepare(
         _ => None,
     };
     let weights = match inputs[0].dtype {
-        DType::F32 => inputs.get(1).and_then(|w| w.value),
+        DType::F32 => weights,
         _ => None,
     };
     let channels = match winograd {
@@ -67,7 +81,15 @@ pub(super) fn prepare(
         winograd,
         packed,
         channels,
+        cut: cut.map(|(_, w)| w),
     }))
+}
+
+/// `dims` when all are known at build time.
+fn known(dims: &[DimExpr]) -> Option<Vec<usize>> {
+    dims.iter()
+        .map(|d| d.as_const().and_then(|v| usize::try_from(v).ok()))
+        .collect()
 }
 
 /// The f32 weights `w` (`[M, C/groups, k…]`) packed for [`conv_packed`], unless the layer
@@ -91,11 +113,7 @@ fn pack(layer: &Convolution, w: &Tensor) -> Option<PackedLhs> {
 /// images have few output positions (the layer's shape is then fixed, so the
 /// position-vectorised weights are not packed as well).
 fn pack_channels(layer: &Convolution, x: &InferInput<'_>, w: &Tensor) -> Option<PackedRhs> {
-    let dims: Vec<usize> = x
-        .shape
-        .iter()
-        .map(|d| d.as_const().and_then(|v| usize::try_from(v).ok()))
-        .collect::<Option<_>>()?;
+    let dims = known(x.shape)?;
     let geom = ConvGeom::new(layer, &dims, w.shape()).ok()?;
     let outputs = geom.window.output_len();
     if !conv_channels::takes(geom.groups, geom.out_channels, outputs) {
@@ -203,6 +221,12 @@ impl ConvGeom {
 
 impl Kernel for ConvKernel {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        let mut cut = Vec::new();
+        if let Some(w) = &self.cut {
+            cut.extend(inputs.iter().copied());
+            *cut.get_mut(1).ok_or(WHAT)? = w;
+        }
+        let inputs = if self.cut.is_some() { &cut[..] } else { inputs };
         if self.convolve_packed(inputs, outputs)? {
             return Ok(());
         }

@@ -3,9 +3,10 @@
 //! of the inner block (128), strides, padding, dilations and groups, with or without bias,
 //! every fused activation, a residual input, on one, two and three threads; and layers of
 //! 64 output channels or more on small images, which take the channel-vectorised product
-//! (up to 64 output positions) or not (more); and layers on wide rows, whose padded image
-//! the product reads in place at stride 1 (kernels up to 7 wide, dilations, uneven
-//! padding, more than one block of inner steps).
+//! (up to 64 output positions) or not (more); layers on wide rows, whose padded image the
+//! product reads in place at stride 1 (kernels up to 7 wide, dilations, uneven padding,
+//! more than one block of inner steps); and large dilations on small images, whose taps
+//! that read only padding are cut away.
 
 use std::sync::OnceLock;
 
@@ -38,15 +39,19 @@ enum Kind {
     /// Rows of 24 to 70 with windows up to 7 wide, most of stride 1: the padded image read
     /// in place.
     Grid,
+    /// Dilations of 3 to 8 with as much padding on images of at most 9×9, so that taps
+    /// read only padding for every output (the layer is cut to the others).
+    Dilated,
 }
 
 /// A random 2-D layer of `kind`: input shape, weight shape and parameters.
 fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
     let mut r = |lo: i64, hi: i64| rng.int(lo, hi) as usize;
-    let (pointwise, wide, grid) = (
+    let (pointwise, wide, grid, dilated) = (
         matches!(kind, Kind::Pointwise),
         matches!(kind, Kind::Wide),
         matches!(kind, Kind::Grid),
+        matches!(kind, Kind::Dilated),
     );
     let groups = if !wide && r(0, 3) == 0 { r(2, 3) } else { 1 };
     let (cg, mg) = (r(1, 40), if wide { r(64, 140) } else { r(1, 27) });
@@ -65,19 +70,25 @@ fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
             (1, 1, 1)
         } else if grid {
             (r(1, 7), r(1, 2), if r(0, 4) == 0 { 2 } else { 1 })
+        } else if dilated {
+            (r(2, 3), r(3, 8), r(1, 2))
         } else {
             (r(1, 3), r(1, 2), r(1, 2))
         };
         let (pb, pe) = if pointwise {
             (0, 0)
+        } else if dilated {
+            let most = (d * (k - 1)) as i64;
+            (r(most / 2, most), r(most / 2, most))
         } else {
             (r(0, 2), r(0, 3))
         };
         let span = d * (k - 1) + 1;
         let min_in = span.saturating_sub(pb + pe).max(1);
-        let (lo, hi) = match (grid, dim) {
-            (true, 0) => (min_in, 9),
-            (true, _) => (min_in.max(24), 70),
+        let (lo, hi) = match (grid, dilated, dim) {
+            (true, _, 0) => (min_in, 9),
+            (true, _, _) => (min_in.max(24), 70),
+            (_, true, _) => (min_in, 9),
             _ => (min_in, side as usize),
         };
         x.push(r(lo as i64, hi.max(lo) as i64));
@@ -170,6 +181,13 @@ proptest! {
                                                    seed: u64) {
         let kind = if pointwise { Kind::Pointwise } else { Kind::Wide };
         matches(seed, kind, (bias, residual), which, pool)?;
+    }
+
+    #[test]
+    fn large_dilations_on_small_images_match_reference(bias: bool, residual: bool,
+                                                       which in 0usize..4, pool in 1usize..=3,
+                                                       seed: u64) {
+        matches(seed, Kind::Dilated, (bias, residual), which, pool)?;
     }
 
     #[test]
