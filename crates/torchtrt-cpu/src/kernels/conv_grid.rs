@@ -18,6 +18,14 @@ use crate::linalg::Window;
 /// are few (a 3×3 window on rows of 27 outputs wastes 2 of 29).
 const JUNK: usize = 8;
 
+/// Most elements of a padded plane per element of the input plane (plus [`SLACK`]): the
+/// padded image is allocated whole, so padding far larger than the input (which im2col
+/// handles a tile at a time) does not take this path.
+const GROWTH: usize = 4;
+
+/// Padded-plane elements allowed beyond [`GROWTH`] times the input plane.
+const SLACK: usize = 4096;
+
 /// The grid of a planar stride-1 window: `rows` × `width` positions per input channel,
 /// `valid` outputs per row and `len` positions from the first output to the last.
 pub(super) struct GridShape {
@@ -32,8 +40,8 @@ pub(super) struct GridShape {
 }
 
 impl GridShape {
-    /// The grid of `win`, when it is planar (1-D or 2-D), of stride 1, and wastes at most
-    /// `1 / JUNK` of each row.
+    /// The grid of `win`, when it is planar (1-D or 2-D), of stride 1, wastes at most
+    /// `1 / JUNK` of each row, and its padded plane is at most [`GROWTH`] times the input's.
     pub(super) fn of(win: &Window) -> Option<GridShape> {
         let planar = win.input[0] == 1 && win.kernel[0] == 1 && win.output[0] == 1;
         if !planar || win.stride != [1; 3] {
@@ -41,7 +49,11 @@ impl GridShape {
         }
         let padded = |d: usize| win.input[d] + win.pad_begin[d] + win.pad_end[d];
         let (rows, width, valid) = (padded(1), padded(2), win.output[2]);
-        if valid > width || JUNK * (width - valid) > width {
+        let plane = rows.checked_mul(width)?;
+        if valid > width
+            || JUNK * (width - valid) > width
+            || plane > GROWTH * win.input_len() + SLACK
+        {
             return None;
         }
         Some(GridShape {
