@@ -103,13 +103,17 @@ pub(super) fn conv_packed(
     let height = row_panels.div_ceil(row_tiles) * MR;
     let per_image_group = col_tiles * row_tiles;
     let tasks = geom.batch * groups * per_image_group;
-    let mut padded = Kept::<Vec<f32>>::take();
-    let mut offsets = Kept::<Vec<usize>>::take();
-    let grid = shape.as_ref().map(|g| {
-        g.taps(win, cg, &mut offsets);
-        let image = g.image(x, geom.batch * geom.channels, win, &mut padded);
-        (g, image, &offsets[..])
-    });
+    let mut kept = shape
+        .as_ref()
+        .map(|_| (Kept::<Vec<f32>>::take(), Kept::<Vec<usize>>::take()));
+    let grid = shape
+        .as_ref()
+        .zip(kept.as_mut())
+        .map(|(g, (buf, offsets))| {
+            g.taps(win, cg, offsets);
+            let padded = g.image(x, geom.batch * geom.channels, win, buf);
+            (g, padded, &offsets[..])
+        });
     let shared =
         (shape.is_none() && !pointwise && row_tiles > 1 && pairs * taps * outputs <= SHARED_ELEMS)
             .then(|| {
@@ -165,9 +169,9 @@ pub(super) fn conv_packed(
             // task's alone; the residual has the output's layout.
             unsafe { run_block(lhs, &block, dst, residual, outputs) }
         };
-        if let Some((g, image, offsets)) = &grid {
+        if let Some((g, padded, offsets)) = &grid {
             let plane = g.plane();
-            let data = &image[(image_group / groups * geom.channels + group * cg) * plane..];
+            let data = &padded[(image * geom.channels + group * cg) * plane..];
             return run(Rhs::Grid(Grid {
                 data: &data[..cg * plane],
                 offsets,

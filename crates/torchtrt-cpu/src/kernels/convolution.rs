@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 use torchtrt_core::layers::Convolution;
-use torchtrt_core::plugin_api::{DType, DimExpr};
+use torchtrt_core::plugin_api::{DType, DimExpr, shape_values};
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_channels::{self, conv_channels};
@@ -87,8 +87,9 @@ pub(super) fn prepare(
 
 /// `dims` when all are known at build time.
 fn known(dims: &[DimExpr]) -> Option<Vec<usize>> {
-    dims.iter()
-        .map(|d| d.as_const().and_then(|v| usize::try_from(v).ok()))
+    shape_values(dims)?
+        .into_iter()
+        .map(|v| usize::try_from(v).ok())
         .collect()
 }
 

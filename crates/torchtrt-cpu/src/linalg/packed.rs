@@ -197,6 +197,10 @@ pub(crate) unsafe fn run_block(
         if !available() {
             return Err("packed gemm: this CPU lacks AVX-512".into());
         }
+        let grid_stores = match block.rhs {
+            Rhs::Grid(g) => grid_stores(&g, n),
+            Rhs::Rows { .. } => Vec::new(),
+        };
         let step = depth.div_ceil(depth.div_ceil(KC));
         for k0 in (0..depth).step_by(step) {
             let kc = step.min(depth - k0);
@@ -217,19 +221,9 @@ pub(crate) unsafe fn run_block(
                             (b, (ldb, std::ptr::null()), stores, j0)
                         }
                         Rhs::Grid(g) => {
-                            let first = g.start + j0;
-                            let stores = std::array::from_fn(|v| {
-                                let lanes = width.saturating_sub(v * LANES);
-                                let from = first + v * LANES;
-                                (g.mask(from, lanes), g.packed(from) - g.packed(first))
-                            });
+                            let (stores, at) = grid_stores[j0 / NR];
                             let table = g.offsets[k0..].as_ptr();
-                            (
-                                g.data[first..].as_ptr(),
-                                (0, table),
-                                stores,
-                                g.packed(first),
-                            )
+                            (g.data[g.start + j0..].as_ptr(), (0, table), stores, at)
                         }
                     };
                     let start = if k0 > 0 {
@@ -288,6 +282,25 @@ pub(crate) unsafe fn run_block(
         let _ = (dst, residual, ldc);
         Err("packed gemm: this CPU lacks AVX-512".into())
     }
+}
+
+/// For each register tile of a grid block's `n` columns (one per [`NR`]): where each
+/// vector's lanes are stored, packed (see [`Step::stores`]), and the tile's first output.
+/// The same for every row panel and block of inner steps, so computed once per block.
+#[cfg(target_arch = "x86_64")]
+fn grid_stores(g: &Grid<'_>, n: usize) -> Vec<([(u16, usize); 3], usize)> {
+    (0..n)
+        .step_by(NR)
+        .map(|j0| {
+            let (first, width) = (g.start + j0, NR.min(n - j0));
+            let stores = std::array::from_fn(|v| {
+                let from = first + v * LANES;
+                let lanes = width.saturating_sub(v * LANES);
+                (g.mask(from, lanes), g.packed(from) - g.packed(first))
+            });
+            (stores, g.packed(first))
+        })
+        .collect()
 }
 
 /// How a tile's accumulators start.
