@@ -14,11 +14,14 @@ The default configurations are small (a few layers, small images) so the suite r
 `--full` exports the real sizes (BERT-base, GPT-2, t5-small, whisper-tiny, ViT-S/16,
 convnext_tiny, efficientnet_b0, deeplabv3_resnet50, resnet50 + FPN at 224×224). The
 manifest gives each output's absolute tolerance: 1e-4 of the largest magnitude PyTorch
-computed for it.
+computed for it. With `--f16` (a CUDA GPU needed), each case is also run by PyTorch in f16
+on the GPU and the manifest records PyTorch's own f16 error per output (largest absolute
+difference from the f32 output over its largest magnitude), the bar of f16 engines.
 
-Usage: scripts/gen_model_suite.py OUT [--full] [NAME...]
+Usage: scripts/gen_model_suite.py OUT [--full] [--f16] [NAME...]
 """
 
+import copy
 import json
 import os
 import sys
@@ -227,7 +230,23 @@ def save_npy(path, t):
     np.save(path, t.detach().contiguous().numpy())
 
 
-def export(root, name, full):
+def relative_error(got, want):
+    scale = float(want.abs().max())
+    return float((got.float() - want).abs().max()) / scale if scale > 0 else float("inf")
+
+
+def half_on_gpu(model):
+    """`model` in f16 on the GPU, and a function running it on a case's inputs."""
+    m16 = copy.deepcopy(model).half().cuda()
+
+    def run(args):
+        moved = [a.cuda().half() if a.is_floating_point() else a.cuda() for a in args]
+        return [r.float().cpu() for r in flat(m16(*moved))]
+
+    return run
+
+
+def export(root, name, full, f16=False):
     model, cases, dynamic_shapes, inputs, outputs = MODELS[name](full)
     model.eval()
     out = os.path.join(root, name)
@@ -245,6 +264,9 @@ def export(root, name, full):
     program.save(path)
     entry = {"name": name, "inputs": inputs, "outputs": [], "cases": []}
     scale = {o: 0.0 for o in outputs}
+    half = half_on_gpu(model) if f16 else None
+    if f16:
+        entry["f16_error"] = {}
     for k, args in enumerate(cases):
         case = f"case{k}"
         results = flat(model(*args))
@@ -254,25 +276,27 @@ def export(root, name, full):
         for o, r in zip(outputs, results):
             save_npy(os.path.join(out, case, "outputs", f"{o}.npy"), r)
             scale[o] = max(scale[o], float(r.abs().max()))
+        if half:
+            entry["f16_error"][case] = {o: relative_error(h, r) for o, h, r in zip(outputs, half(args), results)}
         entry["cases"].append(case)
     entry["outputs"] = [{"name": o, "atol": RELATIVE * scale[o]} for o in outputs]
     return entry
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--full"]
+    args = [a for a in sys.argv[1:] if a not in ("--full", "--f16")]
     if not args:
         sys.exit(__doc__)
     root, names = args[0], args[1:] or list(MODELS)
-    full = "--full" in sys.argv
+    full, f16 = "--full" in sys.argv, "--f16" in sys.argv
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         sys.exit(f"unknown models {unknown}; known: {list(MODELS)}")
     os.makedirs(root, exist_ok=True)
-    manifest = {"full": full, "relative": RELATIVE, "models": []}
+    manifest = {"full": full, "relative": RELATIVE, "f16": f16, "models": []}
     for name in names:
         print(f"exporting {name}", flush=True)
-        manifest["models"].append(export(root, name, full))
+        manifest["models"].append(export(root, name, full, f16))
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 
