@@ -1,5 +1,6 @@
-//! Special functions the standard library lacks — `erf` and `erfc`, in the compute type —
-//! and an f32 `exp` and `tanh` without a libm call, so loops around them vectorise.
+//! Special functions the standard library lacks — `erf`, `erfc` and SiLU, in the compute
+//! type — and an f32 `exp` and `tanh` without a libm call, so loops around them vectorise
+//! (with AVX-512 forms of `exp` and SiLU for kernels written in intrinsics).
 //!
 //! `erfc` uses a Chebyshev-fitted form with a relative error below 1.2·10⁻⁷ for every
 //! argument; `erf` uses its Maclaurin series near zero (where `1 − erfc` would cancel) and
@@ -128,6 +129,51 @@ fn erfc_pos<C: Real>(z: C) -> C {
         .rev()
         .fold(C::ZERO, |acc, &c| acc * t + C::from_f64(c));
     t * (poly - z * z).exp()
+}
+
+/// SiLU, `x·σ(x)`, as `x / (1 + e^{−x})`: one rounding for the quotient, and branch-free
+/// (`e^{−x}` saturates to ∞ for large negative `x`, giving −0, and to 0 for large positive
+/// `x`, giving `x`).
+#[inline(always)]
+pub(crate) fn silu<C: Real>(x: C) -> C {
+    x / (C::ONE + (-x).exp())
+}
+
+/// The AVX-512 forms of [`exp_f32`] and [`silu`], sixteen lanes at a time.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// `eˣ` lane by lane, the steps of [`crate::math::exp_f32_with`] with fused multiply-adds
+    /// (bit for bit the same results): NaN stays NaN, below the smallest normal result 0.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn exp(x: __m512) -> __m512 {
+        use crate::math::exp_f32_steps::*;
+        let splat = _mm512_set1_ps;
+        // max/min return their second operand when either is NaN: NaN passes through.
+        let xc = _mm512_min_ps(splat(HIGHEST), _mm512_max_ps(splat(LOWEST), x));
+        let n = _mm512_sub_ps(
+            _mm512_fmadd_ps(xc, splat(std::f32::consts::LOG2_E), splat(ROUND)),
+            splat(ROUND),
+        );
+        let r = _mm512_fnmadd_ps(n, splat(LN2_LO), _mm512_fnmadd_ps(n, splat(LN2_HI), xc));
+        let mut p = splat(TAYLOR[0]);
+        for &c in &TAYLOR[1..] {
+            p = _mm512_fmadd_ps(p, r, splat(c));
+        }
+        // p·2ⁿ rounded once, as the scalar p·2^min(n, 127)·(1 or 2) is: both products are exact
+        // but where the result is subnormal or overflows.
+        let y = _mm512_scalef_ps(p, n);
+        let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, splat(LOWEST));
+        _mm512_mask_blend_ps(under, y, _mm512_setzero_ps())
+    }
+
+    /// [`super::silu`] lane by lane, with [`exp`].
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn silu(x: __m512) -> __m512 {
+        let e = exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0), e))
+    }
 }
 
 /// The error function. Both forms are evaluated and one selected, without branches, so

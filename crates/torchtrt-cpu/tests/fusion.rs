@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use torchtrt_core::layers::{Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp};
 use torchtrt_core::plugin_api::DType;
-use torchtrt_core::{Backend, BuildConfig, Dim, LayerKind, NetworkDefinition, Tensor, build};
+use torchtrt_core::{
+    Backend, BuildConfig, Dim, LayerKind, NetworkDefinition, Tensor, TensorId, build,
+};
 use torchtrt_cpu::CpuBackend;
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -388,6 +390,16 @@ fn silu_network(sigmoid_first: bool, tap: bool) -> NetworkDefinition {
     let x = net
         .add_input("x", DType::F32, &[2, 3, 5, 7].map(Dim::Fixed))
         .unwrap();
+    let y = silu_of(&mut net, x, sigmoid_first);
+    net.mark_output(y.0, "y").unwrap();
+    if tap {
+        net.mark_output(y.1, "s").unwrap();
+    }
+    net
+}
+
+/// `Mul(x, Sigmoid(x))` added to `net`, the sigmoid first or second: (product, sigmoid).
+fn silu_of(net: &mut NetworkDefinition, x: TensorId, sigmoid_first: bool) -> (TensorId, TensorId) {
     let s = net
         .add(
             "sigmoid",
@@ -401,9 +413,32 @@ fn silu_network(sigmoid_first: bool, tap: bool) -> NetworkDefinition {
     let y = net
         .add("silu", Elementwise::new(ElementwiseOp::Mul), &operands)
         .unwrap();
-    net.mark_output(y, "y").unwrap();
-    if tap {
-        net.mark_output(s, "s").unwrap();
+    (y, s)
+}
+
+/// x → 3×3 convolution (3 → 3 channels, padded) → c, then `Mul(c, Sigmoid(c))` when `silu`;
+/// with `tap`, `c` is an output too.
+fn conv_silu_network(silu: bool, tap: bool) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2, 3, 5, 7].map(Dim::Fixed))
+        .unwrap();
+    let w = net
+        .add_constant("w", Tensor::from_vec(&[3, 3, 3, 3], values(81, 5)).unwrap())
+        .unwrap();
+    let b = net
+        .add_constant("b", Tensor::from_vec(&[3], values(3, 4)).unwrap())
+        .unwrap();
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let c = net.add("conv", conv, &[x, w, b]).unwrap();
+    if silu {
+        let (y, _) = silu_of(&mut net, c, true);
+        net.mark_output(y, "y").unwrap();
+    }
+    if tap || !silu {
+        net.mark_output(c, "c").unwrap();
     }
     net
 }
@@ -440,6 +475,53 @@ fn sigmoid_times_its_input_becomes_one_silu() {
             assert!(
                 (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
                 "silu({x}) = {got}, want {want}"
+            );
+        }
+    }
+}
+
+/// A SiLU written as `Mul(c, Sigmoid(c))` after a convolution becomes the convolution's
+/// epilogue (one layer) when nothing else reads `c`, and a `Silu` layer after it when
+/// something does; both give silu(c) of the convolution alone, from f64.
+#[test]
+fn silu_after_a_convolution_becomes_its_epilogue() {
+    let input = Tensor::from_vec(
+        &[2, 3, 5, 7],
+        values(210, 13).iter().map(|v| v * 3.0).collect(),
+    )
+    .unwrap();
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let engine = |net: &NetworkDefinition| build(net, &BuildConfig::default(), &backends).unwrap();
+    let alone = engine(&conv_silu_network(false, false));
+    let c = alone.create_context().unwrap().execute(&[&input]).unwrap();
+    let c = c[0].as_slice::<f32>().unwrap();
+    assert!(c.iter().any(|&v| v < -1.0) && c.iter().any(|&v| v > 1.0));
+    for tap in [false, true] {
+        let fused = engine(&conv_silu_network(true, tap));
+        let kinds: Vec<String> = fused
+            .plan()
+            .layers
+            .iter()
+            .map(|l| match &l.kind {
+                LayerKind::Activation(a) => format!("{:?}", a.kind),
+                LayerKind::Convolution(v) => format!("Convolution {:?}", v.activation),
+                other => other.op().kind().to_string(),
+            })
+            .filter(|k| k != "Constant")
+            .collect();
+        let want: &[&str] = if tap {
+            &["Convolution None", "Silu"]
+        } else {
+            &["Convolution Some(Silu)"]
+        };
+        assert_eq!(kinds, want, "tapped: {tap}");
+        let outs = fused.create_context().unwrap().execute(&[&input]).unwrap();
+        for (&got, &x) in outs[0].as_slice::<f32>().unwrap().iter().zip(c) {
+            let x = f64::from(x);
+            let want = x / (1.0 + (-x).exp());
+            assert!(
+                (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "silu({x}) = {got}, want {want} (tapped: {tap})"
             );
         }
     }

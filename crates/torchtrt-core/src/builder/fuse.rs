@@ -211,7 +211,7 @@ pub(crate) fn affine_as_conv(
 /// Fuses the activation `layer` into the convolution producing its input, when that
 /// convolution runs on the CPU or a CUDA device, has no activation yet, and nothing else
 /// reads its output; returns whether it did (the layer is then not emitted). Only the kinds
-/// both convolutions apply as an epilogue are fused: `Relu`, `LeakyRelu`, `Clip`.
+/// both convolutions apply as an epilogue are fused: `Relu`, `LeakyRelu`, `Clip`, `Silu`.
 pub(crate) fn fuse_activation(
     work: &mut Work,
     layer: &Layer,
@@ -225,33 +225,28 @@ pub(crate) fn fuse_activation(
     };
     let fusable = matches!(
         a.kind,
-        ActivationKind::Relu | ActivationKind::LeakyRelu { .. } | ActivationKind::Clip { .. }
+        ActivationKind::Relu
+            | ActivationKind::LeakyRelu { .. }
+            | ActivationKind::Clip { .. }
+            | ActivationKind::Silu
     );
     if !fusable {
         return false;
     }
-    let Some(pos) = sole_producer(work, inputs[0], uses) else {
+    let Some(pos) = plain_conv_producing(work, inputs[0], uses, 1) else {
         return false;
     };
-    if !work.devices.get(pos).is_some_and(fuses_epilogue) {
-        return false;
-    }
-    let LayerKind::Convolution(conv) = &mut work.layers[pos].kind else {
-        return false;
-    };
-    if conv.activation.is_some() {
-        return false;
-    }
-    conv.activation = Some(a.kind);
-    work.layers[pos].outputs = layer.outputs.clone();
     work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
+    give_activation(work, pos, a.kind, layer);
     true
 }
 
 /// Fuses `Mul(x, Sigmoid(x))` (either operand order; how exporters write SiLU) into one
 /// `Silu` activation, when nothing else reads the sigmoid: the `Sigmoid` layer becomes the
 /// `Silu` and takes the `Mul`'s output, so the tensor is read and written once instead of
-/// three times. Returns whether it fused (the `Mul` is then not emitted).
+/// three times. When `x` comes from a convolution that only these two layers read, the
+/// `Silu` goes on into that convolution's epilogue (as [`fuse_activation`]) and no layer
+/// is left. Returns whether it fused (the `Mul` is then not emitted).
 pub(crate) fn fuse_silu(
     work: &mut Work,
     layer: &Layer,
@@ -279,12 +274,18 @@ pub(crate) fn fuse_silu(
         if !is_sigmoid || sigmoid.inputs.as_slice() != [x] || work.ty(x) != &types[0] {
             continue;
         }
+        work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
+        if let Some(conv) = plain_conv_producing(work, x, uses, 2) {
+            work.layers.remove(pos);
+            work.devices.remove(pos);
+            give_activation(work, conv, ActivationKind::Silu, layer);
+            return true;
+        }
         let sigmoid = &mut work.layers[pos];
         sigmoid.kind = LayerKind::Activation(Activation {
             kind: ActivationKind::Silu,
         });
         sigmoid.outputs = layer.outputs.clone();
-        work.tensors[layer.outputs[0].index()].ty = Some(types[0].clone());
         return true;
     }
     false
@@ -341,6 +342,31 @@ pub(crate) fn fuse_residual(
         return Ok(true);
     }
     Ok(false)
+}
+
+/// The position of the convolution producing `t` when exactly `readers` layers (and
+/// outputs) read `t`, the convolution has no activation yet and its device applies one as
+/// it writes.
+fn plain_conv_producing(work: &Work, t: TensorId, uses: &[usize], readers: usize) -> Option<usize> {
+    if uses.get(t.index()) != Some(&readers) {
+        return None;
+    }
+    let pos = work
+        .layers
+        .iter()
+        .rposition(|l| l.outputs.first() == Some(&t))?;
+    let plain =
+        matches!(&work.layers[pos].kind, LayerKind::Convolution(c) if c.activation.is_none());
+    (plain && work.devices.get(pos).is_some_and(fuses_epilogue)).then_some(pos)
+}
+
+/// Makes the convolution at `pos` apply `kind` and write `layer`'s output instead of its own.
+fn give_activation(work: &mut Work, pos: usize, kind: ActivationKind, layer: &Layer) {
+    let conv = &mut work.layers[pos];
+    if let LayerKind::Convolution(c) = &mut conv.kind {
+        c.activation = Some(kind);
+    }
+    conv.outputs = layer.outputs.clone();
 }
 
 /// Whether convolutions on `device` apply activations and residuals as they write (both the

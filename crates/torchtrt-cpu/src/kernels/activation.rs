@@ -6,6 +6,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::map::{map, map_float};
 use crate::dispatch::{with_float, with_int};
+use crate::math::silu;
 use crate::scalar::{FloatElem, Int, Real};
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
@@ -112,7 +113,7 @@ fn activate_float<T: FloatElem>(kind: ActivationKind, x: &[T], out: &mut [T]) {
             map_float(x, out, move |v| v * sigmoid(k * (v + cubic * v * v * v)))
         }
         A::Mish => map_float(x, out, |v| v * softplus(v).tanh()),
-        A::Silu => map_float(x, out, |v| v * sigmoid(v)),
+        A::Silu => map_float(x, out, silu),
         A::ThresholdedRelu { alpha } => {
             let alpha = c(alpha);
             map_float(x, out, move |v| if v > alpha { v } else { zero })

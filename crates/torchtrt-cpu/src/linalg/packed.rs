@@ -355,6 +355,8 @@ struct Step {
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const NV: usize, const PACKED: bool>(s: &Step) {
     use std::arch::x86_64::*;
+
+    use crate::math::avx512;
     let load = |v: usize, p: *const f32| {
         let (m, at) = s.stores[v];
         // SAFETY: the stored lanes of the tile are valid (the contract).
@@ -437,6 +439,7 @@ unsafe fn tile<const NV: usize, const PACKED: bool>(s: &Step) {
                             _mm512_set1_ps(hi as f32),
                             _mm512_max_ps(_mm512_set1_ps(lo as f32), *x),
                         ),
+                        Epilogue::Silu => avx512::silu(*x),
                     };
                 }
                 let (m, at) = s.stores[v];

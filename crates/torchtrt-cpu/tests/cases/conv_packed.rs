@@ -109,13 +109,14 @@ fn activation(which: usize) -> (Option<ActivationKind>, fn(f64) -> f64) {
         2 => (Some(ActivationKind::LeakyRelu { alpha: 0.25 }), |v| {
             if v < 0.0 { v * 0.25 } else { v }
         }),
-        _ => (
+        3 => (
             Some(ActivationKind::Clip {
                 min: -0.5,
                 max: 0.75,
             }),
             |v| v.clamp(-0.5, 0.75),
         ),
+        _ => (Some(ActivationKind::Silu), |v| v / (1.0 + (-v).exp())),
     }
 }
 
@@ -169,7 +170,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
-    fn matches_reference(pointwise: bool, bias: bool, residual: bool, which in 0usize..4,
+    fn matches_reference(pointwise: bool, bias: bool, residual: bool, which in 0usize..5,
                          pool in 1usize..=3, seed: u64) {
         let kind = if pointwise { Kind::Pointwise } else { Kind::Any };
         matches(seed, kind, (bias, residual), which, pool)?;
@@ -177,7 +178,7 @@ proptest! {
 
     #[test]
     fn wide_layers_on_small_images_match_reference(pointwise: bool, bias: bool, residual: bool,
-                                                   which in 0usize..4, pool in 1usize..=3,
+                                                   which in 0usize..5, pool in 1usize..=3,
                                                    seed: u64) {
         let kind = if pointwise { Kind::Pointwise } else { Kind::Wide };
         matches(seed, kind, (bias, residual), which, pool)?;
@@ -185,14 +186,14 @@ proptest! {
 
     #[test]
     fn large_dilations_on_small_images_match_reference(bias: bool, residual: bool,
-                                                       which in 0usize..4, pool in 1usize..=3,
+                                                       which in 0usize..5, pool in 1usize..=3,
                                                        seed: u64) {
         matches(seed, Kind::Dilated, (bias, residual), which, pool)?;
     }
 
     #[test]
     fn layers_on_wide_rows_match_reference(bias: bool, residual: bool,
-                                                      which in 0usize..4, pool in 1usize..=3,
+                                                      which in 0usize..5, pool in 1usize..=3,
                                                       seed: u64) {
         matches(seed, Kind::Grid, (bias, residual), which, pool)?;
     }

@@ -162,7 +162,7 @@ proptest! {
     /// A fused activation matches the convolution followed by the activation, on the
     /// gemm path and the depthwise (direct) path.
     #[test]
-    fn fused_activation(case in cases(), dtype in float_dtype(), which in 0usize..3, depthwise: bool, seed: u64) {
+    fn fused_activation(case in cases(), dtype in float_dtype(), which in 0usize..4, depthwise: bool, seed: u64) {
         use torchtrt_core::layers::ActivationKind;
         let mut rng = Rng::new(seed);
         let mut case = case;
@@ -177,7 +177,8 @@ proptest! {
         let (kind, f): (ActivationKind, fn(f64) -> f64) = match which {
             0 => (ActivationKind::Relu, |v| v.max(0.0)),
             1 => (ActivationKind::LeakyRelu { alpha: 0.125 }, |v| if v < 0.0 { v * 0.125 } else { v }),
-            _ => (ActivationKind::Clip { min: -0.5, max: 0.75 }, |v| v.clamp(-0.5, 0.75)),
+            2 => (ActivationKind::Clip { min: -0.5, max: 0.75 }, |v| v.clamp(-0.5, 0.75)),
+            _ => (ActivationKind::Silu, |v| v / (1.0 + (-v).exp())),
         };
         let mut fused = layer(&case);
         fused.activation = Some(kind);

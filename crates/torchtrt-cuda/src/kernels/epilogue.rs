@@ -10,6 +10,7 @@ __device__ __forceinline__ float act(float v, int code, float p0, float p1) {
     case 1: return fmaxf(v, 0.0f);
     case 2: return v < 0.0f ? p0 * v : v;
     case 3: return fminf(fmaxf(v, p0), p1);
+    case 4: return v / (1.0f + expf(-v));
     default: return v;
     }
 }
@@ -18,7 +19,7 @@ __device__ __forceinline__ float act(float v, int code, float p0, float p1) {
 /// An activation as kernel arguments: a code and two parameters.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Epilogue {
-    /// 0 none, 1 relu, 2 leaky relu, 3 clip.
+    /// 0 none, 1 relu, 2 leaky relu, 3 clip, 4 SiLU.
     pub code: i32,
     /// First parameter (alpha, min).
     pub p0: f32,
@@ -28,7 +29,7 @@ pub(crate) struct Epilogue {
 
 impl Epilogue {
     /// The epilogue of `activation`, `None` for one the kernels do not fuse (the builder
-    /// fuses the same three).
+    /// fuses the same four).
     pub(crate) fn new(activation: Option<ActivationKind>) -> Option<Epilogue> {
         let e = |code, p0, p1| Some(Epilogue { code, p0, p1 });
         match activation {
@@ -36,6 +37,7 @@ impl Epilogue {
             Some(ActivationKind::Relu) => e(1, 0.0, 0.0),
             Some(ActivationKind::LeakyRelu { alpha }) => e(2, alpha, 0.0),
             Some(ActivationKind::Clip { min, max }) => e(3, min, max),
+            Some(ActivationKind::Silu) => e(4, 0.0, 0.0),
             Some(_) => None,
         }
     }

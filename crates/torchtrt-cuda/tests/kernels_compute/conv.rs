@@ -33,8 +33,9 @@ fn layer(c: &Case) -> LayerKind {
 }
 
 /// The activations the tensor-core kernel fuses, and none.
-const EPILOGUES: [Option<ActivationKind>; 4] = [
+const EPILOGUES: [Option<ActivationKind>; 5] = [
     None,
+    Some(ActivationKind::Silu),
     Some(ActivationKind::Relu),
     Some(ActivationKind::Clip {
         min: -0.5,
@@ -358,6 +359,7 @@ fn depthwise_tiles_match_cpu() {
             min: -0.5,
             max: 1.0,
         }),
+        Some(ActivationKind::Silu),
     ];
     let planes: &[([usize; 4], usize)] = &[
         ([2, 6, 7, 7], 1),

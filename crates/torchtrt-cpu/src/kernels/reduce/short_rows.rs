@@ -117,6 +117,9 @@ pub(crate) fn exp_shifted(x: &mut [f32], shift: f32) -> Option<f32> {
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+#[cfg(target_arch = "x86_64")]
+use crate::math::avx512::exp;
+
 /// The mask of the valid lanes of a row's last vector.
 #[cfg(target_arch = "x86_64")]
 fn last_mask(len: usize) -> u16 {
@@ -262,31 +265,6 @@ unsafe fn exp_shifted_row<const NV: usize>(x: &mut [f32], shift: f32) -> f32 {
     // SAFETY: as above.
     unsafe { store_row(x.as_mut_ptr(), mask, e) };
     _mm512_reduce_add_ps(tree(e, |a, b| _mm512_add_ps(a, b)))
-}
-
-/// `eˣ` lane by lane, the steps of [`crate::math::exp_f32_with`] with fused multiply-adds
-/// (bit for bit the same results): NaN stays NaN, below the smallest normal result 0.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn exp(x: __m512) -> __m512 {
-    use crate::math::exp_f32_steps::*;
-    let splat = _mm512_set1_ps;
-    // max/min return their second operand when either is NaN: NaN passes through.
-    let xc = _mm512_min_ps(splat(HIGHEST), _mm512_max_ps(splat(LOWEST), x));
-    let n = _mm512_sub_ps(
-        _mm512_fmadd_ps(xc, splat(std::f32::consts::LOG2_E), splat(ROUND)),
-        splat(ROUND),
-    );
-    let r = _mm512_fnmadd_ps(n, splat(LN2_LO), _mm512_fnmadd_ps(n, splat(LN2_HI), xc));
-    let mut p = splat(TAYLOR[0]);
-    for &c in &TAYLOR[1..] {
-        p = _mm512_fmadd_ps(p, r, splat(c));
-    }
-    // p·2ⁿ rounded once, as the scalar p·2^min(n, 127)·(1 or 2) is: both products are exact
-    // but where the result is subnormal or overflows.
-    let y = _mm512_scalef_ps(p, n);
-    let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, splat(LOWEST));
-    _mm512_mask_blend_ps(under, y, _mm512_setzero_ps())
 }
 
 #[cfg(test)]
