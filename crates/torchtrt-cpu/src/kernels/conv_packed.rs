@@ -162,6 +162,7 @@ pub(super) fn conv_packed(
                 n,
                 bias,
                 epilogue,
+                steps: None,
             };
             // SAFETY: the `(m1 - m0) × n` tile at `dst` with row stride `outputs` lies inside
             // `out` (its image, channels and columns are in range; a grid's columns are

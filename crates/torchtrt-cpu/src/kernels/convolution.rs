@@ -9,6 +9,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 use super::conv_channels::{self, conv_channels};
 use super::conv_direct::conv_direct;
 use super::conv_packed::conv_packed;
+use super::conv_regions::Regions;
 use super::conv_taps::live_taps;
 use super::conv_winograd::Winograd;
 use crate::dispatch::with_float;
@@ -35,6 +36,9 @@ struct ConvKernel {
     /// The weights cut to the taps that read the input, when some taps read only padding
     /// (`layer` is then the cut layer; see [`live_taps`]).
     cut: Option<Tensor>,
+    /// The layer cut into rectangles of outputs with the taps they read, for a dilated
+    /// layer whose windows read padding for many outputs (`packed` is then not built).
+    regions: Option<Regions>,
 }
 
 pub(super) fn prepare(
@@ -70,8 +74,13 @@ pub(super) fn prepare(
         Some(_) => None,
         None => weights.and_then(|w| pack_channels(layer, &inputs[0], w)),
     };
-    let packed = match (weights, &channels) {
-        (Some(w), None) => pack(layer, w),
+    let dims = inputs[0].shape.get(1..).and_then(known);
+    let regions = match (weights, &channels, dims) {
+        (Some(w), None, Some(dims)) => Regions::new(layer, &[&[1], &dims[..]].concat(), w),
+        _ => None,
+    };
+    let packed = match (weights, &channels, &regions) {
+        (Some(w), None, None) => pack(layer, w),
         _ => None,
     };
     Ok(Box::new(ConvKernel {
@@ -82,6 +91,7 @@ pub(super) fn prepare(
         packed,
         channels,
         cut: cut.map(|(_, w)| w),
+        regions,
     }))
 }
 
@@ -253,7 +263,7 @@ impl ConvKernel {
     /// fused; `false` when another path takes the layer (no packed weights, depthwise,
     /// Winograd).
     fn convolve_packed(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<bool, String> {
-        if self.packed.is_none() && self.channels.is_none() {
+        if self.packed.is_none() && self.channels.is_none() && self.regions.is_none() {
             return Ok(false);
         }
         let (main, residual) = match inputs {
@@ -281,6 +291,11 @@ impl ConvKernel {
         }
         let bias = bias.map(elems).transpose()?;
         let residual = residual.map(elems).transpose()?;
+        if let Some(regions) = self.regions.as_ref().filter(|r| r.applies(&geom)) {
+            let (x, out) = (elems(x)?, elems_mut(out)?);
+            regions.run(&geom, x, bias, residual, self.epilogue, out)?;
+            return Ok(true);
+        }
         if let Some(rhs) = self.channels.as_ref().filter(|_| channels) {
             let (x, out) = (elems(x)?, elems_mut(out)?);
             conv_channels(&geom, x, rhs, bias, residual, self.epilogue, out)?;

@@ -146,6 +146,9 @@ pub(crate) struct Block<'a> {
     pub(crate) bias: Option<&'a [f32]>,
     /// The activation applied last.
     pub(crate) epilogue: Epilogue,
+    /// The inner steps taken, as ranges in order, their rows of the right operand following
+    /// one another (a convolution's taps that read the input); `None`: all of them.
+    pub(crate) steps: Option<&'a [Range<usize>]>,
 }
 
 /// Writes `epilogue(bias + lhs · rhs + residual)` for `block` into the `rows × n` block at
@@ -167,10 +170,15 @@ pub(crate) unsafe fn run_block(
     let Block { group, n, .. } = *block;
     let rows = block.rows.clone();
     let depth = lhs.depth;
+    let all = 0..depth;
+    let ranges = block.steps.unwrap_or(std::slice::from_ref(&all));
+    let taken: usize = ranges.iter().map(|r| r.len()).sum();
+    let steps_fit = ranges.iter().all(|r| r.start < r.end && r.end <= depth);
     let operand = match block.rhs {
-        Rhs::Rows { data, ldb } => ldb >= n && data.len() >= (depth - 1) * ldb + n,
+        Rhs::Rows { data, ldb } => ldb >= n && taken > 0 && data.len() >= (taken - 1) * ldb + n,
         Rhs::Grid(g) => {
-            g.offsets.len() == depth
+            block.steps.is_none()
+                && g.offsets.len() == depth
                 && g.valid <= g.width
                 && g.width > 0
                 && g.offsets.iter().all(|&o| {
@@ -183,6 +191,7 @@ pub(crate) unsafe fn run_block(
         || rows.end > lhs.rows
         || !rows.start.is_multiple_of(MR)
         || n == 0
+        || !steps_fit
         || !operand
         || block.bias.is_some_and(|b| b.len() < rows.end)
     {
@@ -201,9 +210,18 @@ pub(crate) unsafe fn run_block(
             Rhs::Grid(g) => grid_stores(&g, n),
             Rhs::Rows { .. } => Vec::new(),
         };
-        let step = depth.div_ceil(depth.div_ceil(KC));
-        for k0 in (0..depth).step_by(step) {
-            let kc = step.min(depth - k0);
+        let mut blocks = Vec::new();
+        let mut row_of = 0;
+        for r in ranges {
+            let step = r.len().div_ceil(r.len().div_ceil(KC));
+            for k0 in r.clone().step_by(step) {
+                let kc = step.min(r.end - k0);
+                blocks.push((k0, kc, row_of + k0 - r.start));
+            }
+            row_of += r.len();
+        }
+        let last = blocks.len() - 1;
+        for (index, &(k0, kc, b_row)) in blocks.iter().enumerate() {
             for r0 in rows.clone().step_by(MR) {
                 for j0 in (0..n).step_by(NR) {
                     let width = NR.min(n - j0);
@@ -217,7 +235,7 @@ pub(crate) unsafe fn run_block(
                                 let m = if v + 1 == vectors { mask } else { u16::MAX };
                                 (m, v * LANES)
                             });
-                            let b = data[k0 * ldb + j0..].as_ptr();
+                            let b = data[b_row * ldb + j0..].as_ptr();
                             (b, (ldb, std::ptr::null()), stores, j0)
                         }
                         Rhs::Grid(g) => {
@@ -226,7 +244,7 @@ pub(crate) unsafe fn run_block(
                             (g.data[g.start + j0..].as_ptr(), (0, table), stores, at)
                         }
                     };
-                    let start = if k0 > 0 {
+                    let start = if index > 0 {
                         Start::Dst
                     } else {
                         block
@@ -251,7 +269,7 @@ pub(crate) unsafe fn run_block(
                         mask,
                         stores,
                         start,
-                        finish: (k0 + kc == depth).then(|| {
+                        finish: (index == last).then(|| {
                             (
                                 block.epilogue,
                                 residual.map(|r| r.wrapping_add(i * ldc + at)),

@@ -5,8 +5,9 @@
 //! 64 output channels or more on small images, which take the channel-vectorised product
 //! (up to 64 output positions) or not (more); layers on wide rows, whose padded image the
 //! product reads in place at stride 1 (kernels up to 7 wide, dilations, uneven padding,
-//! more than one block of inner steps); and large dilations on small images, whose taps
-//! that read only padding are cut away.
+//! more than one block of inner steps); large dilations on small images, whose taps that
+//! read only padding are cut away; and dilated layers whose output plane is cut into
+//! rectangles of the taps they read.
 
 use std::sync::OnceLock;
 
@@ -42,18 +43,27 @@ enum Kind {
     /// Dilations of 3 to 8 with as much padding on images of at most 9×9, so that taps
     /// read only padding for every output (the layer is cut to the others).
     Dilated,
+    /// One group, dilations of 2 to 6 with up to the window's span of padding on images of
+    /// up to 30×30: taps read padding for some outputs and the input for others (the plane
+    /// is cut into rectangles by the taps they read).
+    Banded,
 }
 
 /// A random 2-D layer of `kind`: input shape, weight shape and parameters.
 fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
     let mut r = |lo: i64, hi: i64| rng.int(lo, hi) as usize;
-    let (pointwise, wide, grid, dilated) = (
+    let (pointwise, wide, grid, dilated, banded) = (
         matches!(kind, Kind::Pointwise),
         matches!(kind, Kind::Wide),
         matches!(kind, Kind::Grid),
         matches!(kind, Kind::Dilated),
+        matches!(kind, Kind::Banded),
     );
-    let groups = if !wide && r(0, 3) == 0 { r(2, 3) } else { 1 };
+    let groups = if !wide && !banded && r(0, 3) == 0 {
+        r(2, 3)
+    } else {
+        1
+    };
     let (cg, mg) = (r(1, 40), if wide { r(64, 140) } else { r(1, 27) });
     let side = if wide { 10 } else { 17 };
     let mut x = vec![r(1, 2), cg * groups];
@@ -72,6 +82,8 @@ fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
             (r(1, 7), r(1, 2), if r(0, 4) == 0 { 2 } else { 1 })
         } else if dilated {
             (r(2, 3), r(3, 8), r(1, 2))
+        } else if banded {
+            (r(2, 3), r(2, 6), if r(0, 3) == 0 { 2 } else { 1 })
         } else {
             (r(1, 3), r(1, 2), r(1, 2))
         };
@@ -80,6 +92,9 @@ fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
         } else if dilated {
             let most = (d * (k - 1)) as i64;
             (r(most / 2, most), r(most / 2, most))
+        } else if banded {
+            let most = (d * (k - 1)) as i64;
+            (r(0, most), r(0, most))
         } else {
             (r(0, 2), r(0, 3))
         };
@@ -89,6 +104,7 @@ fn case(rng: &mut Rng, kind: Kind) -> (Vec<usize>, Vec<usize>, ConvParams) {
             (true, _, 0) => (min_in, 9),
             (true, _, _) => (min_in.max(24), 70),
             (_, true, _) => (min_in, 9),
+            _ if banded => (min_in.max(4), 30),
             _ => (min_in, side as usize),
         };
         x.push(r(lo as i64, hi.max(lo) as i64));
@@ -189,6 +205,13 @@ proptest! {
                                                        which in 0usize..5, pool in 1usize..=3,
                                                        seed: u64) {
         matches(seed, Kind::Dilated, (bias, residual), which, pool)?;
+    }
+
+    #[test]
+    fn dilated_layers_in_bands_of_taps_match_reference(bias: bool, residual: bool,
+                                                       which in 0usize..5, pool in 1usize..=3,
+                                                       seed: u64) {
+        matches(seed, Kind::Banded, (bias, residual), which, pool)?;
     }
 
     #[test]
