@@ -9,6 +9,7 @@ use torchtrt_core::{InferInput, Kernel, Tensor};
 use super::conv_channels::{self, conv_channels};
 use super::conv_direct::conv_direct;
 use super::conv_packed::conv_packed;
+use super::conv_phases::Phases;
 use super::conv_regions::Regions;
 use super::conv_taps::live_taps;
 use super::conv_winograd::Winograd;
@@ -39,24 +40,50 @@ struct ConvKernel {
     /// The layer cut into rectangles of outputs with the taps they read, for a dilated
     /// layer whose windows read padding for many outputs (`packed` is then not built).
     regions: Option<Regions>,
+    /// The undilated layer that runs on the phases of a dilated layer's images, when that
+    /// takes Winograd ([`Phases`]; no other path is then prepared).
+    phases: Option<(Phases, Box<ConvKernel>)>,
 }
 
 pub(super) fn prepare(
     layer: &Convolution,
     inputs: &[InferInput<'_>],
 ) -> Result<Box<dyn Kernel>, String> {
+    Ok(Box::new(build(layer, inputs)?))
+}
+
+/// The kernel of `layer` for `inputs`, with whatever its known weights and dims allow
+/// prepared.
+fn build(layer: &Convolution, inputs: &[InferInput<'_>]) -> Result<ConvKernel, String> {
     let epilogue = Epilogue::of(layer.activation)
         .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))?;
     let given = inputs.get(1).and_then(|w| w.value);
     let spatial = inputs[0].shape.get(2..).and_then(known);
-    let cut = match (inputs[0].dtype, given, spatial) {
-        (DType::F32, Some(w), Some(spatial)) => live_taps(layer, &spatial, w),
+    let cut = match (inputs[0].dtype, given, &spatial) {
+        (DType::F32, Some(w), Some(spatial)) => live_taps(layer, spatial, w),
         _ => None,
     };
     let (layer, weights) = match &cut {
         Some((layer, w)) => (layer, Some(w)),
         None => (layer, given),
     };
+    let phases = match (inputs[0].dtype, weights, &spatial) {
+        (DType::F32, Some(w), Some(spatial)) => phased(layer, inputs, w, spatial)?,
+        _ => None,
+    };
+    if phases.is_some() {
+        return Ok(ConvKernel {
+            layer: layer.clone(),
+            dtype: inputs[0].dtype,
+            epilogue,
+            winograd: None,
+            packed: None,
+            channels: None,
+            cut: cut.map(|(_, w)| w),
+            regions: None,
+            phases,
+        });
+    }
     let winograd = match (inputs[0].dtype, weights) {
         (DType::F32, Some(w)) => {
             let channels = w.shape().get(1).copied().unwrap_or(0);
@@ -83,7 +110,7 @@ pub(super) fn prepare(
         (Some(w), None, None) => pack(layer, w),
         _ => None,
     };
-    Ok(Box::new(ConvKernel {
+    Ok(ConvKernel {
         layer: layer.clone(),
         dtype: inputs[0].dtype,
         epilogue,
@@ -92,7 +119,47 @@ pub(super) fn prepare(
         channels,
         cut: cut.map(|(_, w)| w),
         regions,
-    }))
+        phases: None,
+    })
+}
+
+/// `layer` on images of `spatial` dims as an undilated layer on their phases, when it
+/// splits into phases and the undilated layer runs through Winograd.
+fn phased(
+    layer: &Convolution,
+    inputs: &[InferInput<'_>],
+    w: &Tensor,
+    spatial: &[usize],
+) -> Result<Option<(Phases, Box<ConvKernel>)>, String> {
+    let (Some((phases, inner)), [x, _, rest @ ..]) = (Phases::of(layer, spatial), inputs) else {
+        return Ok(None);
+    };
+    let mut shape = x.shape.to_vec();
+    for (dim, side) in shape[2..].iter_mut().zip(phases.sides(spatial)) {
+        *dim = DimExpr::Const(side as i64);
+    }
+    let dims: Vec<DimExpr> = w
+        .shape()
+        .iter()
+        .map(|&d| DimExpr::Const(d as i64))
+        .collect();
+    let mut given = vec![
+        InferInput {
+            shape: &shape,
+            ..*x
+        },
+        InferInput {
+            dtype: DType::F32,
+            shape: &dims,
+            value: Some(w),
+        },
+    ];
+    given.extend(rest.iter().map(|i| InferInput { ..*i }));
+    let kernel = build(&inner, &given)?;
+    Ok(kernel
+        .winograd
+        .is_some()
+        .then(|| (phases, Box::new(kernel))))
 }
 
 /// `dims` when all are known at build time.
@@ -238,6 +305,11 @@ impl Kernel for ConvKernel {
             *cut.get_mut(1).ok_or(WHAT)? = w;
         }
         let inputs = if self.cut.is_some() { &cut[..] } else { inputs };
+        if let Some((phases, inner)) = &self.phases
+            && inputs[0].dtype() == DType::F32
+        {
+            return run_phased(phases, inner, inputs, outputs);
+        }
         if self.convolve_packed(inputs, outputs)? {
             return Ok(());
         }
@@ -256,6 +328,28 @@ impl Kernel for ConvKernel {
             Ok(())
         })
     }
+}
+
+/// The dilated layer of `inputs` (x, w, and a bias and residual when given) run as `inner`
+/// on the phases of its images and outputs.
+fn run_phased(
+    phases: &Phases,
+    inner: &ConvKernel,
+    inputs: &[&Tensor],
+    outputs: &mut [Tensor],
+) -> Result<(), String> {
+    let (x, out) = (
+        inputs.first().ok_or(WHAT)?,
+        outputs.first_mut().ok_or(WHAT)?,
+    );
+    let split = phases.split(x)?;
+    let residual = inputs.get(3).map(|r| phases.split(r)).transpose()?;
+    let mut given = vec![&split];
+    given.extend(inputs.get(1..3).unwrap_or(&inputs[1..]));
+    given.extend(residual.as_ref());
+    let mut result = [Tensor::zeros(DType::F32, &phases.of_output(out.shape())?)];
+    inner.execute(&given, &mut result)?;
+    phases.merge(&result[0], out)
 }
 
 impl ConvKernel {

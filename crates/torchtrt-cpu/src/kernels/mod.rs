@@ -11,6 +11,7 @@ mod conv_direct;
 mod conv_grid;
 mod conv_nhwc;
 mod conv_packed;
+mod conv_phases;
 mod conv_regions;
 mod conv_taps;
 mod conv_winograd;

@@ -257,3 +257,44 @@ proptest! {
         check_3x3(1, c, m, h, w, pads, relu, seed, 8.0)?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10))]
+
+    /// Dilated 3×3 stride-1 layers whose padding and images are multiples of the dilation
+    /// run as undilated layers on the images' phases (through Winograd): dilations 2 and 3
+    /// per dim, phases of 16 to 18 across, padding of 0 to 2 dilations, with a residual and
+    /// a fused activation, on one and several threads.
+    #[test]
+    fn dilated_layers_on_phases(c in 64usize..70, m in 16usize..24, d in proptest::array::uniform2(2usize..4),
+                                sides in proptest::array::uniform2(16usize..19),
+                                pads in proptest::array::uniform4(0usize..3), seed: u64) {
+        use torchtrt_core::layers::ActivationKind;
+        let mut rng = Rng::new(seed);
+        let case = Case {
+            x: vec![1, c, sides[0] * d[0], sides[1] * d[1]],
+            w: vec![m, c, 3, 3],
+            strides: vec![1; 2],
+            dilations: d.to_vec(),
+            pads_begin: vec![pads[0] * d[0], pads[1] * d[1]],
+            pads_end: vec![pads[2] * d[0], pads[3] * d[1]],
+            groups: 1,
+            bias: true,
+        };
+        let dtype = torchtrt_core::plugin_api::DType::F32;
+        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
+        let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
+        let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
+        let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
+        let r = random(dtype, &want.shape, &mut rng, -1.0, 1.0);
+        for (v, r) in want.data.iter_mut().zip(r.to_f64_vec()) {
+            *v = (*v + r).max(0.0);
+        }
+        let mut fused = layer(&case);
+        fused.activation = Some(ActivationKind::Relu);
+        let tol = Tol::of(dtype).scaled(((c * 9) as f64).sqrt() * 4.0);
+        check(&run(fused.clone(), &[&x, &wt, &b, &r])?, &want, tol)?;
+        let got = run_on(pooled(), fused, &[&x, &wt, &b, &r]).map_err(TestCaseError::fail)?;
+        check(&got[0], &want, tol)?;
+    }
+}
