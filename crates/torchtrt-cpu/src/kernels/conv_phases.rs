@@ -54,9 +54,9 @@ impl Phases {
         }
         let mut inner = layer.clone();
         inner.dilations = vec![1, 1];
-        for i in 0..2 {
-            inner.pads_begin[i] /= d[i] as i64;
-            inner.pads_end[i] /= d[i] as i64;
+        for (i, &d) in d.iter().enumerate() {
+            inner.pads_begin[i] /= d as i64;
+            inner.pads_end[i] /= d as i64;
         }
         Some((Phases { d }, inner))
     }
