@@ -136,7 +136,13 @@ fn erfc_pos<C: Real>(z: C) -> C {
 /// `x`, giving `x`).
 #[inline(always)]
 pub(crate) fn silu<C: Real>(x: C) -> C {
-    x / (C::ONE + (-x).exp())
+    silu_with::<C, Unfused>(x)
+}
+
+/// [`silu`] with the multiply-adds `M` compiles (fused in code compiled for FMA).
+#[inline(always)]
+pub(crate) fn silu_with<C: Real, M: Madd>(x: C) -> C {
+    x / (C::ONE + (-x).exp_with::<M>())
 }
 
 /// The AVX-512 forms of [`exp_f32`] and [`silu`], sixteen lanes at a time.

@@ -3,7 +3,7 @@
 
 use torchtrt_core::layers::ActivationKind;
 
-use crate::math::silu;
+use crate::math::silu_with;
 use crate::parallel::for_each_chunk;
 use crate::scalar::{FloatElem, Real};
 use crate::simd::multiversion;
@@ -100,6 +100,6 @@ multiversion! {
     /// `x = silu(x)` for each element, compiled for the CPU's widest vectors: its
     /// exponential is a dozen vector steps where scalar code would take a dozen per element.
     fn silu_in_place<C: Real>(xs: &mut [C]) {
-        xs.iter_mut().for_each(|x| *x = silu(*x));
+        xs.iter_mut().for_each(|x| *x = silu_with::<C, M>(*x));
     }
 }
