@@ -1,8 +1,10 @@
 //! Convolution: 1-D to 3-D, groups, strides, dilations, padding, bias, every float dtype.
 
 use proptest::prelude::*;
+use torchtrt_core::Tensor;
 use torchtrt_core::layers::Convolution;
 
+use crate::reference::Nd;
 use crate::reference::convolution::{ConvParams, conv};
 use crate::support::{Rng, Tol, check, float_dtype, nd, pooled, random, run, run_on};
 
@@ -190,6 +192,31 @@ proptest! {
     }
 }
 
+/// A 3×3 stride-1 layer with bias on inputs `x`, `m` output channels, `dilations` and
+/// `pads` (begin h, w, end h, w).
+fn case_3x3(x: Vec<usize>, m: usize, dilations: Vec<usize>, pads: [usize; 4]) -> Case {
+    Case {
+        w: vec![m, x[1], 3, 3],
+        x,
+        strides: vec![1; 2],
+        dilations,
+        pads_begin: pads[..2].to_vec(),
+        pads_end: pads[2..].to_vec(),
+        groups: 1,
+        bias: true,
+    }
+}
+
+/// Random f32 input, weights and bias for `case`, and the reference output.
+fn random_3x3(case: &Case, rng: &mut Rng) -> (Tensor, Tensor, Tensor, Nd) {
+    let dtype = torchtrt_core::plugin_api::DType::F32;
+    let x = random(dtype, &case.x, rng, -1.0, 1.0);
+    let w = random(dtype, &case.w, rng, -1.0, 1.0);
+    let b = random(dtype, &[case.w[0]], rng, -1.0, 1.0);
+    let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &params(case));
+    (x, w, b, want)
+}
+
 /// A 3×3 stride-1 f32 layer of `batch` images, `c` → `m` channels on an `h`×`w` input
 /// padded by `pads` (begin h, w, end h, w), optionally with a fused Relu, on one and several
 /// threads against the reference; the tolerance grows with √(9c) times `spread`.
@@ -207,21 +234,9 @@ fn check_3x3(
 ) -> Result<(), TestCaseError> {
     use torchtrt_core::layers::ActivationKind;
     let mut rng = Rng::new(seed);
-    let case = Case {
-        x: vec![batch, c, h, w],
-        w: vec![m, c, 3, 3],
-        strides: vec![1; 2],
-        dilations: vec![1; 2],
-        pads_begin: pads[..2].to_vec(),
-        pads_end: pads[2..].to_vec(),
-        groups: 1,
-        bias: true,
-    };
+    let case = case_3x3(vec![batch, c, h, w], m, vec![1; 2], pads);
     let dtype = torchtrt_core::plugin_api::DType::F32;
-    let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
-    let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
-    let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
-    let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
+    let (x, wt, b, mut want) = random_3x3(&case, &mut rng);
     let mut fused = layer(&case);
     if relu {
         fused.activation = Some(ActivationKind::Relu);
@@ -271,21 +286,10 @@ proptest! {
                                 pads in proptest::array::uniform4(0usize..3), seed: u64) {
         use torchtrt_core::layers::ActivationKind;
         let mut rng = Rng::new(seed);
-        let case = Case {
-            x: vec![1, c, sides[0] * d[0], sides[1] * d[1]],
-            w: vec![m, c, 3, 3],
-            strides: vec![1; 2],
-            dilations: d.to_vec(),
-            pads_begin: vec![pads[0] * d[0], pads[1] * d[1]],
-            pads_end: vec![pads[2] * d[0], pads[3] * d[1]],
-            groups: 1,
-            bias: true,
-        };
+        let pads = [pads[0] * d[0], pads[1] * d[1], pads[2] * d[0], pads[3] * d[1]];
+        let case = case_3x3(vec![1, c, sides[0] * d[0], sides[1] * d[1]], m, d.to_vec(), pads);
         let dtype = torchtrt_core::plugin_api::DType::F32;
-        let x = random(dtype, &case.x, &mut rng, -1.0, 1.0);
-        let wt = random(dtype, &case.w, &mut rng, -1.0, 1.0);
-        let b = random(dtype, &[m], &mut rng, -1.0, 1.0);
-        let mut want = conv(&nd(&x), &nd(&wt), Some(&nd(&b)), &params(&case));
+        let (x, wt, b, mut want) = random_3x3(&case, &mut rng);
         let r = random(dtype, &want.shape, &mut rng, -1.0, 1.0);
         for (v, r) in want.data.iter_mut().zip(r.to_f64_vec()) {
             *v = (*v + r).max(0.0);
