@@ -37,7 +37,8 @@ impl Phases {
             <[i64; 2]>::try_from(layer.dilations.as_slice()).ok()?,
         );
         let d = [usize::try_from(dh).ok()?, usize::try_from(dw).ok()?];
-        if layer.strides != [1, 1] || d == [1, 1] || layer.pads_begin.len() != 2 {
+        let planar = layer.pads_begin.len() == 2 && layer.pads_end.len() == 2;
+        if layer.strides != [1, 1] || d == [1, 1] || !planar {
             return None;
         }
         let divides = |v: i64, d: usize| usize::try_from(v).is_ok_and(|v| v % d == 0);

@@ -136,7 +136,15 @@ impl Regions {
             return None;
         };
         let dilated = layer.dilations.iter().any(|&d| d > 1);
-        if layer.groups != 1 || wc != channels || layer.strides.len() != 2 || !dilated {
+        let planar = [
+            &layer.strides,
+            &layer.dilations,
+            &layer.pads_begin,
+            &layer.pads_end,
+        ]
+        .iter()
+        .all(|v| v.len() == 2);
+        if layer.groups != 1 || wc != channels || !planar || !dilated {
             return None;
         }
         let mut axes = [(h, kh), (wd, kw)]
