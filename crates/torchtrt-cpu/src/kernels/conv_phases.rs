@@ -28,9 +28,9 @@ pub(super) struct Phases {
 
 impl Phases {
     /// The phases of `layer` on images of `spatial` dims and the undilated layer that runs
-    /// on them, when `layer` is 2-D, of stride 1, dilated, its padding and images are
-    /// multiples of the dilation, and each phase has at least [`LEAST_SIDE`] outputs across
-    /// for a 3×3 window.
+    /// on them, when `layer` is 2-D, of stride 1, dilated, its padding (at most the image
+    /// on each side) and images are multiples of the dilation, and each phase has at least
+    /// [`LEAST_SIDE`] outputs across for a 3×3 window.
     pub(super) fn of(layer: &Convolution, spatial: &[usize]) -> Option<(Phases, Convolution)> {
         let ([h, w], [dh, dw]) = (
             <[usize; 2]>::try_from(spatial).ok()?,
@@ -43,12 +43,16 @@ impl Phases {
         }
         let divides = |v: i64, d: usize| usize::try_from(v).is_ok_and(|v| v % d == 0);
         let fits = (0..2).all(|i| {
-            let (pads, n) = (layer.pads_begin[i] + layer.pads_end[i], [h, w][i] as i64);
+            let (begin, end) = (layer.pads_begin[i], layer.pads_end[i]);
+            let n = [h, w][i] as i64;
+            let pads = begin.saturating_add(end);
             d[i] > 0
+                && begin <= n
+                && end <= n
                 && divides(layer.pads_begin[i], d[i])
                 && divides(layer.pads_end[i], d[i])
                 && n % d[i] as i64 == 0
-                && (n + pads) / d[i] as i64 - 2 >= LEAST_SIDE as i64
+                && n.saturating_add(pads) / d[i] as i64 - 2 >= LEAST_SIDE as i64
         });
         if !fits {
             return None;
@@ -182,6 +186,15 @@ mod tests {
             "image not a multiple"
         );
         assert!(Phases::of(&layer(1, 1), &[28, 28]).is_none(), "not dilated");
+        let huge = i64::MAX / 2 * 2;
+        assert!(
+            Phases::of(&layer(2, huge), &[28, 28]).is_none(),
+            "padding past the image"
+        );
+        assert!(
+            Phases::of(&layer(i64::MAX, 0), &[28, 28]).is_none(),
+            "dilation past the image"
+        );
     }
 
     #[test]

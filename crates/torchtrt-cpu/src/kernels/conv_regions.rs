@@ -30,6 +30,10 @@ const LEAST_SAVING: usize = 8;
 /// near the product's speed.
 const MOST_BANDS: usize = 8;
 
+/// Largest padded extent along a dim the cut takes: it visits every output of each dim once
+/// at prepare time, and bounds the position arithmetic.
+const MOST_EXTENT: usize = 1 << 20;
+
 /// Bytes of one unfolded tile: it stays in L1 and L2 while the product reads it.
 const TILE_BYTES: usize = 48 * 1024;
 
@@ -155,9 +159,11 @@ impl Regions {
                 let (stride, dilation) =
                     (unsigned(layer.strides[d])?, unsigned(layer.dilations[d])?);
                 let (pad, end) = (unsigned(layer.pads_begin[d])?, unsigned(layer.pads_end[d])?);
+                let extent = n.checked_add(pad)?.checked_add(end)?;
                 let span = dilation.checked_mul(k.checked_sub(1)?)? + 1;
-                let room = (n + pad + end).checked_sub(span)?;
-                (stride > 0 && dilation > 0).then_some(Axis {
+                let room = extent.checked_sub(span)?;
+                let bounded = extent <= MOST_EXTENT && stride <= extent && dilation <= extent;
+                (stride > 0 && dilation > 0 && bounded).then_some(Axis {
                     input: n,
                     output: room / stride + 1,
                     taps: k,
@@ -442,6 +448,21 @@ mod tests {
             stride,
             dilation,
             pad,
+        }
+    }
+
+    #[test]
+    fn padding_beyond_any_image_is_declined() {
+        let w = Tensor::from_vec(&[1, 1, 3, 3], vec![1.0; 9]).unwrap();
+        for pad in [i64::MAX, 1 << 40, 1 << 21] {
+            let mut l = Convolution::new(2);
+            l.dilations = vec![2, 2];
+            l.pads_begin = vec![pad, 2];
+            l.pads_end = vec![pad, 2];
+            assert!(
+                Regions::new(&l, &[1, 1, 8, 8], &w).is_none(),
+                "padding {pad}"
+            );
         }
     }
 
