@@ -18,25 +18,31 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
+/// A 3×3 convolution `conv` of `x` with padding 1, `[out, in]` channels, and constant
+/// weights and bias drawn from `values` with the seeds `(weights, bias)`.
+fn padded_conv_3x3(
+    net: &mut NetworkDefinition,
+    x: TensorId,
+    [m, c]: [usize; 2],
+    (w_seed, b_seed): (u32, u32),
+) -> TensorId {
+    let w = Tensor::from_vec(&[m, c, 3, 3], values(m * c * 9, w_seed)).unwrap();
+    let w = net.add_constant("w", w).unwrap();
+    let b = Tensor::from_vec(&[m], values(m, b_seed)).unwrap();
+    let b = net.add_constant("b", b).unwrap();
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    net.add("conv", conv, &[x, w, b]).unwrap()
+}
+
 /// x → conv(3×3, pad 1) → relu → y; with `tap`, the conv output is also an output.
 fn network(tap: bool) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
     let x = net
         .add_input("x", DType::F32, &[1, 3, 6, 7].map(Dim::Fixed))
         .unwrap();
-    let w = net
-        .add_constant(
-            "w",
-            Tensor::from_vec(&[4, 3, 3, 3], values(108, 7)).unwrap(),
-        )
-        .unwrap();
-    let b = net
-        .add_constant("b", Tensor::from_vec(&[4], values(4, 3)).unwrap())
-        .unwrap();
-    let mut conv = Convolution::new(2);
-    conv.pads_begin = vec![1, 1];
-    conv.pads_end = vec![1, 1];
-    let c = net.add("conv", conv, &[x, w, b]).unwrap();
+    let c = padded_conv_3x3(&mut net, x, [4, 3], (7, 3));
     let y = net
         .add(
             "relu",
@@ -423,16 +429,7 @@ fn conv_silu_network(silu: bool, tap: bool) -> NetworkDefinition {
     let x = net
         .add_input("x", DType::F32, &[2, 3, 5, 7].map(Dim::Fixed))
         .unwrap();
-    let w = net
-        .add_constant("w", Tensor::from_vec(&[3, 3, 3, 3], values(81, 5)).unwrap())
-        .unwrap();
-    let b = net
-        .add_constant("b", Tensor::from_vec(&[3], values(3, 4)).unwrap())
-        .unwrap();
-    let mut conv = Convolution::new(2);
-    conv.pads_begin = vec![1, 1];
-    conv.pads_end = vec![1, 1];
-    let c = net.add("conv", conv, &[x, w, b]).unwrap();
+    let c = padded_conv_3x3(&mut net, x, [3, 3], (5, 4));
     if silu {
         let (y, _) = silu_of(&mut net, c, true);
         net.mark_output(y, "y").unwrap();

@@ -316,10 +316,7 @@ pub(crate) fn fuse_residual(
         let Some(pos) = sole_producer(work, c, uses) else {
             continue;
         };
-        let conv = &work.layers[pos];
-        let plain = matches!(&conv.kind, LayerKind::Convolution(v) if v.activation.is_none())
-            && conv.inputs.len() <= 3
-            && work.devices.get(pos).is_some_and(fuses_epilogue);
+        let plain = is_plain_conv(work, pos) && work.layers[pos].inputs.len() <= 3;
         if !plain || work.ty(c) != &types[0] || work.ty(r) != &types[0] {
             continue;
         }
@@ -355,9 +352,14 @@ fn plain_conv_producing(work: &Work, t: TensorId, uses: &[usize], readers: usize
         .layers
         .iter()
         .rposition(|l| l.outputs.first() == Some(&t))?;
-    let plain =
-        matches!(&work.layers[pos].kind, LayerKind::Convolution(c) if c.activation.is_none());
-    (plain && work.devices.get(pos).is_some_and(fuses_epilogue)).then_some(pos)
+    is_plain_conv(work, pos).then_some(pos)
+}
+
+/// Whether the layer at `pos` is a convolution with no activation yet on a device that
+/// applies activations and residuals as it writes.
+fn is_plain_conv(work: &Work, pos: usize) -> bool {
+    matches!(&work.layers[pos].kind, LayerKind::Convolution(c) if c.activation.is_none())
+        && work.devices.get(pos).is_some_and(fuses_epilogue)
 }
 
 /// Makes the convolution at `pos` apply `kind` and write `layer`'s output instead of its own.

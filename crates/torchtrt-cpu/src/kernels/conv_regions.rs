@@ -131,12 +131,12 @@ struct Task {
 }
 
 impl Regions {
-    /// The regions of `layer` on inputs of dims `x` (`[N, C, H, W]`, the batch unused) with
+    /// The regions of `layer` on images of dims `x` (`[C, H, W]`) with
     /// f32 weights `w` (`[M, C, KH, KW]`), when it is dilated and has one group, the packed
     /// product runs on this CPU, and cutting saves at least `1 / LEAST_SAVING` of the
     /// products.
     pub(super) fn new(layer: &Convolution, x: &[usize], w: &Tensor) -> Option<Regions> {
-        let (&[_, channels, h, wd], &[out_channels, wc, kh, kw]) = (x, w.shape()) else {
+        let (&[channels, h, wd], &[out_channels, wc, kh, kw]) = (x, w.shape()) else {
             return None;
         };
         let dilated = layer.dilations.iter().any(|&d| d > 1);
@@ -369,10 +369,7 @@ impl Regions {
             for kx in rect.cols.taps.clone() {
                 for channel in image.chunks_exact(plane) {
                     let Some(row) = rows.next() else { return };
-                    let mut j = 0;
-                    while j < n {
-                        let (y, x) = Self::position(rect, first + j);
-                        let run = (rect.cols.outputs.end - x).min(n - j);
+                    Self::runs(rect, first, n, |j, (y, x), run| {
                         let line = &channel[ay.at(y, ky) * ax.input..][..ax.input];
                         let start = ax.at(x, kx);
                         if ax.stride == 1 {
@@ -384,8 +381,7 @@ impl Regions {
                                 .zip(src)
                                 .for_each(|(d, &s)| *d = s);
                         }
-                        j += run;
-                    }
+                    });
                 }
             }
         }
@@ -394,10 +390,14 @@ impl Regions {
     /// Copies the task's positions of `planes` (one image's `[M, OH, OW]` outputs) into
     /// `tile` (`rows × n`).
     fn gather(&self, rect: &Rect, planes: &[f32], t: &Task, tile: &mut [f32]) {
-        let outputs = self.axes[0].output * self.axes[1].output;
+        let (outputs, ow) = (
+            self.axes[0].output * self.axes[1].output,
+            self.axes[1].output,
+        );
         for (m, row) in t.rows.clone().zip(tile.chunks_exact_mut(t.n)) {
             let plane = &planes[m * outputs..][..outputs];
-            self.runs(rect, t, |j, at, run| {
+            Self::runs(rect, t.first, t.n, |j, (y, x), run| {
+                let at = y * ow + x;
                 row[j..j + run].copy_from_slice(&plane[at..at + run]);
             });
         }
@@ -410,10 +410,14 @@ impl Regions {
     /// `dst` must hold one image's outputs, the task's positions of which no one else
     /// touches during the call.
     unsafe fn scatter(&self, rect: &Rect, tile: &[f32], t: &Task, dst: *mut f32) {
-        let outputs = self.axes[0].output * self.axes[1].output;
+        let (outputs, ow) = (
+            self.axes[0].output * self.axes[1].output,
+            self.axes[1].output,
+        );
         for (m, row) in t.rows.clone().zip(tile.chunks_exact(t.n)) {
             let plane = dst.wrapping_add(m * outputs);
-            self.runs(rect, t, |j, at, run| {
+            Self::runs(rect, t.first, t.n, |j, (y, x), run| {
+                let at = y * ow + x;
                 // SAFETY: `at + run` lies within the plane (a run of one output row); the
                 // caller gives the task these elements alone.
                 unsafe { std::ptr::copy_nonoverlapping(row[j..].as_ptr(), plane.add(at), run) };
@@ -421,15 +425,15 @@ impl Regions {
         }
     }
 
-    /// Calls `f(j, at, run)` for each run of the task's positions within one output row:
-    /// `run` positions from the task's `j`-th, at output index `at`.
-    fn runs(&self, rect: &Rect, t: &Task, mut f: impl FnMut(usize, usize, usize)) {
-        let ow = self.axes[1].output;
+    /// Calls `f(j, (y, x), run)` for each run of positions `first..first + n` of `rect`
+    /// within one output row: `run` positions from the `j`-th of them, the first at output
+    /// row `y`, column `x`.
+    fn runs(rect: &Rect, first: usize, n: usize, mut f: impl FnMut(usize, (usize, usize), usize)) {
         let mut j = 0;
-        while j < t.n {
-            let (y, x) = Self::position(rect, t.first + j);
-            let run = (rect.cols.outputs.end - x).min(t.n - j);
-            f(j, y * ow + x, run);
+        while j < n {
+            let (y, x) = Self::position(rect, first + j);
+            let run = (rect.cols.outputs.end - x).min(n - j);
+            f(j, (y, x), run);
             j += run;
         }
     }
@@ -459,10 +463,7 @@ mod tests {
             l.dilations = vec![2, 2];
             l.pads_begin = vec![pad, 2];
             l.pads_end = vec![pad, 2];
-            assert!(
-                Regions::new(&l, &[1, 1, 8, 8], &w).is_none(),
-                "padding {pad}"
-            );
+            assert!(Regions::new(&l, &[1, 8, 8], &w).is_none(), "padding {pad}");
         }
     }
 

@@ -71,19 +71,7 @@ fn build(layer: &Convolution, inputs: &[InferInput<'_>]) -> Result<ConvKernel, S
         (DType::F32, Some(w), Some(spatial)) => phased(layer, inputs, w, spatial)?,
         _ => None,
     };
-    if phases.is_some() {
-        return Ok(ConvKernel {
-            layer: layer.clone(),
-            dtype: inputs[0].dtype,
-            epilogue,
-            winograd: None,
-            packed: None,
-            channels: None,
-            cut: cut.map(|(_, w)| w),
-            regions: None,
-            phases,
-        });
-    }
+    let weights = weights.filter(|_| phases.is_none());
     let winograd = match (inputs[0].dtype, weights) {
         (DType::F32, Some(w)) => {
             let channels = w.shape().get(1).copied().unwrap_or(0);
@@ -103,7 +91,7 @@ fn build(layer: &Convolution, inputs: &[InferInput<'_>]) -> Result<ConvKernel, S
     };
     let dims = inputs[0].shape.get(1..).and_then(known);
     let regions = match (weights, &channels, dims) {
-        (Some(w), None, Some(dims)) => Regions::new(layer, &[&[1], &dims[..]].concat(), w),
+        (Some(w), None, Some(dims)) => Regions::new(layer, &dims, w),
         _ => None,
     };
     let packed = match (weights, &channels, &regions) {
@@ -119,7 +107,7 @@ fn build(layer: &Convolution, inputs: &[InferInput<'_>]) -> Result<ConvKernel, S
         channels,
         cut: cut.map(|(_, w)| w),
         regions,
-        phases: None,
+        phases,
     })
 }
 
