@@ -7,7 +7,7 @@ use std::sync::Arc;
 use torchtrt_core::layers::{Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp};
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{
-    Backend, BuildConfig, Dim, LayerKind, NetworkDefinition, Tensor, TensorId, build,
+    Backend, BuildConfig, Dim, Engine, LayerKind, NetworkDefinition, Tensor, TensorId, build,
 };
 use torchtrt_cpu::CpuBackend;
 
@@ -440,6 +440,36 @@ fn conv_silu_network(silu: bool, tap: bool) -> NetworkDefinition {
     net
 }
 
+/// The plan's layers but constants: an activation by its kind, a convolution with the
+/// activation it applies, any other layer by its op.
+fn plan_kinds(engine: &Engine) -> Vec<String> {
+    engine
+        .plan()
+        .layers
+        .iter()
+        .map(|l| match &l.kind {
+            LayerKind::Activation(a) => format!("{:?}", a.kind),
+            LayerKind::Convolution(v) => format!("Convolution {:?}", v.activation),
+            other => other.op().kind().to_string(),
+        })
+        .filter(|k| k != "Constant")
+        .collect()
+}
+
+/// Each of `got` is silu of the same element of `x`, from f64, within 1e-6 (relative above
+/// magnitude 1).
+fn assert_silu(got: &[f32], x: &[f32], what: &str) {
+    assert_eq!(got.len(), x.len(), "{what}");
+    for (&got, &x) in got.iter().zip(x) {
+        let x = f64::from(x);
+        let want = x / (1.0 + (-x).exp());
+        assert!(
+            (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "silu({x}) = {got}, want {want} ({what})"
+        );
+    }
+}
+
 /// `Mul(x, Sigmoid(x))` in either order becomes one `Silu` activation, unless the sigmoid is
 /// read elsewhere; each result is x · sigmoid(x) from f64.
 #[test]
@@ -450,15 +480,7 @@ fn sigmoid_times_its_input_becomes_one_silu() {
         let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
         let net = silu_network(sigmoid_first, tap);
         let engine = build(&net, &BuildConfig::default(), &backends).unwrap();
-        let kinds: Vec<String> = engine
-            .plan()
-            .layers
-            .iter()
-            .map(|l| match &l.kind {
-                LayerKind::Activation(a) => format!("{:?}", a.kind),
-                other => other.op().kind().to_string(),
-            })
-            .collect();
+        let kinds = plan_kinds(&engine);
         let want: &[&str] = if tap {
             &["Sigmoid", "Elementwise"]
         } else {
@@ -466,14 +488,8 @@ fn sigmoid_times_its_input_becomes_one_silu() {
         };
         assert_eq!(kinds, want, "sigmoid first: {sigmoid_first}, tapped: {tap}");
         let outs = engine.create_context().unwrap().execute(&[&input]).unwrap();
-        for (&got, &x) in outs[0].as_slice::<f32>().unwrap().iter().zip(&xv) {
-            let x = f64::from(x);
-            let want = x / (1.0 + (-x).exp());
-            assert!(
-                (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
-                "silu({x}) = {got}, want {want}"
-            );
-        }
+        let what = format!("sigmoid first: {sigmoid_first}, tapped: {tap}");
+        assert_silu(outs[0].as_slice::<f32>().unwrap(), &xv, &what);
     }
 }
 
@@ -495,17 +511,7 @@ fn silu_after_a_convolution_becomes_its_epilogue() {
     assert!(c.iter().any(|&v| v < -1.0) && c.iter().any(|&v| v > 1.0));
     for tap in [false, true] {
         let fused = engine(&conv_silu_network(true, tap));
-        let kinds: Vec<String> = fused
-            .plan()
-            .layers
-            .iter()
-            .map(|l| match &l.kind {
-                LayerKind::Activation(a) => format!("{:?}", a.kind),
-                LayerKind::Convolution(v) => format!("Convolution {:?}", v.activation),
-                other => other.op().kind().to_string(),
-            })
-            .filter(|k| k != "Constant")
-            .collect();
+        let kinds = plan_kinds(&fused);
         let want: &[&str] = if tap {
             &["Convolution None", "Silu"]
         } else {
@@ -513,13 +519,7 @@ fn silu_after_a_convolution_becomes_its_epilogue() {
         };
         assert_eq!(kinds, want, "tapped: {tap}");
         let outs = fused.create_context().unwrap().execute(&[&input]).unwrap();
-        for (&got, &x) in outs[0].as_slice::<f32>().unwrap().iter().zip(c) {
-            let x = f64::from(x);
-            let want = x / (1.0 + (-x).exp());
-            assert!(
-                (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
-                "silu({x}) = {got}, want {want} (tapped: {tap})"
-            );
-        }
+        let what = format!("tapped: {tap}");
+        assert_silu(outs[0].as_slice::<f32>().unwrap(), c, &what);
     }
 }
