@@ -48,11 +48,14 @@ def compare(got, want, atol, relative):
     return worst, inside
 
 
-def check_model(exe, device, root, entry, precisions, relative, f16_cases):
+def check_model(exe, device, root, entry, precisions, relative, f16_cases, f16_start):
     rows = []
     model_dir = os.path.join(root, entry["name"])
     for precision in precisions:
-        cases = entry["cases"][:f16_cases] if precision == "f16" else entry["cases"]
+        if precision == "f16":
+            cases = entry["cases"][f16_start:][:f16_cases]
+        else:
+            cases = entry["cases"]
         for case in cases:
             with tempfile.TemporaryDirectory() as tmp:
                 out, seconds, error = run_engine(exe, device, model_dir, entry, case, precision, tmp)
@@ -99,7 +102,8 @@ def main():
     ap.add_argument("--generate", action="store_true", help="export the full-size suite there first (--full --f16)")
     ap.add_argument("--precision", action="append", choices=["f32", "f16"], help="default: both")
     ap.add_argument("--device", default="cuda", help="torchtrtc's --device (default cuda)")
-    ap.add_argument("--f16-cases", type=int, default=None, help="check only the first N cases in f16")
+    ap.add_argument("--f16-cases", type=int, default=None, help="check only N cases in f16")
+    ap.add_argument("--f16-start", type=int, default=0, help="the first case checked in f16 (default 0)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
@@ -115,7 +119,7 @@ def main():
     for entry in manifest["models"]:
         if args.names and entry["name"] not in args.names:
             continue
-        rows += check_model(args.exe, args.device, args.suite, entry, precisions, manifest["relative"], args.f16_cases)
+        rows += check_model(args.exe, args.device, args.suite, entry, precisions, manifest["relative"], args.f16_cases, args.f16_start)
         print(table([r for r in rows if r["model"] == entry["name"]]).split("\n", 2)[-1], flush=True)
         if args.json:
             with open(args.json, "w") as f:

@@ -5,7 +5,8 @@ at one sequence length and each batch size: exported to ONNX (TorchScript export
 attention, static shapes), compiled with `torchtrtc compile --device cuda --precision f16`,
 timed with `torchtrtc bench --device cuda` on the same token ids (median); PyTorch runs the
 same weights in f16 with its default attention (SDPA), eager and `torch.compile` (default
-mode), timed with CUDA events (median). Errors are relative L2 of the last hidden state
+mode, compiled afresh for each batch: without `torch._dynamo.reset()` the second batch size
+recompiles with a dynamic batch dimension), timed with CUDA events (median). Errors are relative L2 of the last hidden state
 against the f32 PyTorch model in eval mode, ours and eager f16's. `--attention` adds the attention kernel
 alone: a one-node ONNX `Attention` (opset 23) at [B, H, S, D] f16 against
 `F.scaled_dot_product_attention` with the flash backend; where the `torchtrt` Python package
@@ -96,6 +97,7 @@ def one(exe, name, batch, seq, iters, warmup, work, profile=False):
         cuda_args = [a.cuda() for a in args]
         ref16 = half(*cuda_args).float().cpu().numpy()
         eager = cuda_median_ms(lambda: half(*cuda_args), iters, warmup)
+        torch._dynamo.reset()
         t = time.time()
         compiled = torch.compile(half)
         compiled(*cuda_args)

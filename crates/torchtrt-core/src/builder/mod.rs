@@ -13,6 +13,7 @@ mod memory;
 mod negotiate;
 mod passes;
 mod quantize;
+mod split_products;
 mod tactics;
 mod timing_cache;
 mod uses;

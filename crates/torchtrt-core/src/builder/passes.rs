@@ -6,7 +6,7 @@ use torchtrt_plugin_api::DeviceKind;
 
 use super::{
     BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
-    fuse_elementwise, layouts, quantize,
+    fuse_elementwise, layouts, quantize, split_products,
 };
 use crate::backend::Backend;
 use crate::error::Result;
@@ -106,6 +106,11 @@ const GRAPH_PASSES: &[GraphPass] = &[
         run: quantize::run,
     },
     GraphPass {
+        name: "split_products",
+        enabled: |c, _| c.fold_constants,
+        run: |w, outputs, _, _| split_products::run(w, outputs),
+    },
+    GraphPass {
         name: "fuse_attention",
         enabled: |c, _| c.fuse_attention,
         run: |w, outputs, _, _| fuse_attention::run(w, outputs),
@@ -179,6 +184,7 @@ mod tests {
                 "fuse_silu",
                 "fuse_activation",
                 "quantize",
+                "split_products",
                 "fuse_attention",
                 "attention_heads",
                 "layouts",

@@ -99,7 +99,7 @@ pub use select::Select;
 pub use shape::Shape;
 pub use shape_util::{broadcast_shapes, normalize_axis};
 pub use size::Size;
-pub use slice::Slice;
+pub use slice::{Slice, resolve_slice};
 pub use softmax::Softmax;
 pub use space_to_depth::SpaceToDepth;
 pub use squeeze::{Squeeze, squeeze_shape};

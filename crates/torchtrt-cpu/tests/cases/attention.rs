@@ -66,10 +66,20 @@ proptest! {
         };
         let mlen = total - rng.int(0, total as i64 / 3) as usize;
         let mshape = if rng.coin() { vec![sq, mlen] } else { vec![b, 1, sq, mlen] };
-        let mask = match mask_kind {
+        let mut mask = match mask_kind {
             1 => random(DType::Bool, &mshape, &mut rng, 0.0, 1.0),
             _ => random(dtype, &mshape, &mut rng, -2.0, 2.0),
         };
+        if rng.coin() {
+            // A padding mask expanded over the queries: every query's row the same.
+            let row = mlen * mask.dtype().size();
+            for plane in mask.bytes_mut().chunks_exact_mut(sq * row) {
+                let (first, rest) = plane.split_at_mut(row);
+                for r in rest.chunks_exact_mut(row) {
+                    r.copy_from_slice(first);
+                }
+            }
+        }
         let pk = random(dtype, &[b, hk, p, d], &mut rng, -1.5, 1.5);
         let pv = random(dtype, &[b, hk, p, dv], &mut rng, -2.0, 2.0);
         let valid: Vec<i64> = (0..b).map(|_| rng.int(0, total as i64)).collect();
