@@ -34,6 +34,7 @@ mod gather_nd;
 mod map;
 mod matmul;
 mod max_pool3;
+mod max_pool_inside;
 mod non_zero;
 mod normalization;
 mod pad;

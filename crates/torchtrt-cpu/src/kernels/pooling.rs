@@ -5,7 +5,7 @@ use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_direct::deinterleave_row;
-use super::max_pool3;
+use super::{max_pool_inside, max_pool3};
 use crate::dispatch::with_float;
 use crate::linalg::{Window, WindowParams};
 use crate::parallel::for_each_row;
@@ -54,6 +54,11 @@ impl Kernel for PoolKernel {
         check_output(WHAT, out, self.dtype, &shape)?;
         if self.dtype == DType::F32 && l.kind == PoolKind::Max && max_pool3::applies(&window) {
             max_pool3::run(&window, elems(x)?, elems_mut(out)?);
+            return Ok(());
+        }
+        if self.dtype == DType::F32 && l.kind == PoolKind::Max && max_pool_inside::applies(&window)
+        {
+            max_pool_inside::run(&window, elems(x)?, elems_mut(out)?);
             return Ok(());
         }
         let pool = Pool {
