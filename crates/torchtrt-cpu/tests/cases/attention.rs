@@ -71,6 +71,15 @@ proptest! {
             _ => random(dtype, &mshape, &mut rng, -2.0, 2.0),
         };
         if rng.coin() {
+            // A padded tail: the last keys masked for every query (float masks at −∞).
+            let tail = rng.int(0, mlen as i64) as usize;
+            let mut m = nd(&mask);
+            for row in m.data.chunks_exact_mut(mlen) {
+                row[mlen - tail..].fill(if mask_kind == 1 { 0.0 } else { f64::NEG_INFINITY });
+            }
+            mask = crate::support::from_f64(mask.dtype(), &mshape, &m.data);
+        }
+        if rng.coin() {
             // A padding mask expanded over the queries: every query's row the same.
             let row = mlen * mask.dtype().size();
             for plane in mask.bytes_mut().chunks_exact_mut(sq * row) {

@@ -140,6 +140,33 @@ impl<'a, C: Real> Bias<'a, C> {
         })
     }
 
+    /// For each of `batch` batches, one past the last key whose bias is not `−∞` for some
+    /// head of `heads` and query of `queries` (0 when every key is masked). Each row is
+    /// scanned from its end to its last open key, so a padding mask costs its masked tail.
+    fn open_keys(&self, batch: usize, heads: usize, queries: usize) -> Vec<i64> {
+        let [sb, sh, sq, sk] = self.strides;
+        let heads = if sh == 0 { 1 } else { heads };
+        let queries = if sq == 0 { 1 } else { queries };
+        let mut open = vec![0i64; batch];
+        for (b, o) in open.iter_mut().enumerate() {
+            for h in 0..heads {
+                for i in 0..queries {
+                    let base = b * sb + h * sh + i * sq;
+                    let last = (*o as usize..self.len)
+                        .rev()
+                        .find(|&j| self.values[base + j * sk] != <C as Real>::NEG_INFINITY);
+                    if let Some(j) = last {
+                        *o = j as i64 + 1;
+                    }
+                    if *o as usize == self.len {
+                        break;
+                    }
+                }
+            }
+        }
+        open
+    }
+
     /// The biases of query `(b, h, i)` for keys `0..len`, where they lie side by side.
     #[inline(always)]
     fn contiguous_row(&self, b: usize, h: usize, i: usize) -> Option<&[C]> {
@@ -174,6 +201,9 @@ struct Problem<'a, C> {
     rule: Attention,
     /// Each batch's count of valid keys.
     valid: Option<Vec<i64>>,
+    /// Each batch's keys up to the last one its mask leaves open for any query (the keys
+    /// after it get no weight: a padding mask's tail), which are all that is computed.
+    open: Option<Vec<i64>>,
     /// Query heads per key/value head.
     group: usize,
     /// Head size of the values.
@@ -278,6 +308,7 @@ impl Kernel for AttentionKernel {
             } else {
                 None
             };
+            let open = bias.as_ref().map(|m| m.open_keys(b, hq, sq));
             let problem = Problem {
                 q: (qc, qo),
                 keys: KeySource { past: pk, new: (kc, ko) },
@@ -286,6 +317,7 @@ impl Kernel for AttentionKernel {
                 scale: <T as FloatElem>::C::from_f64(scale),
                 softcap: <T as FloatElem>::C::from_f64(f64::from(l.softcap)),
                 rule: l.clone(),
+                open,
                 valid: valid.clone(),
                 group: hq / hkv,
                 dv,
@@ -352,6 +384,7 @@ fn attend_block<C: AttnElem>(p: &Problem<'_, C>, b: usize, h: usize, i0: usize, 
         Some(v) => (v[b] - p.q.1.dims[2] as i64, v[b]),
         None => (past as i64, total as i64),
     };
+    let valid = p.open.as_ref().map_or(valid, |o| valid.min(o[b]));
     let mut q = vec![<C as Real>::ZERO; rows * d];
     for (r, row) in q.chunks_exact_mut(d).enumerate() {
         let at = p.q.1.row(b, h, i0 + r);
@@ -379,6 +412,7 @@ fn attend_block<C: AttnElem>(p: &Problem<'_, C>, b: usize, h: usize, i0: usize, 
         if j0 as i64 >= valid || (p.rule.causal && j0 as i64 > last_query + offset) {
             break;
         }
+        let n = n.min((valid - j0 as i64) as usize);
         let s = &mut scores[..rows * n];
         let (kdata, kstride, kbase) = p.keys.block(b, hk, j0);
         let qm = MatRef::row_major(&q, rows, d);
