@@ -76,8 +76,10 @@ def main():
     for label, flags in [
         ("f16", ["--precision", "f16"]),
         ("int8", ["--precision", "int8", "--calibration", cal_dir]),
+        ("int8 percentile", ["--precision", "int8", "--calibration", cal_dir,
+                             "--calibration-method", "percentile"]),
     ]:
-        engine = os.path.join(args.work, f"{label}.engine")
+        engine = os.path.join(args.work, f"{label.replace(' ', '_')}.engine")
         t = time.time()
         tool(args.exe, "compile", onnx_path, "-o", engine, "--device", "cuda", *flags, "-q")
         build_s = time.time() - t
@@ -85,7 +87,7 @@ def main():
                                 "--warmup", args.warmup, "--json", "-q").strip().splitlines()[-1])
         outs = []
         for i, p in enumerate(eval_paths):
-            out_dir = os.path.join(args.work, f"out_{label}_{i}")
+            out_dir = os.path.join(args.work, f"out_{label.replace(' ', '_')}_{i}")
             tool(args.exe, "run", engine, "--device", "cuda", "--input", f"x={p}", "--output-dir", out_dir, "-q")
             outs.append(np.load(os.path.join(out_dir, "logits.npy")))
         ours = np.concatenate(outs)

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use torchtrt_plugin_api::DeviceKind;
 
-pub use calibrate::calibrate;
+pub use calibrate::{Calibrator, calibrate, calibrate_with};
 pub use extensions::{ExtensionInfo, LoadOptions, load_extensions, register_extension};
 pub use pt2::{import_program, import_pt2};
 

@@ -480,3 +480,52 @@ fn calibrated_cuda_engines_run_convolutions_on_integer_tensor_cores() {
     let err = relative_error(&run(&engine, &x)[0], &run(&plain, &x)[0]);
     assert!(err < 0.02, "Q/DQ network: relative error {err}");
 }
+
+/// Percentile calibration clips a tensor's range at the magnitude most of its values stay
+/// under, where min/max calibration stretches it to one outlier; the 100th percentile keeps
+/// the whole range, and percentiles outside (0, 100] are refused.
+#[test]
+fn percentile_calibration_clips_outliers() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[1, 1, 100, 100].map(|d| Dim::Fixed(d as i64)),
+        )
+        .unwrap();
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[2, 1, 1, 1], vec![0.5f32, -0.25]).unwrap(),
+        )
+        .unwrap();
+    let y = net.add("conv", Convolution::new(2), &[x, w]).unwrap();
+    net.mark_output(y, "y").unwrap();
+    let mut values = random_f32(10_000, 7);
+    let (least, most) = values
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(l, m), &v| (l.min(v), m.max(v)));
+    values[4321] = 50.0;
+    let batch = vec![vec![(
+        "x".to_string(),
+        Tensor::from_vec(&[1, 1, 100, 100], values).unwrap(),
+    )]];
+    let range = |c| torchtrt::calibrate_with(&net, &batch, c).unwrap().ranges["x"];
+    let whole = range(torchtrt::Calibrator::MinMax);
+    assert_eq!((whole.min, whole.max), (least, 50.0));
+    let clipped = range(torchtrt::Calibrator::Percentile(99.99));
+    let bin = 50.0 / 2048.0;
+    assert_eq!(clipped.min, least, "the clip lies outside the least value");
+    assert!(
+        clipped.max >= most.max(-least) && clipped.max <= most.max(-least) + bin,
+        "clipped at {} for values within {least}..{most}",
+        clipped.max
+    );
+    assert_eq!(range(torchtrt::Calibrator::Percentile(100.0)), whole);
+    for bad in [0.0, -1.0, 100.5, f64::NAN] {
+        assert!(
+            torchtrt::calibrate_with(&net, &batch, torchtrt::Calibrator::Percentile(bad)).is_err()
+        );
+    }
+}

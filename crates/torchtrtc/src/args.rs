@@ -54,6 +54,26 @@ pub fn parse_device(spec: &str) -> Result<String> {
     Ok(spec.to_string())
 }
 
+/// An INT8 calibration method: `minmax`, `percentile` (99.99) or `percentile:P`.
+pub fn parse_calibrator(spec: &str) -> Result<torchtrt::Calibrator> {
+    let percentile = |p: &str| -> Result<torchtrt::Calibrator> {
+        let v: f64 = p
+            .parse()
+            .ok()
+            .filter(|v: &f64| *v > 0.0 && *v <= 100.0)
+            .with_context(|| format!("`{spec}`: the percentile must be a number in (0, 100]"))?;
+        Ok(torchtrt::Calibrator::Percentile(v))
+    };
+    match spec {
+        "minmax" => Ok(torchtrt::Calibrator::MinMax),
+        "percentile" => percentile("99.99"),
+        _ => match spec.strip_prefix("percentile:") {
+            Some(p) => percentile(p),
+            None => bail!("`{spec}`: expected minmax, percentile or percentile:P"),
+        },
+    }
+}
+
 /// A byte count: digits with an optional `K`, `M`, `G` or `T` suffix (powers of 1024,
 /// `KiB`-style spellings accepted).
 pub fn parse_bytes(spec: &str) -> Result<u64> {

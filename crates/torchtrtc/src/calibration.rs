@@ -31,7 +31,7 @@ pub fn for_network(net: &NetworkDefinition, opts: &BuildOptions) -> Result<Arc<I
         bail!("--precision int8 needs --calibration DIR (or an existing --calibration-cache)");
     };
     let batches = batches(dir, net)?;
-    let calibration = torchtrt::calibrate(net, &batches)
+    let calibration = torchtrt::calibrate_with(net, &batches, opts.calibration_method)
         .with_context(|| format!("calibrating on {}", dir.display()))?;
     if let Some(cache) = &opts.calibration_cache {
         std::fs::write(cache, calibration.to_text())

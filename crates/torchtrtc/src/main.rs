@@ -75,6 +75,11 @@ struct BuildOptions {
     /// exists, written after calibrating otherwise.
     #[arg(long = "calibration-cache", value_name = "PATH")]
     calibration_cache: Option<PathBuf>,
+    /// With `--calibration`: how each tensor's range is taken from its values, `minmax`
+    /// (the whole range) or `percentile[:P]` (clipped at the P-th percentile of the
+    /// magnitudes, 99.99 by default).
+    #[arg(long = "calibration-method", value_name = "METHOD", default_value = "minmax", value_parser = args::parse_calibrator)]
+    calibration_method: torchtrt::Calibrator,
     /// Let f32 matrix products (MatMul, convolution) use TF32 tensor cores on a GPU
     /// (TensorRT's kTF32): faster, with a 10-bit mantissa for the products. The CPU ignores it.
     #[arg(long)]
