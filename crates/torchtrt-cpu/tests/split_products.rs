@@ -1,13 +1,42 @@
-//! The builder's `split_products` pass on the CPU backend: a product sliced along its
-//! columns (a fused QKV projection split into queries, keys and values) becomes one product
-//! per slice, with the same results; anything else reading the product keeps it whole.
+//! The builder's `split_products` pass, on the CPU backend made to ask for it (CUDA does; the
+//! CPU does not): a product sliced along its columns (a fused QKV projection split into
+//! queries, keys and values) becomes one product per slice, with the same results; anything
+//! else reading the product keeps it whole, and the plain CPU backend keeps it whole too.
 
 use std::sync::Arc;
 
 use torchtrt_core::layers::{Elementwise, ElementwiseOp, MatMul, Reshape, Slice};
-use torchtrt_core::plugin_api::DType;
-use torchtrt_core::{Backend, BuildConfig, Dim, Engine, NetworkDefinition, Tensor, build};
+use torchtrt_core::plugin_api::{DType, DeviceKind};
+use torchtrt_core::{
+    Backend, BuildConfig, Dim, Engine, InferInput, Kernel, LayerKind, NetworkDefinition, Tensor,
+    build,
+};
 use torchtrt_cpu::CpuBackend;
+
+/// The CPU backend, asking the builder to split sliced products.
+struct Splitting(CpuBackend);
+
+impl Backend for Splitting {
+    fn device(&self) -> DeviceKind {
+        self.0.device()
+    }
+
+    fn name(&self) -> String {
+        self.0.name()
+    }
+
+    fn prepare(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+    ) -> Result<Box<dyn Kernel>, String> {
+        self.0.prepare(layer, inputs)
+    }
+
+    fn splits_sliced_products(&self) -> bool {
+        true
+    }
+}
 
 const BATCH: usize = 2;
 const SEQ: usize = 5;
@@ -119,7 +148,8 @@ fn reference(x: &[f32], bias: bool, cols: &[usize]) -> Vec<f64> {
 
 #[test]
 fn a_product_sliced_along_its_columns_becomes_one_product_per_slice() {
-    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(Splitting(CpuBackend::new()))];
+    let plain: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
     let x = Tensor::from_vec(&[BATCH, SEQ, HIDDEN], values(BATCH * SEQ * HIDDEN, 11)).unwrap();
     let xs = x.as_slice::<f32>().unwrap().to_vec();
     for bias in [false, true] {
@@ -131,6 +161,11 @@ fn a_product_sliced_along_its_columns_becomes_one_product_per_slice() {
                     tap,
                     strided,
                 };
+                let whole = build(&network(shape), &BuildConfig::default(), &plain).unwrap();
+                assert!(
+                    kinds(&whole).contains(&"Slice"),
+                    "{shape:?}: the CPU keeps the slices"
+                );
                 let engine = build(&network(shape), &BuildConfig::default(), &backends).unwrap();
                 let got = kinds(&engine);
                 let split = !tap && !strided;

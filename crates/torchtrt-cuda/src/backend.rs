@@ -146,6 +146,10 @@ impl Backend for CudaBackend {
         true
     }
 
+    fn splits_sliced_products(&self) -> bool {
+        true
+    }
+
     fn channels_last(&self, layer: &Convolution, inputs: &[InferInput<'_>]) -> ChannelsLast {
         kernels::channels_last(layer, inputs, self.device.compute_capability())
     }

@@ -135,6 +135,14 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Whether the builder should compute a product whose output is only sliced along its
+    /// columns as one product per slice (`split_products`): worth it where a slice is a copy
+    /// that costs more than the narrower products lose (a GPU), not where one wide product
+    /// is cheaper than several (the CPU's packed products). The default is `false`.
+    fn splits_sliced_products(&self) -> bool {
+        false
+    }
+
     /// How `layer`, a channels-first convolution over `inputs` (dtypes, shapes, constant
     /// weights), runs on this backend reading and writing its activations channels last
     /// ([`Convolution::channels_last`](crate::layers::Convolution::channels_last)): the

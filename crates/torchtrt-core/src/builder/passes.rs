@@ -107,7 +107,7 @@ const GRAPH_PASSES: &[GraphPass] = &[
     },
     GraphPass {
         name: "split_products",
-        enabled: |c, _| c.fold_constants,
+        enabled: |c, b| c.fold_constants && b.splits_sliced_products(),
         run: |w, outputs, _, _| split_products::run(w, outputs),
     },
     GraphPass {

@@ -7,7 +7,10 @@
 //! `MatMul` by the columns of `B` (and of the bias) it keeps. Its `A` is the product's own,
 //! or the tensor a `Reshape` made it from, whichever gives the `Slice`'s type directly (so
 //! `[batch, seq, hidden]` projections need no reshape back). The layers bypassed are left
-//! unread, for `compact` to drop.
+//! unread, for `compact` to drop. Runs for backends that ask for it
+//! ([`Backend::splits_sliced_products`](crate::Backend::splits_sliced_products)): on CUDA
+//! GPT-2's 36 slices were 12 % of the layers' time at batch 32; on the CPU three narrower
+//! products cost more than the copies.
 
 use std::collections::HashMap;
 
