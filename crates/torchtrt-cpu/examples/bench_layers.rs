@@ -29,7 +29,7 @@ struct Case {
     name: &'static str,
     layer: LayerKind,
     shapes: Vec<Vec<usize>>,
-    /// The input values; [`filled`] when `None`.
+    /// The input values; [`filled_inputs`] when `None`.
     values: Option<Values>,
 }
 
@@ -92,11 +92,7 @@ fn attention(name: &'static str, batch: usize, seq: usize) -> Case {
 
 /// Random queries, keys and values, and a mask open to all but the last eighth of the keys.
 fn padded_attention(shapes: &[Vec<usize>]) -> Result<Vec<Tensor>, String> {
-    let mut inputs: Vec<Tensor> = shapes[..3]
-        .iter()
-        .enumerate()
-        .map(|(k, s)| filled(s, k))
-        .collect::<Result<_, _>>()?;
+    let mut inputs = filled_inputs(&shapes[..3])?;
     let mask = &shapes[3];
     let seq = mask[mask.len() - 1];
     let n: usize = mask.iter().product();
@@ -216,17 +212,18 @@ fn filled(shape: &[usize], seed: usize) -> Result<Tensor, String> {
     Tensor::from_vec(shape, values).map_err(|e| e.to_string())
 }
 
+/// Inputs of `shapes`, input `k` [`filled`] with seed `k`.
+fn filled_inputs(shapes: &[Vec<usize>]) -> Result<Vec<Tensor>, String> {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| filled(s, k))
+        .collect()
+}
+
 /// Median and fastest time of the layer, its bytes moved, and the copy's median.
 fn run_case(case: &Case, o: &Options, backend: &CpuBackend) -> Result<[f64; 3], String> {
-    let inputs: Vec<Tensor> = match case.values {
-        Some(values) => values(&case.shapes)?,
-        None => case
-            .shapes
-            .iter()
-            .enumerate()
-            .map(|(k, s)| filled(s, k))
-            .collect::<Result<_, _>>()?,
-    };
+    let inputs = case.values.unwrap_or(filled_inputs)(&case.shapes)?;
     let shapes: Vec<_> = inputs
         .iter()
         .map(|t| const_shape(&shape_i64(t.shape())))

@@ -30,6 +30,18 @@ pub enum Calibrator {
     Percentile(f64),
 }
 
+impl Calibrator {
+    /// This calibrator, or why it cannot calibrate (a percentile outside (0, 100]).
+    pub fn validated(self) -> std::result::Result<Calibrator, String> {
+        match self {
+            Calibrator::Percentile(p) if !(p > 0.0 && p <= 100.0) => {
+                Err(format!("the percentile {p} is not in (0, 100]"))
+            }
+            _ => Ok(self),
+        }
+    }
+}
+
 /// [`calibrate_with`] by [`Calibrator::MinMax`].
 pub fn calibrate(
     network: &NetworkDefinition,
@@ -51,13 +63,9 @@ pub fn calibrate_with(
             "INT8 calibration needs at least one batch of inputs".into(),
         ));
     }
-    if let Calibrator::Percentile(p) = calibrator
-        && !(p > 0.0 && p <= 100.0)
-    {
-        return Err(Error::InvalidArgument(format!(
-            "INT8 calibration: the percentile {p} is not in (0, 100]"
-        )));
-    }
+    calibrator
+        .validated()
+        .map_err(|e| Error::InvalidArgument(format!("INT8 calibration: {e}")))?;
     let mut seen = HashSet::new();
     let probes: Vec<TensorId> = network
         .layers()

@@ -59,10 +59,10 @@ pub fn parse_calibrator(spec: &str) -> Result<torchtrt::Calibrator> {
     let percentile = |p: &str| -> Result<torchtrt::Calibrator> {
         let v: f64 = p
             .parse()
-            .ok()
-            .filter(|v: &f64| *v > 0.0 && *v <= 100.0)
             .with_context(|| format!("`{spec}`: the percentile must be a number in (0, 100]"))?;
-        Ok(torchtrt::Calibrator::Percentile(v))
+        torchtrt::Calibrator::Percentile(v)
+            .validated()
+            .map_err(|e| anyhow::anyhow!("`{spec}`: {e}"))
     };
     match spec {
         "minmax" => Ok(torchtrt::Calibrator::MinMax),

@@ -14,13 +14,13 @@
 
 use std::collections::HashMap;
 
-use torchtrt_plugin_api::{DeviceKind, DimExpr};
+use torchtrt_plugin_api::{DimExpr, const_shape};
 
 use super::Work;
 use super::uses::Uses;
 use crate::layers::{InferInput, LayerKind, resolve_slice};
 use crate::network::{Layer, TensorId};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, shape_i64};
 
 /// One `Slice` turned into a product: the product, the `A` it reads, its columns of `B`
 /// and of the bias.
@@ -29,12 +29,11 @@ struct Part {
     a: TensorId,
     weights: Tensor,
     bias: Option<Tensor>,
-    device: DeviceKind,
 }
 
 /// `t` as an inference input.
 fn known(t: &Tensor) -> (Vec<DimExpr>, &Tensor) {
-    (t.shape().iter().map(|&d| (d as i64).into()).collect(), t)
+    (const_shape(&shape_i64(t.shape())), t)
 }
 
 /// The columns `[lo, lo + n)` of a row-major `rows × cols` constant.
@@ -136,7 +135,6 @@ fn split(work: &Work, live: &Uses, m: usize) -> Option<Vec<(usize, Part)>> {
                 a,
                 weights,
                 bias,
-                device,
             },
         ));
     }
@@ -157,7 +155,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
     }
     let layers = std::mem::take(&mut work.layers);
     let devices = std::mem::take(&mut work.devices);
-    for (i, (mut layer, mut device)) in layers.into_iter().zip(devices).enumerate() {
+    for (i, (mut layer, device)) in layers.into_iter().zip(devices).enumerate() {
         if let Some(part) = parts.remove(&i) {
             let w = work.emit_constant(format!("{}/weights", layer.name), part.weights);
             layer.inputs = vec![part.a, w];
@@ -166,7 +164,6 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)]) {
                 layer.inputs.push(b);
             }
             layer.kind = part.kind;
-            device = part.device;
         }
         work.layers.push(layer);
         work.devices.push(device);
