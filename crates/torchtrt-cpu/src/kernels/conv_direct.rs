@@ -3,9 +3,10 @@
 //! a shifted input line, scaled by its weight, to an output line.
 
 use super::convolution::ConvGeom;
+use super::tap_rows::{self, Chains, TapRows};
 use crate::linalg::{Epilogue, Window};
 use crate::parallel::for_each_row;
-use crate::scalar::{FloatElem, Real};
+use crate::scalar::{FloatElem, Real, as_f32, as_f32_mut};
 
 /// Convolves when every group has one input channel (`geom.channels == geom.groups`), then
 /// applies `epilogue`.
@@ -22,7 +23,10 @@ pub(super) fn conv_direct<T: FloatElem>(
     let per_group = geom.out_channels / geom.groups;
     let planar =
         win.input[0] == 1 && win.kernel[0] == 1 && win.output[0] == 1 && win.pad_begin[0] == 0;
-    let init = || (Vec::new(), Vec::new(), Vec::new(), (Vec::new(), Vec::new()));
+    let init = || {
+        let scratch = (Vec::new(), Vec::new(), None);
+        (Vec::new(), Vec::new(), Vec::new(), scratch)
+    };
     for_each_row(
         out,
         outputs,
@@ -88,9 +92,9 @@ fn plane_conv<C: Real>(win: &Window, src: &[C], weights: &[C], bias: C, dst: &mu
 }
 
 /// A task's scratch for [`padded_plane`]: the zero-padded input plane (its padding is
-/// written once per task: every plane of a layer has the same geometry) and the stride-1
-/// accumulator rows.
-type Scratch<C> = (Vec<C>, Vec<C>);
+/// written once per task: every plane of a layer has the same geometry), the accumulator
+/// of [`Taps::accumulate`]'s single run and the taps' offsets and chains.
+type Scratch<C> = (Vec<C>, Vec<C>, Option<Chains>);
 
 /// One output plane of a 1-D or 2-D window through a zero-padded copy of the input plane,
 /// so that no tap needs bounds: with stride 1 each tap is one multiply-add pass over the
@@ -156,7 +160,7 @@ fn padded_body<C: Real, const SW: usize>(
     weights: &[C],
     bias: C,
     dst: &mut [C],
-    (padded, acc): &mut Scratch<C>,
+    (padded, acc, chains): &mut Scratch<C>,
 ) {
     let [_, ih, iw] = win.input;
     let [_, kh, kw] = win.kernel;
@@ -172,20 +176,21 @@ fn padded_body<C: Real, const SW: usize>(
         padded.resize(height * width, C::ZERO);
     }
     for (y, line) in padded.chunks_exact_mut(width).enumerate().skip(pt).take(ih) {
-        line[pl..pl + iw].copy_from_slice(&src[(y - pt) * iw..(y - pt + 1) * iw]);
+        copy_row(
+            &mut line[pl..pl + iw],
+            &src[(y - pt) * iw..(y - pt + 1) * iw],
+        );
     }
     let padded = &padded[..];
     if SW == 1 {
-        let n = (oh - 1) * width + ow;
-        acc.truncate(n);
-        acc.resize(n, C::ZERO);
-        multiply_add(acc, bias, weights, |t| {
-            let (ky, kx) = (t / kw, t % kw);
-            padded[ky * dh * width + kx * dw..][..n].iter().copied()
-        });
-        for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
-            out.copy_from_slice(&acc[r * width..r * width + ow]);
-        }
+        let chains = tap_chains(chains, kh, kw, width, |ky, kx| ky * dh * width + kx * dw);
+        let taps = Taps {
+            src: padded,
+            chains,
+            weights,
+            bias,
+        };
+        taps.accumulate(oh, ow, dst, acc);
     } else {
         for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
             multiply_add(out, bias, weights, |t| {
@@ -208,7 +213,7 @@ fn deinterleaved_body<C: Real>(
     weights: &[C],
     bias: C,
     dst: &mut [C],
-    (padded, _): &mut Scratch<C>,
+    (padded, acc, chains): &mut Scratch<C>,
 ) {
     let [_, ih, iw] = win.input;
     let [_, kh, kw] = win.kernel;
@@ -230,14 +235,16 @@ fn deinterleaved_body<C: Real>(
     {
         deinterleave_row(line, half, pl, &src[(y - pt) * iw..(y - pt + 1) * iw]);
     }
-    let padded = &padded[..];
-    for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
-        multiply_add(out, bias, weights, |t| {
-            let (ky, kx) = (t / kw, t % kw);
-            let at = (r * sh + ky * dh) * row_len + (kx % 2) * half + kx / 2;
-            padded[at..at + ow].iter().copied()
-        });
-    }
+    let chains = tap_chains(chains, kh, kw, sh * row_len, |ky, kx| {
+        ky * dh * row_len + (kx % 2) * half + kx / 2
+    });
+    let taps = Taps {
+        src: padded,
+        chains,
+        weights,
+        bias,
+    };
+    taps.accumulate(oh, ow, dst, acc);
 }
 
 /// [`padded_plane`]'s body for strides of 2 along both dims without dilation: the padded
@@ -254,7 +261,7 @@ fn phased_body<C: Real>(
     weights: &[C],
     bias: C,
     dst: &mut [C],
-    (padded, acc): &mut Scratch<C>,
+    (padded, acc, chains): &mut Scratch<C>,
 ) {
     let [_, ih, iw] = win.input;
     let [_, kh, kw] = win.kernel;
@@ -273,24 +280,22 @@ fn phased_body<C: Real>(
         let even = &mut evens[2 * py * phase + r * half..][..half];
         deinterleave_into(even, &mut odds[r * half..][..half], pl, line);
     }
-    let padded = &padded[..];
-    let n = (oh - 1) * half + ow;
-    acc.truncate(n);
-    acc.resize(n, C::ZERO);
-    multiply_add(acc, bias, weights, |t| {
-        let (ky, kx) = (t / kw, t % kw);
-        let at = ((ky % 2) * 2 + kx % 2) * phase + (ky / 2) * half + kx / 2;
-        padded[at..at + n].iter().copied()
+    let chains = tap_chains(chains, kh, kw, half, |ky, kx| {
+        ((ky % 2) * 2 + kx % 2) * phase + (ky / 2) * half + kx / 2
     });
-    for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
-        out.copy_from_slice(&acc[r * half..r * half + ow]);
-    }
+    let taps = Taps {
+        src: padded,
+        chains,
+        weights,
+        bias,
+    };
+    taps.accumulate(oh, ow, dst, acc);
 }
 
 /// Writes `row` into columns `pl..` of a padded row stored as its `half` even columns
 /// followed by its odd columns.
 #[inline(always)]
-pub(super) fn deinterleave_row<C: Copy>(line: &mut [C], half: usize, pl: usize, row: &[C]) {
+pub(super) fn deinterleave_row<C: Real>(line: &mut [C], half: usize, pl: usize, row: &[C]) {
     let (even, odd) = line.split_at_mut(half);
     deinterleave_into(even, odd, pl, row);
 }
@@ -298,12 +303,18 @@ pub(super) fn deinterleave_row<C: Copy>(line: &mut [C], half: usize, pl: usize, 
 /// Writes `row` into columns `pl..` of a padded row stored as its even columns (`even`)
 /// and its odd columns (`odd`).
 #[inline(always)]
-fn deinterleave_into<C: Copy>(even: &mut [C], odd: &mut [C], pl: usize, row: &[C]) {
+fn deinterleave_into<C: Real>(even: &mut [C], odd: &mut [C], pl: usize, row: &[C]) {
     let (first, second) = if pl.is_multiple_of(2) {
         (&mut even[pl / 2..], &mut odd[pl / 2..])
     } else {
         (&mut odd[pl / 2..], &mut even[pl / 2 + 1..])
     };
+    if let (Some(row), Some(first), Some(second)) =
+        (as_f32(row), as_f32_mut(first), as_f32_mut(second))
+        && tap_rows::deinterleave(first, second, row)
+    {
+        return;
+    }
     for ((a, b), pair) in first
         .iter_mut()
         .zip(second.iter_mut())
@@ -314,6 +325,90 @@ fn deinterleave_into<C: Copy>(even: &mut [C], odd: &mut [C], pl: usize, row: &[C
     }
     if row.len() % 2 == 1 {
         first[row.len() / 2] = row[row.len() - 1];
+    }
+}
+
+/// Copies `src` into `dst`, by [`tap_rows::copy`] where it runs.
+#[inline(always)]
+fn copy_row<C: Real>(dst: &mut [C], src: &[C]) {
+    if let (Some(d), Some(s)) = (as_f32_mut(dst), as_f32(src))
+        && tap_rows::copy(d, s)
+    {
+        return;
+    }
+    dst.copy_from_slice(src);
+}
+
+/// The chains of the `kh × kw` taps at `at(ky, kx)` for output rows `stride` apart, built
+/// on a task's first plane: its planes share one layer's geometry.
+#[inline(always)]
+fn tap_chains(
+    chains: &mut Option<Chains>,
+    kh: usize,
+    kw: usize,
+    stride: usize,
+    at: impl Fn(usize, usize) -> usize,
+) -> &Chains {
+    chains.get_or_insert_with(|| {
+        let taps = (0..kh).flat_map(|ky| (0..kw).map(move |kx| (ky, kx)));
+        Chains::new(taps.map(|(ky, kx)| at(ky, kx)).collect(), stride)
+    })
+}
+
+/// Output rows of one plane from taps at fixed offsets of a prepared buffer: output `(r, j)`
+/// is `bias + Σₜ weights[t] · src[r · stride + offsets[t] + j]`.
+struct Taps<'a, C> {
+    src: &'a [C],
+    chains: &'a Chains,
+    weights: &'a [C],
+    bias: C,
+}
+
+impl<C: Real> Taps<'_, C> {
+    /// Writes the `rows × len` outputs into `dst`, row by row, or as one run over the rows
+    /// and the `stride - len` columns between them (into `acc`, then copied out) when that
+    /// takes fewer vectors: narrow planes (7×7) fill their vectors that way.
+    fn accumulate(&self, rows: usize, len: usize, dst: &mut [C], acc: &mut Vec<C>) {
+        const LANES: usize = 16;
+        let stride = self.chains.stride;
+        let run = (rows.max(1) - 1) * stride + len;
+        if run.div_ceil(LANES) < rows * len.div_ceil(LANES) {
+            acc.truncate(run);
+            acc.resize(run, C::ZERO);
+            self.rows(1, run, acc);
+            for (r, out) in dst.chunks_exact_mut(len).enumerate() {
+                copy_row(out, &acc[r * stride..r * stride + len]);
+            }
+        } else {
+            self.rows(rows, len, dst);
+        }
+    }
+
+    /// [`Self::accumulate`] row by row, through [`TapRows`] where it runs.
+    fn rows(&self, rows: usize, len: usize, dst: &mut [C]) {
+        let fast = (
+            as_f32(self.src),
+            as_f32(self.weights),
+            as_f32(std::slice::from_ref(&self.bias)),
+            as_f32_mut(dst),
+        );
+        if let (Some(src), Some(weights), Some(&[bias]), Some(dst)) = fast {
+            let taps = TapRows {
+                src,
+                chains: self.chains,
+                weights,
+                bias,
+            };
+            if taps.run(rows, len, dst) {
+                return;
+            }
+        }
+        for (r, out) in dst.chunks_exact_mut(len).take(rows).enumerate() {
+            multiply_add(out, self.bias, self.weights, |t| {
+                let at = r * self.chains.stride + self.chains.offsets[t];
+                self.src[at..at + len].iter().copied()
+            });
+        }
     }
 }
 

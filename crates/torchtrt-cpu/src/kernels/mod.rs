@@ -55,6 +55,7 @@ mod size;
 mod slice;
 mod softmax;
 mod space_to_depth;
+mod tap_rows;
 mod tile;
 mod top_k;
 mod transpose;

@@ -79,25 +79,33 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
 
-    /// ShuffleNet's and MobileNet's shapes: 3×3, padding 1, stride 1 and 2, on 7×7 to 56×56
-    /// planes with many channels (parallel tasks), f32.
+    /// ShuffleNet's, MobileNet's and EfficientNet's shapes: 3×3, 5×5 and 7×7, padding half
+    /// the kernel, stride 1 and 2, on 7×7 to 113×113 planes (rows of one to four vectors and
+    /// more, with and without a partial last vector) with many channels (parallel tasks),
+    /// f32, with and without a fused SiLU.
     #[test]
-    fn network_shapes(hw in prop::sample::select(vec![7usize, 14, 28, 56, 57]), stride in 1usize..=2,
-                      channels in 16usize..48, seed: u64) {
+    fn network_shapes(hw in prop::sample::select(vec![7usize, 14, 28, 56, 57, 112, 113]),
+                      kernel in prop::sample::select(vec![3usize, 5, 7]), stride in 1usize..=2,
+                      channels in 16usize..48, silu: bool, seed: u64) {
         let mut rng = Rng::new(seed);
         let dtype = torchtrt_core::plugin_api::DType::F32;
         let p = ConvParams {
             strides: vec![stride; 2],
             dilations: vec![1; 2],
-            pads_begin: vec![1; 2],
-            pads_end: vec![1; 2],
+            pads_begin: vec![kernel / 2; 2],
+            pads_end: vec![kernel / 2; 2],
             groups: channels,
         };
         let x = random(dtype, &[1, channels, hw, hw], &mut rng, -1.0, 1.0);
-        let w = random(dtype, &[channels, 1, 3, 3], &mut rng, -1.0, 1.0);
+        let w = random(dtype, &[channels, 1, kernel, kernel], &mut rng, -1.0, 1.0);
         let b = random(dtype, &[channels], &mut rng, -1.0, 1.0);
-        let want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
-        check(&run(layer(&p, None), &[&x, &w, &b])?, &want, Tol::of(dtype).scaled(3.0))?;
+        let mut want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
+        if silu {
+            want.data.iter_mut().for_each(|v| *v /= 1.0 + (-*v).exp());
+        }
+        let activation = silu.then_some(ActivationKind::Silu);
+        let tol = Tol::of(dtype).scaled(kernel as f64 * 2.0);
+        check(&run(layer(&p, activation), &[&x, &w, &b])?, &want, tol)?;
     }
 }
 
