@@ -40,11 +40,16 @@ pub(super) fn conv_direct<T: FloatElem>(
             let b = bias.map_or(T::C::ZERO, |b| b[m].to_c());
             T::write(dst, ob, |dst| {
                 if planar && !win.is_pointwise() {
-                    padded_plane(win, src, weights, b, dst, scratch);
+                    let k = PlaneTaps {
+                        weights,
+                        bias: b,
+                        epilogue,
+                    };
+                    padded_plane(win, src, k, dst, scratch);
                 } else {
                     plane_conv(win, src, weights, b, dst);
+                    epilogue.apply(dst);
                 }
-                epilogue.apply(dst);
             });
         },
     );
@@ -104,8 +109,7 @@ type Scratch<C> = (Vec<C>, Vec<C>, Option<Chains>);
 fn padded_plane<C: Real>(
     win: &Window,
     src: &[C],
-    weights: &[C],
-    bias: C,
+    k: PlaneTaps<'_, C>,
     dst: &mut [C],
     scratch: &mut Scratch<C>,
 ) {
@@ -115,21 +119,20 @@ fn padded_plane<C: Real>(
             fn $name<C: Real>(
                 win: &Window,
                 src: &[C],
-                weights: &[C],
-                bias: C,
+                k: PlaneTaps<'_, C>,
                 dst: &mut [C],
                 scratch: &mut Scratch<C>,
             ) {
                 match (win.stride[1], win.stride[2]) {
-                    (1, 1) => padded_body::<C, 1>(win, src, weights, bias, dst, scratch),
+                    (1, 1) => padded_body::<C, 1>(win, src, k, dst, scratch),
                     (2, 2) if win.dilation[1..] == [1, 1] => {
-                        phased_body(win, src, weights, bias, dst, scratch)
+                        phased_body(win, src, k, dst, scratch)
                     }
                     (_, 2) if win.dilation[2] == 1 => {
-                        deinterleaved_body(win, src, weights, bias, dst, scratch)
+                        deinterleaved_body(win, src, k, dst, scratch)
                     }
-                    (_, 2) => padded_body::<C, 2>(win, src, weights, bias, dst, scratch),
-                    _ => padded_body::<C, 0>(win, src, weights, bias, dst, scratch),
+                    (_, 2) => padded_body::<C, 2>(win, src, k, dst, scratch),
+                    _ => padded_body::<C, 0>(win, src, k, dst, scratch),
                 }
             }
         };
@@ -141,14 +144,14 @@ fn padded_plane<C: Real>(
         versions!(v3, "avx2,fma");
         if crate::simd::v4() {
             // SAFETY: `v4()` holds only when the CPU has AVX-512 F, AVX2 and FMA.
-            return unsafe { v4(win, src, weights, bias, dst, scratch) };
+            return unsafe { v4(win, src, k, dst, scratch) };
         }
         if crate::simd::v3() {
             // SAFETY: `v3()` holds only when the CPU has AVX2 and FMA.
-            return unsafe { v3(win, src, weights, bias, dst, scratch) };
+            return unsafe { v3(win, src, k, dst, scratch) };
         }
     }
-    generic(win, src, weights, bias, dst, scratch)
+    generic(win, src, k, dst, scratch)
 }
 
 /// [`padded_plane`]'s body; `SW` is the innermost stride (1, 2, or 0 for one read at run
@@ -157,8 +160,7 @@ fn padded_plane<C: Real>(
 fn padded_body<C: Real, const SW: usize>(
     win: &Window,
     src: &[C],
-    weights: &[C],
-    bias: C,
+    k: PlaneTaps<'_, C>,
     dst: &mut [C],
     (padded, acc, chains): &mut Scratch<C>,
 ) {
@@ -187,18 +189,18 @@ fn padded_body<C: Real, const SW: usize>(
         let taps = Taps {
             src: padded,
             chains,
-            weights,
-            bias,
+            k,
         };
         taps.accumulate(oh, ow, dst, acc);
     } else {
         for (r, out) in dst.chunks_exact_mut(ow).enumerate() {
-            multiply_add(out, bias, weights, |t| {
+            multiply_add(out, k.bias, k.weights, |t| {
                 let (ky, kx) = (t / kw, t % kw);
                 let at = (r * sh + ky * dh) * width + kx * dw;
                 padded[at..at + ow * sw].chunks_exact(sw).map(|c| c[0])
             });
         }
+        k.epilogue.apply(dst);
     }
 }
 
@@ -210,8 +212,7 @@ fn padded_body<C: Real, const SW: usize>(
 fn deinterleaved_body<C: Real>(
     win: &Window,
     src: &[C],
-    weights: &[C],
-    bias: C,
+    k: PlaneTaps<'_, C>,
     dst: &mut [C],
     (padded, acc, chains): &mut Scratch<C>,
 ) {
@@ -241,8 +242,7 @@ fn deinterleaved_body<C: Real>(
     let taps = Taps {
         src: padded,
         chains,
-        weights,
-        bias,
+        k,
     };
     taps.accumulate(oh, ow, dst, acc);
 }
@@ -258,8 +258,7 @@ fn deinterleaved_body<C: Real>(
 fn phased_body<C: Real>(
     win: &Window,
     src: &[C],
-    weights: &[C],
-    bias: C,
+    k: PlaneTaps<'_, C>,
     dst: &mut [C],
     (padded, acc, chains): &mut Scratch<C>,
 ) {
@@ -286,8 +285,7 @@ fn phased_body<C: Real>(
     let taps = Taps {
         src: padded,
         chains,
-        weights,
-        bias,
+        k,
     };
     taps.accumulate(oh, ow, dst, acc);
 }
@@ -355,13 +353,20 @@ fn tap_chains(
     })
 }
 
+/// One plane's weights, bias and fused activation.
+#[derive(Clone, Copy)]
+struct PlaneTaps<'a, C> {
+    weights: &'a [C],
+    bias: C,
+    epilogue: Epilogue,
+}
+
 /// Output rows of one plane from taps at fixed offsets of a prepared buffer: output `(r, j)`
-/// is `bias + Σₜ weights[t] · src[r · stride + offsets[t] + j]`.
+/// is `f(bias + Σₜ weights[t] · src[r · stride + offsets[t] + j])`, `f` the epilogue.
 struct Taps<'a, C> {
     src: &'a [C],
     chains: &'a Chains,
-    weights: &'a [C],
-    bias: C,
+    k: PlaneTaps<'a, C>,
 }
 
 impl<C: Real> Taps<'_, C> {
@@ -386,10 +391,11 @@ impl<C: Real> Taps<'_, C> {
 
     /// [`Self::accumulate`] row by row, through [`TapRows`] where it runs.
     fn rows(&self, rows: usize, len: usize, dst: &mut [C]) {
+        let k = self.k;
         let fast = (
             as_f32(self.src),
-            as_f32(self.weights),
-            as_f32(std::slice::from_ref(&self.bias)),
+            as_f32(k.weights),
+            as_f32(std::slice::from_ref(&k.bias)),
             as_f32_mut(dst),
         );
         if let (Some(src), Some(weights), Some(&[bias]), Some(dst)) = fast {
@@ -398,16 +404,18 @@ impl<C: Real> Taps<'_, C> {
                 chains: self.chains,
                 weights,
                 bias,
+                epilogue: k.epilogue,
             };
             if taps.run(rows, len, dst) {
                 return;
             }
         }
         for (r, out) in dst.chunks_exact_mut(len).take(rows).enumerate() {
-            multiply_add(out, self.bias, self.weights, |t| {
+            multiply_add(out, k.bias, k.weights, |t| {
                 let at = r * self.chains.stride + self.chains.offsets[t];
                 self.src[at..at + len].iter().copied()
             });
+            k.epilogue.apply(out);
         }
     }
 }

@@ -8,6 +8,8 @@
 //! even/odd split of input rows that stride-2 layers read, by two-source permutes, and the
 //! masked copy of short rows.
 
+use crate::linalg::Epilogue;
+
 /// Lanes of one vector.
 const LANES: usize = 16;
 /// Vectors of a row held in registers at once, one row at a time.
@@ -59,7 +61,7 @@ impl Chains {
 }
 
 /// Output rows of one plane from its taps' weights: output `(r, j)` is
-/// `bias + Σₜ weights[t] · src[r · stride + offsets[t] + j]`.
+/// `f(bias + Σₜ weights[t] · src[r · stride + offsets[t] + j])`, `f` the epilogue.
 pub(super) struct TapRows<'a> {
     /// The prepared buffer.
     pub(super) src: &'a [f32],
@@ -69,6 +71,8 @@ pub(super) struct TapRows<'a> {
     pub(super) weights: &'a [f32],
     /// Added to every output.
     pub(super) bias: f32,
+    /// Applied to every output before it is stored.
+    pub(super) epilogue: Epilogue,
 }
 
 impl TapRows<'_> {
@@ -184,9 +188,10 @@ impl TapRows<'_> {
         for (r, row) in acc.iter().enumerate() {
             for (v, a) in row.iter().enumerate() {
                 let at = r * len + j + v * LANES;
+                let a = self.epilogue.vector(*a);
                 // SAFETY: the lanes set in `masks[v]` are columns `j..j + n` of row `r`
                 // of `out`.
-                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), masks[v], *a) };
+                unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), masks[v], a) };
             }
         }
     }
@@ -244,8 +249,9 @@ impl TapRows<'_> {
             }
         }
         for (v, a) in acc.iter().enumerate() {
+            let a = self.epilogue.vector(*a);
             // SAFETY: the lanes set in `masks[v]` are columns of `out`.
-            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(v * LANES), masks[v], *a) };
+            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(v * LANES), masks[v], a) };
         }
     }
 }

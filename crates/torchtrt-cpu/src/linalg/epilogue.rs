@@ -63,6 +63,28 @@ impl Epilogue {
         });
     }
 
+    /// The function on each lane of one AVX-512 vector (SiLU through
+    /// [`crate::math::avx512::silu`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn vector(self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        let zero = _mm512_setzero_ps();
+        match self {
+            Epilogue::Identity => x,
+            Epilogue::Relu => _mm512_max_ps(zero, x),
+            Epilogue::LeakyRelu(alpha) => {
+                let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, zero);
+                _mm512_mask_mul_ps(x, neg, x, _mm512_set1_ps(alpha as f32))
+            }
+            Epilogue::Clip(lo, hi) => _mm512_min_ps(
+                _mm512_set1_ps(hi as f32),
+                _mm512_max_ps(_mm512_set1_ps(lo as f32), x),
+            ),
+            Epilogue::Silu => crate::math::avx512::silu(x),
+        }
+    }
+
     /// Applies the function to every element of `xs`. Every element is stored, computed as
     /// a select whose arms are not the loaded value itself (`v + 0` instead of `v`): LLVM
     /// turns a select that may keep the loaded value into a conditional store, which

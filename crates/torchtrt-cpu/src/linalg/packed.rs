@@ -374,7 +374,6 @@ struct Step {
 unsafe fn tile<const NV: usize, const PACKED: bool>(s: &Step) {
     use std::arch::x86_64::*;
 
-    use crate::math::avx512;
     let load = |v: usize, p: *const f32| {
         let (m, at) = s.stores[v];
         // SAFETY: the stored lanes of the tile are valid (the contract).
@@ -446,19 +445,7 @@ unsafe fn tile<const NV: usize, const PACKED: bool>(s: &Step) {
                     if let Some(res) = residual {
                         *x = _mm512_add_ps(*x, load(v, res.add(r * s.ldc)));
                     }
-                    *x = match epilogue {
-                        Epilogue::Identity => *x,
-                        Epilogue::Relu => _mm512_max_ps(zero, *x),
-                        Epilogue::LeakyRelu(alpha) => {
-                            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(*x, zero);
-                            _mm512_mask_mul_ps(*x, neg, *x, _mm512_set1_ps(alpha as f32))
-                        }
-                        Epilogue::Clip(lo, hi) => _mm512_min_ps(
-                            _mm512_set1_ps(hi as f32),
-                            _mm512_max_ps(_mm512_set1_ps(lo as f32), *x),
-                        ),
-                        Epilogue::Silu => avx512::silu(*x),
-                    };
+                    *x = epilogue.vector(*x);
                 }
                 let (m, at) = s.stores[v];
                 let p = s.c.add(r * s.ldc + at);
