@@ -162,27 +162,24 @@ impl TapRows<'_> {
         let mut start = 0;
         for &length in &c.lengths {
             let chain = &c.order[start..start + length];
-            let origin = c.offsets[chain[0]];
-            for p in 0..length + ROWS - 1 {
-                let at = self.src.as_ptr().wrapping_add(base + origin + p * c.stride);
-                let mut x = [_mm512_setzero_ps(); V];
-                for (v, x) in x.iter_mut().enumerate() {
-                    // SAFETY: run `p` of the chain is row `r`'s run of its tap `p - r`
-                    // (`origin + p · stride` = that tap's offset + `r · stride`), read
-                    // where the mask is set (columns below `j + n ≤ len`): inside `src`
-                    // by the caller's promise.
-                    *x = unsafe { _mm512_maskz_loadu_ps(masks[v], at.add(v * LANES)) };
-                }
-                for (r, row) in acc.iter_mut().enumerate() {
-                    let Some(&t) = p.checked_sub(r).and_then(|q| chain.get(q)) else {
-                        continue;
-                    };
-                    let w = _mm512_set1_ps(self.weights[t]);
-                    for (a, x) in row.iter_mut().zip(&x) {
-                        *a = _mm512_fmadd_ps(*x, w, *a);
+            let at = self.src.as_ptr().wrapping_add(base + c.offsets[chain[0]]);
+            macro_rules! unrolled {
+                ($($l:literal)*) => {
+                    match length {
+                        $($l => {
+                            let w: [f32; $l] = std::array::from_fn(|q| self.weights[chain[q]]);
+                            // SAFETY: the chain's runs for these rows lie in `src`
+                            // (the caller's promise).
+                            unsafe { chained::<$l, V>(&mut acc, at, c.stride, &w, &masks) }
+                        })*
+                        _ => {
+                            // SAFETY: as the caller's promise.
+                            unsafe { self.chain(&mut acc, at, chain, &masks) }
+                        }
                     }
-                }
+                };
             }
+            unrolled!(1 2 3 4 5 6 7);
             start += length;
         }
         for (r, row) in acc.iter().enumerate() {
@@ -192,6 +189,40 @@ impl TapRows<'_> {
                 // SAFETY: the lanes set in `masks[v]` are columns `j..j + n` of row `r`
                 // of `out`.
                 unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), masks[v], a) };
+            }
+        }
+    }
+
+    /// [`chained`] for a chain of any length (`chain`, its taps), the taps' weights read
+    /// from `weights`.
+    ///
+    /// # Safety
+    /// As [`chained`].
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn chain<const V: usize>(
+        &self,
+        acc: &mut [[std::arch::x86_64::__m512; V]; ROWS],
+        at: *const f32,
+        chain: &[usize],
+        masks: &[u16; V],
+    ) {
+        use std::arch::x86_64::*;
+        for p in 0..chain.len() + ROWS - 1 {
+            let x: [__m512; V] = std::array::from_fn(|v| {
+                // SAFETY: as `chained`'s loads.
+                unsafe {
+                    _mm512_maskz_loadu_ps(masks[v], at.add(p * self.chains.stride + v * LANES))
+                }
+            });
+            for (r, row) in acc.iter_mut().enumerate() {
+                let Some(&t) = p.checked_sub(r).and_then(|q| chain.get(q)) else {
+                    continue;
+                };
+                let w = _mm512_set1_ps(self.weights[t]);
+                for (a, x) in row.iter_mut().zip(&x) {
+                    *a = _mm512_fmadd_ps(*x, w, *a);
+                }
             }
         }
     }
@@ -285,6 +316,41 @@ unsafe fn copy_v4(dst: &mut [f32], src: &[f32]) {
         unsafe {
             let x = _mm512_maskz_loadu_ps(mask, src.as_ptr().add(at));
             _mm512_mask_storeu_ps(dst.as_mut_ptr().add(at), mask, x);
+        }
+    }
+}
+
+/// Adds one chain of `L` taps (weights `w`) to [`ROWS`] rows of `V` vectors: run `p` of the
+/// chain (`at + p · stride`) is row `r`'s run of its tap `p - r`, so each run is loaded once
+/// for up to `min(L, ROWS)` rows. Unrolled whole: which rows a run feeds is known at compile
+/// time, so the loop has no branches.
+///
+/// # Safety
+/// The CPU has AVX-512 F, and `at + p · stride + v · 16 + l` lies in the buffer for
+/// `p < L + ROWS - 1` wherever `masks[v]` sets lane `l`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn chained<const L: usize, const V: usize>(
+    acc: &mut [[std::arch::x86_64::__m512; V]; ROWS],
+    at: *const f32,
+    stride: usize,
+    w: &[f32; L],
+    masks: &[u16; V],
+) {
+    use std::arch::x86_64::*;
+    for p in 0..L + ROWS - 1 {
+        let x: [__m512; V] = std::array::from_fn(|v| {
+            // SAFETY: as the caller's promise.
+            unsafe { _mm512_maskz_loadu_ps(masks[v], at.add(p * stride + v * LANES)) }
+        });
+        for (r, row) in acc.iter_mut().enumerate() {
+            if p >= r && p - r < L {
+                let w = _mm512_set1_ps(w[p - r]);
+                for (a, x) in row.iter_mut().zip(&x) {
+                    *a = _mm512_fmadd_ps(*x, w, *a);
+                }
+            }
         }
     }
 }
