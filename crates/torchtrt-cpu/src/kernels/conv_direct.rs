@@ -371,13 +371,16 @@ struct Taps<'a, C> {
 
 impl<C: Real> Taps<'_, C> {
     /// Writes the `rows × len` outputs into `dst`, row by row, or as one run over the rows
-    /// and the `stride - len` columns between them (into `acc`, then copied out) when that
-    /// takes fewer vectors: narrow planes (7×7) fill their vectors that way.
+    /// and the `stride - len` columns between them (into `acc`, then copied out) when rows
+    /// would fill at most half their vectors and the run takes fewer: narrow planes (7×7)
+    /// fill their vectors that way. Wider rows keep the loads that rows computed together
+    /// share and need no copy.
     fn accumulate(&self, rows: usize, len: usize, dst: &mut [C], acc: &mut Vec<C>) {
         const LANES: usize = 16;
         let stride = self.chains.stride;
         let run = (rows.max(1) - 1) * stride + len;
-        if run.div_ceil(LANES) < rows * len.div_ceil(LANES) {
+        let vectors = rows * len.div_ceil(LANES);
+        if 2 * rows * len <= LANES * vectors && run.div_ceil(LANES) < vectors {
             acc.truncate(run);
             acc.resize(run, C::ZERO);
             self.rows(1, run, acc);

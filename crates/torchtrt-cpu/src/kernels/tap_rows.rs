@@ -60,6 +60,13 @@ impl Chains {
     }
 }
 
+impl Chains {
+    /// Whether some chain has more than one tap.
+    pub(super) fn chained(&self) -> bool {
+        self.lengths.len() < self.order.len()
+    }
+}
+
 /// Output rows of one plane from its taps' weights: output `(r, j)` is
 /// `f(bias + Σₜ weights[t] · src[r · stride + offsets[t] + j])`, `f` the epilogue.
 pub(super) struct TapRows<'a> {
@@ -92,8 +99,7 @@ impl TapRows<'_> {
         #[cfg(target_arch = "x86_64")]
         {
             let mut r = 0;
-            let chained = c.lengths.len() < c.order.len();
-            while chained && r + ROWS <= rows {
+            while c.chained() && r + ROWS <= rows {
                 // SAFETY: the CPU has AVX-512 F (`v4`), and every run of rows
                 // `r..r + ROWS` lies in `src` (`fits`).
                 unsafe { self.rows(r, len, &mut dst[r * len..(r + ROWS) * len]) };
