@@ -11,14 +11,14 @@ use crate::math;
 use crate::simd::Madd;
 
 /// `x` seen as f32 values when `C` is f32 (for kernels with an f32-only fast path).
-pub(crate) fn as_f32<C: Real>(x: &[C]) -> Option<&[f32]> {
+pub(crate) fn as_f32<C: 'static>(x: &[C]) -> Option<&[f32]> {
     (std::any::TypeId::of::<C>() == std::any::TypeId::of::<f32>())
         // SAFETY: `C` is `f32`, so the slice's type is unchanged.
         .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast(), x.len()) })
 }
 
 /// [`as_f32`] for a mutable slice.
-pub(crate) fn as_f32_mut<C: Real>(x: &mut [C]) -> Option<&mut [f32]> {
+pub(crate) fn as_f32_mut<C: 'static>(x: &mut [C]) -> Option<&mut [f32]> {
     (std::any::TypeId::of::<C>() == std::any::TypeId::of::<f32>())
         // SAFETY: as `as_f32`.
         .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast(), x.len()) })

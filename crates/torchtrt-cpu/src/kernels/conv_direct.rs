@@ -3,6 +3,7 @@
 //! a shifted input line, scaled by its weight, to an output line.
 
 use super::convolution::ConvGeom;
+use super::depthwise_lanes;
 use super::tap_rows::{self, Chains, TapRows};
 use crate::linalg::{Epilogue, Window};
 use crate::parallel::for_each_row;
@@ -18,6 +19,12 @@ pub(super) fn conv_direct<T: FloatElem>(
     epilogue: Epilogue,
     out: &mut [T],
 ) {
+    if let (Some(x), Some(w), Some(out)) = (as_f32(x), as_f32(w), as_f32_mut(out))
+        && depthwise_lanes::applies(geom)
+    {
+        let bias = bias.and_then(as_f32);
+        return depthwise_lanes::run(geom, x, w, bias, epilogue, out);
+    }
     let win = &geom.window;
     let (plane, outputs, taps) = (win.input_len(), win.output_len(), win.kernel_len());
     let per_group = geom.out_channels / geom.groups;

@@ -20,6 +20,7 @@ mod copy;
 mod cum_sum;
 mod deconvolution;
 mod depth_to_space;
+mod depthwise_lanes;
 mod dequantize;
 mod einsum;
 mod einsum_matmul;

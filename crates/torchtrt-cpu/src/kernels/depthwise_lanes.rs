@@ -1,0 +1,246 @@
+//! Depthwise 2-D convolution of f32 planes with sixteen channels along the vector lanes,
+//! for small planes (7×7 and 14×14 outputs), on AVX-512. Plane by plane
+//! ([`super::conv_direct`]) such planes fill under half of each vector and pay a padded copy
+//! and a call per plane; here a block of sixteen channels is gathered once into a
+//! zero-padded, channel-interleaved buffer, every output position is one vector of its
+//! sixteen channels (each tap one aligned load and one product with that tap's sixteen
+//! weights, up to eight positions of a row sharing the weight load), and the results are
+//! gathered back into the channels' planes. Any kernel, stride, dilation and padding.
+
+use rayon::prelude::*;
+
+use super::convolution::ConvGeom;
+use crate::linalg::Epilogue;
+
+/// Lanes of one vector: channels per block.
+const LANES: usize = 16;
+/// Output positions of one row computed at once.
+const GROUP: usize = 8;
+/// Most output positions per plane this kernel takes (14×14 = 196).
+const MOST_OUTPUTS: usize = 256;
+/// Most taps per kernel (7×7 = 49); larger kernels stay with the plane kernel.
+const MOST_TAPS: usize = 64;
+
+/// Whether [`run`] convolves this layer on this CPU: depthwise (one input and one output
+/// channel per group), 2-D, small output planes.
+pub(super) fn applies(geom: &ConvGeom) -> bool {
+    let w = &geom.window;
+    crate::simd::v4()
+        && geom.groups == geom.channels
+        && geom.out_channels == geom.channels
+        && w.input[0] == 1
+        && w.kernel[0] == 1
+        && w.output[0] == 1
+        && w.pad_begin[0] == 0
+        && (1..=MOST_OUTPUTS).contains(&w.output_len())
+        && (1..=MOST_TAPS).contains(&w.kernel_len())
+        && w.input_len() <= i32::MAX as usize / LANES
+}
+
+/// A block's buffers: the padded, channel-interleaved input (its padding zeroed once: a
+/// task's blocks share one geometry), the interleaved outputs and the taps' weights.
+#[derive(Default)]
+struct Scratch {
+    padded: Vec<f32>,
+    outputs: Vec<f32>,
+    weights: Vec<f32>,
+}
+
+/// Convolves `x` (`[N, C, H, W]`) with `w` (`[C, 1, kh, kw]`) and `bias` into `out`, then
+/// applies `epilogue`; the layer must satisfy [`applies`].
+pub(super) fn run(
+    geom: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    epilogue: Epilogue,
+    out: &mut [f32],
+) {
+    let c = geom.channels;
+    let (plane_in, plane_out) = (geom.window.input_len(), geom.window.output_len());
+    let block_out = LANES * plane_out;
+    let work = (block_out * geom.window.kernel_len()).max(1);
+    let min_blocks = (1 << 16) / work + 1;
+    out.par_chunks_mut(c * plane_out)
+        .zip(x.par_chunks(c * plane_in))
+        .for_each(|(image_out, image)| {
+            image_out
+                .par_chunks_mut(block_out)
+                .enumerate()
+                .with_min_len(min_blocks)
+                .for_each_init(Scratch::default, |scratch, (b, dst)| {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `applies` checked that the CPU has AVX-512 F; `dst` is block
+                    // `b`'s planes of this image and `image` the image's input planes.
+                    unsafe {
+                        block(geom, image, w, bias, epilogue, b * LANES, dst, scratch)
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let _ = (b, dst, scratch, image);
+                });
+        });
+}
+
+/// The channels `first..first + dst.len() / plane_out` (at most sixteen) of one image.
+///
+/// # Safety
+/// The CPU has AVX-512 F; `image` holds the image's `C` input planes, `w` the layer's
+/// `C · taps` weights and `bias` (when given) `C` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block(
+    geom: &ConvGeom,
+    image: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    epilogue: Epilogue,
+    first: usize,
+    dst: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    use std::arch::x86_64::*;
+    let win = &geom.window;
+    let [_, ih, iw] = win.input;
+    let [_, kh, kw] = win.kernel;
+    let [_, oh, ow] = win.output;
+    let [_, sh, sw] = win.stride;
+    let [_, dh, dw] = win.dilation;
+    let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
+    let (plane_in, plane_out, taps) = (ih * iw, oh * ow, kh * kw);
+    let lanes = dst.len() / plane_out;
+    let mask = ((1u32 << lanes) - 1) as u16;
+    let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
+    let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + iw);
+    let Scratch {
+        padded,
+        outputs,
+        weights,
+    } = scratch;
+    if padded.len() != height * width * LANES {
+        padded.clear();
+        padded.resize(height * width * LANES, 0.0);
+    }
+    outputs.resize(plane_out * LANES, 0.0);
+    weights.resize(taps * LANES, 0.0);
+    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let across = |step: usize| _mm512_mullo_epi32(lane, _mm512_set1_epi32(step as i32));
+    let (planes, by_tap, by_position) = (across(plane_in), across(taps), across(LANES));
+    let zero = _mm512_setzero_ps();
+    let src = image.as_ptr().wrapping_add(first * plane_in);
+    for y in 0..ih {
+        for x in 0..iw {
+            let at = ((y + pt) * width + x + pl) * LANES;
+            // SAFETY: lane `l` (set in `mask`) reads input plane `first + l < C` at
+            // `y · iw + x`, inside `image`; the store is a vector of `padded`.
+            unsafe {
+                let v =
+                    _mm512_mask_i32gather_ps::<4>(zero, mask, planes, src.add(y * iw + x).cast());
+                _mm512_storeu_ps(padded.as_mut_ptr().add(at), v);
+            }
+        }
+    }
+    let taps_at = w.as_ptr().wrapping_add(first * taps);
+    for t in 0..taps {
+        // SAFETY: lane `l` (set in `mask`) reads weight `t` of channel `first + l < C`.
+        unsafe {
+            let v = _mm512_mask_i32gather_ps::<4>(zero, mask, by_tap, taps_at.add(t).cast());
+            _mm512_storeu_ps(weights.as_mut_ptr().add(t * LANES), v);
+        }
+    }
+    let b = match bias {
+        // SAFETY: the lanes set in `mask` are channels `first + l < C` of `bias`.
+        Some(bias) => unsafe { _mm512_maskz_loadu_ps(mask, bias.as_ptr().add(first)) },
+        None => zero,
+    };
+    let mut offsets = [0; MOST_TAPS];
+    for ky in 0..kh {
+        for kx in 0..kw {
+            offsets[ky * kw + kx] = (ky * dh * width + kx * dw) * LANES;
+        }
+    }
+    let rows = Rows {
+        padded,
+        weights,
+        offsets: &offsets[..taps],
+        bias: b,
+        epilogue,
+        step: sw * LANES,
+    };
+    for oy in 0..oh {
+        let mut ox = 0;
+        while ox < ow {
+            let n = (ow - ox).min(GROUP);
+            let at = (oy * sh * width + ox * sw) * LANES;
+            let into = &mut outputs[(oy * ow + ox) * LANES..(oy * ow + ox + n) * LANES];
+            // SAFETY: positions `ox..ox + n` of output row `oy` read their windows inside
+            // `padded` (its sides cover every window).
+            unsafe {
+                match n {
+                    1 => rows.group::<1>(at, into),
+                    2 => rows.group::<2>(at, into),
+                    3 => rows.group::<3>(at, into),
+                    4 => rows.group::<4>(at, into),
+                    5 => rows.group::<5>(at, into),
+                    6 => rows.group::<6>(at, into),
+                    7 => rows.group::<7>(at, into),
+                    _ => rows.group::<GROUP>(at, into),
+                }
+            }
+            ox += n;
+        }
+    }
+    for (l, plane) in dst.chunks_exact_mut(plane_out).enumerate() {
+        for p in (0..plane_out).step_by(LANES) {
+            let m = ((1u32 << (plane_out - p).min(LANES)) - 1) as u16;
+            // SAFETY: lane `i` (set in `m`) reads channel `l` of position `p + i <
+            // plane_out` in `outputs` and writes it to the plane.
+            unsafe {
+                let from = outputs.as_ptr().add(p * LANES + l);
+                let v = _mm512_mask_i32gather_ps::<4>(zero, m, by_position, from.cast());
+                _mm512_mask_storeu_ps(plane.as_mut_ptr().add(p), m, v);
+            }
+        }
+    }
+}
+
+/// The inner loop's operands: the padded interleaved input, the taps' weight vectors and
+/// offsets, the bias and epilogue, and the step between two output positions of a row.
+#[cfg(target_arch = "x86_64")]
+struct Rows<'a> {
+    padded: &'a [f32],
+    weights: &'a [f32],
+    offsets: &'a [usize],
+    bias: std::arch::x86_64::__m512,
+    epilogue: Epilogue,
+    step: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Rows<'_> {
+    /// `N` output positions of one row, the first's window at `at` in `padded`, into
+    /// `into` (`N` vectors).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, and `at + (N - 1) · step + offset + 16 ≤ padded.len()` for
+    /// every offset.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn group<const N: usize>(&self, at: usize, into: &mut [f32]) {
+        use std::arch::x86_64::*;
+        let mut acc = [self.bias; N];
+        let base = self.padded.as_ptr().wrapping_add(at);
+        for (t, &offset) in self.offsets.iter().enumerate() {
+            // SAFETY: `weights` holds a vector per tap.
+            let w = unsafe { _mm512_loadu_ps(self.weights.as_ptr().add(t * LANES)) };
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: as the caller's promise.
+                let x = unsafe { _mm512_loadu_ps(base.add(offset + i * self.step)) };
+                *a = _mm512_fmadd_ps(x, w, *a);
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            // SAFETY: `into` holds `N` vectors.
+            unsafe { _mm512_storeu_ps(into.as_mut_ptr().add(i * LANES), self.epilogue.vector(*a)) };
+        }
+    }
+}
