@@ -41,6 +41,8 @@ pub(crate) struct PackedRhs {
     cols: usize,
     panels: usize,
     data: Vec<f32>,
+    /// Whether products run tile by tile ([`TILE_MAJOR_BYTES`]) rather than panel by panel.
+    tile_major: bool,
 }
 
 impl PackedRhs {
@@ -74,11 +76,13 @@ impl PackedRhs {
                 }
             }
         }
+        let tile_major = data.len() * size_of::<f32>() <= TILE_MAJOR_BYTES;
         Some(PackedRhs {
             depth,
             cols,
             panels,
             data,
+            tile_major,
         })
     }
 
@@ -97,22 +101,6 @@ impl PackedRhs {
         bias: Option<&[f32]>,
         out: &mut [f32],
         threads: usize,
-    ) -> Result<(), String> {
-        let tile_major = self.data.len() * size_of::<f32>() <= TILE_MAJOR_BYTES;
-        self.product_in(a, lda, rows, bias, out, threads, tile_major)
-    }
-
-    /// [`Self::product`], tile by tile (each row tile's panels in turn) or panel by panel.
-    #[allow(clippy::too_many_arguments)]
-    fn product_in(
-        &self,
-        a: &[f32],
-        lda: usize,
-        rows: usize,
-        bias: Option<&[f32]>,
-        out: &mut [f32],
-        threads: usize,
-        tile_major: bool,
     ) -> Result<(), String> {
         let (depth, cols) = (self.depth, self.cols);
         let a_needed = if rows == 0 {
@@ -149,6 +137,7 @@ impl PackedRhs {
             let panel_len = depth * NR;
             let share = panel_len.div_ceil(row_tiles).next_multiple_of(LINE);
             let tasks = work.min(threads.max(1) * 4).max(1);
+            let tile_major = self.tile_major;
             let out_ptr = SendPtr(out.as_mut_ptr());
             let run = |t: usize| {
                 let (from, to) = (work * t / tasks, work * (t + 1) / tasks);
@@ -197,7 +186,7 @@ impl PackedRhs {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (threads, tile_major);
+            let _ = threads;
             Err("packed product: this CPU lacks AVX-512".into())
         }
     }
@@ -364,9 +353,10 @@ mod tests {
                         let (rs, cs) = if transposed { (1, depth) } else { (cols, 1) };
                         let packed = PackedRhs::new(&b, depth, cols, rs, cs).expect("packs");
                         let mut out = vec![f32::NAN; rows * cols];
-                        let tile_major = case.is_multiple_of(3);
+                        let mut packed = packed;
+                        packed.tile_major = case.is_multiple_of(3);
                         packed
-                            .product_in(&a, lda, rows, bias.as_deref(), &mut out, 2, tile_major)
+                            .product(&a, lda, rows, bias.as_deref(), &mut out, 2)
                             .expect("runs");
                         for i in 0..rows {
                             for j in 0..cols {
