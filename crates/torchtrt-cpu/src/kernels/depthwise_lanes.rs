@@ -22,7 +22,9 @@ const MOST_OUTPUTS: usize = 256;
 const MOST_TAPS: usize = 64;
 
 /// Whether [`run`] convolves this layer on this CPU: depthwise (one input and one output
-/// channel per group), 2-D, small output planes.
+/// channel per group), 2-D, small output planes, more than one tap. A one-tap layer is a
+/// per-channel affine map, which the plane kernel computes as the separate multiply and add
+/// it was fused from (the same roundings; a fused multiply-add would round once).
 pub(super) fn applies(geom: &ConvGeom) -> bool {
     let w = &geom.window;
     crate::simd::v4()
@@ -33,7 +35,7 @@ pub(super) fn applies(geom: &ConvGeom) -> bool {
         && w.output[0] == 1
         && w.pad_begin[0] == 0
         && (1..=MOST_OUTPUTS).contains(&w.output_len())
-        && (1..=MOST_TAPS).contains(&w.kernel_len())
+        && (2..=MOST_TAPS).contains(&w.kernel_len())
         && w.input_len() <= i32::MAX as usize / LANES
 }
 
