@@ -70,6 +70,12 @@ fn detect() -> Level {
     Level::Generic
 }
 
+/// The AVX-512 mask of the first `min(n, 16)` lanes of a vector of sixteen f32 (a run's
+/// last, partial vector).
+pub(crate) fn first_lanes(n: usize) -> u16 {
+    ((1u32 << n.min(16)) - 1) as u16
+}
+
 /// Multiply-add as the level compiles it: fused (one rounding) where FMA exists, a plain
 /// multiply and add otherwise (a fused `mul_add` without FMA is a slow library call).
 pub(crate) trait Madd {

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use super::convolution::ConvGeom;
 use crate::linalg::Epilogue;
+use crate::simd::first_lanes;
 
 /// Lanes of one vector: channels per block.
 const LANES: usize = 16;
@@ -111,7 +112,7 @@ unsafe fn block(
     let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
     let (plane_in, plane_out, taps) = (ih * iw, oh * ow, kh * kw);
     let lanes = dst.len() / plane_out;
-    let mask = ((1u32 << lanes) - 1) as u16;
+    let mask = first_lanes(lanes);
     let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
     let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + iw);
     let Scratch {
@@ -194,7 +195,7 @@ unsafe fn block(
     }
     for (l, plane) in dst.chunks_exact_mut(plane_out).enumerate() {
         for p in (0..plane_out).step_by(LANES) {
-            let m = ((1u32 << (plane_out - p).min(LANES)) - 1) as u16;
+            let m = first_lanes(plane_out - p);
             // SAFETY: lane `i` (set in `m`) reads channel `l` of position `p + i <
             // plane_out` in `outputs` and writes it to the plane.
             unsafe {

@@ -9,6 +9,7 @@
 //! masked copy of short rows.
 
 use crate::linalg::Epilogue;
+use crate::simd::first_lanes;
 
 /// Lanes of one vector.
 const LANES: usize = 16;
@@ -18,6 +19,9 @@ const BLOCK: usize = 4;
 const ROWS: usize = 4;
 /// Vectors of each of [`ROWS`] rows held in registers at once.
 const ROW_BLOCK: usize = 2;
+/// Most taps of a chain added in one unrolled piece ([`chained`]); longer chains (kernels
+/// taller than 7) are added piece by piece.
+const MOST_CHAINED: usize = 7;
 
 /// One layer's taps at fixed offsets of a prepared buffer whose output rows lie `stride`
 /// apart, also ordered into chains: runs of taps each `stride` after the one before (the
@@ -58,9 +62,7 @@ impl Chains {
             lengths,
         }
     }
-}
 
-impl Chains {
     /// Whether some chain has more than one tap.
     pub(super) fn chained(&self) -> bool {
         self.lengths.len() < self.order.len()
@@ -159,33 +161,25 @@ impl TapRows<'_> {
     ) {
         use std::arch::x86_64::*;
         let c = self.chains;
-        let masks: [u16; V] = std::array::from_fn(|v| {
-            let lanes = n.saturating_sub(v * LANES).min(LANES);
-            ((1u32 << lanes) - 1) as u16
-        });
+        let masks: [u16; V] = std::array::from_fn(|v| first_lanes(n.saturating_sub(v * LANES)));
         let mut acc = [[_mm512_set1_ps(self.bias); V]; ROWS];
         let base = first * c.stride + j;
         let mut start = 0;
         for &length in &c.lengths {
-            let chain = &c.order[start..start + length];
-            let at = self.src.as_ptr().wrapping_add(base + c.offsets[chain[0]]);
-            macro_rules! unrolled {
-                ($($l:literal)*) => {
-                    match length {
-                        $($l => {
-                            let w: [f32; $l] = std::array::from_fn(|q| self.weights[chain[q]]);
-                            // SAFETY: the chain's runs for these rows lie in `src`
-                            // (the caller's promise).
-                            unsafe { chained::<$l, V>(&mut acc, at, c.stride, &w, &masks) }
-                        })*
-                        _ => {
-                            // SAFETY: as the caller's promise.
-                            unsafe { self.chain(&mut acc, at, chain, &masks) }
+            for piece in c.order[start..start + length].chunks(MOST_CHAINED) {
+                let at = self.src.as_ptr().wrapping_add(base + c.offsets[piece[0]]);
+                macro_rules! unrolled {
+                    ($($l:literal)*; $most:expr) => {
+                        match piece.len() {
+                            $($l => self.piece::<$l, V>(&mut acc, at, piece, &masks),)*
+                            _ => self.piece::<$most, V>(&mut acc, at, piece, &masks),
                         }
-                    }
-                };
+                    };
+                }
+                // SAFETY: the piece's runs for these rows lie in `src` (the caller's
+                // promise: a piece of a chain is a chain).
+                unsafe { unrolled!(1 2 3 4 5 6; MOST_CHAINED) };
             }
-            unrolled!(1 2 3 4 5 6 7);
             start += length;
         }
         for (r, row) in acc.iter().enumerate() {
@@ -199,38 +193,24 @@ impl TapRows<'_> {
         }
     }
 
-    /// [`chained`] for a chain of any length (`chain`, its taps), the taps' weights read
-    /// from `weights`.
+    /// [`chained`] for the taps `piece` (`L` of them, a chain's consecutive taps), their
+    /// weights read from `weights`.
     ///
     /// # Safety
     /// As [`chained`].
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn chain<const V: usize>(
+    #[inline]
+    unsafe fn piece<const L: usize, const V: usize>(
         &self,
         acc: &mut [[std::arch::x86_64::__m512; V]; ROWS],
         at: *const f32,
-        chain: &[usize],
+        piece: &[usize],
         masks: &[u16; V],
     ) {
-        use std::arch::x86_64::*;
-        for p in 0..chain.len() + ROWS - 1 {
-            let x: [__m512; V] = std::array::from_fn(|v| {
-                // SAFETY: as `chained`'s loads.
-                unsafe {
-                    _mm512_maskz_loadu_ps(masks[v], at.add(p * self.chains.stride + v * LANES))
-                }
-            });
-            for (r, row) in acc.iter_mut().enumerate() {
-                let Some(&t) = p.checked_sub(r).and_then(|q| chain.get(q)) else {
-                    continue;
-                };
-                let w = _mm512_set1_ps(self.weights[t]);
-                for (a, x) in row.iter_mut().zip(&x) {
-                    *a = _mm512_fmadd_ps(*x, w, *a);
-                }
-            }
-        }
+        let w: [f32; L] = std::array::from_fn(|q| self.weights[piece[q]]);
+        // SAFETY: as the caller's promise.
+        unsafe { chained::<L, V>(acc, at, self.chains.stride, &w, masks) }
     }
 
     /// One output row whose runs start `base` into `src`, dispatched on its vectors.
@@ -270,10 +250,8 @@ impl TapRows<'_> {
     #[target_feature(enable = "avx512f")]
     unsafe fn block<const V: usize>(&self, base: usize, out: &mut [f32]) {
         use std::arch::x86_64::*;
-        let masks: [u16; V] = std::array::from_fn(|v| {
-            let lanes = out.len().saturating_sub(v * LANES).min(LANES);
-            ((1u32 << lanes) - 1) as u16
-        });
+        let masks: [u16; V] =
+            std::array::from_fn(|v| first_lanes(out.len().saturating_sub(v * LANES)));
         let mut acc = [_mm512_set1_ps(self.bias); V];
         for (&offset, &w) in self.chains.offsets.iter().zip(self.weights) {
             let w = _mm512_set1_ps(w);
@@ -317,7 +295,7 @@ pub(super) fn copy(dst: &mut [f32], src: &[f32]) -> bool {
 unsafe fn copy_v4(dst: &mut [f32], src: &[f32]) {
     use std::arch::x86_64::*;
     for at in (0..src.len()).step_by(LANES) {
-        let mask = ((1u32 << (src.len() - at).min(LANES)) - 1) as u16;
+        let mask = first_lanes(src.len() - at);
         // SAFETY: the lanes set in `mask` are elements `at..` below the common length.
         unsafe {
             let x = _mm512_maskz_loadu_ps(mask, src.as_ptr().add(at));
@@ -326,7 +304,7 @@ unsafe fn copy_v4(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// Adds one chain of `L` taps (weights `w`) to [`ROWS`] rows of `V` vectors: run `p` of the
+/// Adds one chain of `L` taps (weights `w`, `L` at most [`MOST_CHAINED`]) to [`ROWS`] rows of `V` vectors: run `p` of the
 /// chain (`at + p · stride`) is row `r`'s run of its tap `p - r`, so each run is loaded once
 /// for up to `min(L, ROWS)` rows. Unrolled whole: which rows a run feeds is known at compile
 /// time, so the loop has no branches.
@@ -391,8 +369,7 @@ unsafe fn deinterleave_v4(even: &mut [f32], odd: &mut [f32], row: &[f32]) {
     for s in 0..steps {
         let at = 2 * LANES * s;
         let rest = row.len() - at;
-        let mask = |lanes: usize| ((1u32 << lanes.min(LANES)) - 1) as u16;
-        let (lo, hi) = (mask(rest), mask(rest.saturating_sub(LANES)));
+        let (lo, hi) = (first_lanes(rest), first_lanes(rest.saturating_sub(LANES)));
         // SAFETY: step `s` reads `row[at..]` where `lo` and `hi` are set (below
         // `row.len()`) and writes `even` at `16s + l` for `l < ⌈rest / 2⌉` and `odd` for
         // `l < ⌊rest / 2⌋`, inside both (checked by the caller).
@@ -403,8 +380,12 @@ unsafe fn deinterleave_v4(even: &mut [f32], odd: &mut [f32], row: &[f32]) {
                 _mm512_permutex2var_ps(lo, evens, hi),
                 _mm512_permutex2var_ps(lo, odds, hi),
             );
-            _mm512_mask_storeu_ps(even.as_mut_ptr().add(LANES * s), mask(rest.div_ceil(2)), e);
-            _mm512_mask_storeu_ps(odd.as_mut_ptr().add(LANES * s), mask(rest / 2), o);
+            _mm512_mask_storeu_ps(
+                even.as_mut_ptr().add(LANES * s),
+                first_lanes(rest.div_ceil(2)),
+                e,
+            );
+            _mm512_mask_storeu_ps(odd.as_mut_ptr().add(LANES * s), first_lanes(rest / 2), o);
         }
     }
 }

@@ -351,10 +351,9 @@ mod tests {
                         let b = values(depth * cols, case + 1000);
                         let bias = case.is_multiple_of(2).then(|| values(cols, case + 2000));
                         let (rs, cs) = if transposed { (1, depth) } else { (cols, 1) };
-                        let packed = PackedRhs::new(&b, depth, cols, rs, cs).expect("packs");
-                        let mut out = vec![f32::NAN; rows * cols];
-                        let mut packed = packed;
+                        let mut packed = PackedRhs::new(&b, depth, cols, rs, cs).expect("packs");
                         packed.tile_major = case.is_multiple_of(3);
+                        let mut out = vec![f32::NAN; rows * cols];
                         packed
                             .product(&a, lda, rows, bias.as_deref(), &mut out, 2)
                             .expect("runs");

@@ -79,14 +79,14 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
 
-    /// ShuffleNet's, MobileNet's and EfficientNet's shapes: 3×3, 5×5 and 7×7, padding half
-    /// the kernel, stride 1 and 2, on 7×7 to 113×113 planes (rows of one to four vectors and
+    /// ShuffleNet's, MobileNet's and EfficientNet's shapes: 3×3, 5×5 and 7×7 (and 9×9, whose
+    /// kernel columns are added in two unrolled pieces), padding half the kernel, stride 1 and 2, on 7×7 to 113×113 planes (rows of one to four vectors and
     /// more, with and without a partial last vector) with many channels (parallel tasks),
     /// f32, with and without a fused SiLU. Planes of up to 14×14 outputs take the
     /// channels-in-lanes kernel, here with a partial last block of channels (16 to 47).
     #[test]
     fn network_shapes(hw in prop::sample::select(vec![7usize, 14, 28, 56, 57, 112, 113]),
-                      kernel in prop::sample::select(vec![3usize, 5, 7]), stride in 1usize..=2,
+                      kernel in prop::sample::select(vec![3usize, 5, 7, 9]), stride in 1usize..=2,
                       channels in 16usize..48, silu: bool, seed: u64) {
         let mut rng = Rng::new(seed);
         let dtype = torchtrt_core::plugin_api::DType::F32;
