@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use rayon::ThreadPoolBuildError;
+use torchtrt_core::layers::Convolution;
 use torchtrt_core::plugin_api::{DType, DeviceKind};
-use torchtrt_core::{Backend, InferInput, Kernel, LayerKind, Tensor};
+use torchtrt_core::{Backend, ChannelsLast, InferInput, Kernel, LayerKind, Tensor};
 
 use crate::kernels;
 use crate::pool::Pool;
@@ -72,6 +73,13 @@ impl Backend for CpuBackend {
 
     fn host_threads(&self) -> usize {
         self.num_threads()
+    }
+
+    /// Depthwise layers faster channels last, 1×1 layers either way, on AVX-512 in f32
+    /// (`kernels::conv_nhwc`): the layout pass then runs MobileNet- and EfficientNet-style
+    /// blocks channels last, and a network without depthwise layers (ResNet) channels first.
+    fn channels_last(&self, layer: &Convolution, inputs: &[InferInput<'_>]) -> ChannelsLast {
+        kernels::channels_last(layer, inputs)
     }
 
     /// Every integer convolution and MatMul computing in f32.

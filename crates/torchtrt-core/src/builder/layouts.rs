@@ -1,6 +1,8 @@
 //! Tensor layouts per edge. Members are the convolutions the backend runs channels last
-//! ([`Backend::channels_last`]) and the element-wise layers over rank-4 tensors (indifferent
-//! to layout: broadcasting commutes with a permutation of all four dims); members joined by
+//! ([`Backend::channels_last`]), the element-wise layers over rank-4 tensors (indifferent
+//! to layout: broadcasting commutes with a permutation of all four dims) and the rank-4
+//! reductions that keep their dims (a squeeze-and-excitation block's pooling: its axes are
+//! permuted with the tensor); members joined by
 //! their edges form groups. A group becomes channels last when it contains a convolution
 //! and the reformats it then needs move no more elements, at the profile's optimum shapes,
 //! than it spares: the input copies of convolutions that are [`ChannelsLast::Faster`] so,
@@ -22,8 +24,8 @@ use super::Work;
 use super::uses::Uses;
 use crate::backend::{Backend, ChannelsLast};
 use crate::layers::{
-    ACTIVATION_INPUTS, Constant, LayerKind, Transpose, TypeShape, permuted, to_channels_first,
-    to_channels_last,
+    ACTIVATION_INPUTS, Constant, LayerKind, Reduce, Transpose, TypeShape, permuted,
+    to_channels_first, to_channels_last,
 };
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
@@ -38,6 +40,8 @@ enum Role {
     Conv { saves: bool },
     /// An element-wise layer whose inputs and output all have rank 4.
     Elementwise,
+    /// A reduction of a rank-4 tensor that keeps its dims.
+    Reduce,
 }
 
 fn role(work: &Work, i: usize, backend: &dyn Backend) -> Role {
@@ -62,6 +66,14 @@ fn role(work: &Work, i: usize, backend: &dyn Backend) -> Role {
         {
             Role::Elementwise
         }
+        LayerKind::Reduce(r)
+            if r.keep_dims
+                && layer.inputs.len() == 1
+                && work.ty(layer.inputs[0]).shape.len() == 4
+                && r.resolved_axes(4).is_ok() =>
+        {
+            Role::Reduce
+        }
         _ => Role::Out,
     }
 }
@@ -74,7 +86,7 @@ fn layout_slots(layer: &Layer, role: Role) -> Vec<usize> {
             .into_iter()
             .filter(|&s| s < layer.inputs.len())
             .collect(),
-        Role::Elementwise => (0..layer.inputs.len()).collect(),
+        Role::Elementwise | Role::Reduce => (0..layer.inputs.len()).collect(),
     }
 }
 
@@ -267,8 +279,10 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
             Some(&u) => u,
             None => new_like(work, y, "channels_last", &to_channels_last),
         };
-        if let LayerKind::Convolution(c) = &mut layer.kind {
-            c.channels_last = true;
+        match &mut layer.kind {
+            LayerKind::Convolution(c) => c.channels_last = true,
+            LayerKind::Reduce(r) => r.axes = channels_last_axes(&r.axes),
+            _ => {}
         }
         layer.outputs[0] = y_last;
         work.layers.push(layer);
@@ -276,6 +290,23 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
         reformat(work, y_last, Some(y), false, device);
         twin.insert(y, y_last);
     }
+}
+
+/// The axes of a rank-4 reduction (`axes`, as [`Reduce`] takes them, valid for rank 4) of
+/// a tensor moved channels last; none (every axis) stays none.
+fn channels_last_axes(axes: &[i64]) -> Vec<i64> {
+    if axes.is_empty() {
+        return Vec::new();
+    }
+    let perm = to_channels_last(4);
+    let resolved = Reduce::resolve_axes(axes, 4).unwrap_or_default();
+    let mut moved: Vec<i64> = resolved
+        .iter()
+        .filter_map(|&a| perm.iter().position(|&p| p == a))
+        .map(|a| a as i64)
+        .collect();
+    moved.sort_unstable();
+    moved
 }
 
 /// The channels-last form of `t` (not made by a `Transpose` to channels first), which a

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use super::convolution::ConvGeom;
-use crate::linalg::{Epilogue, PackedRhs, im2col};
+use crate::linalg::{Epilogue, Finish, PackedRhs, im2col};
 use crate::scratch::with_scratch;
 
 const WHAT: &str = "Convolution";
@@ -81,7 +81,7 @@ pub(super) fn conv_channels(
                 cols
             };
             transpose(cols, taps, outputs, rows);
-            rhs.product(rows, taps, outputs, bias, product, threads)?;
+            rhs.product(rows, taps, outputs, Finish::bias(bias), product, threads)?;
             planes(product, outputs, residual, epilogue, dst);
             Ok::<(), String>(())
         })?;

@@ -5,7 +5,7 @@ use torchtrt_core::layers::MatMul;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use crate::linalg::{GemmElem, MatRef, PackedRhs, gemm, via_f32};
+use crate::linalg::{Epilogue, Finish, GemmElem, MatRef, PackedRhs, gemm, via_f32};
 use crate::strided::{Strided, broadcast_shape, broadcast_strides};
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
 
@@ -162,15 +162,19 @@ impl Kernel for MatMulKernel {
         {
             let depth = p.rhs.depth();
             let rows = a.numel() / depth.max(1);
-            p.rhs.product(
+            let finish = Finish {
+                bias: bias.map(elems::<f32>).transpose()?,
+                residual: residual.map(elems::<f32>).transpose()?,
+                epilogue: Epilogue::Identity,
+            };
+            return p.rhs.product(
                 elems(a)?,
                 depth,
                 rows,
-                bias.map(elems::<f32>).transpose()?,
+                finish,
                 elems_mut(out)?,
                 rayon::current_num_threads(),
-            )?;
-            return residual.map_or(Ok(()), |r| add_in_dtype(out, r));
+            );
         }
         let plan = Plan::new(oa, ob, &batch)?;
         match self.dtype {

@@ -67,6 +67,8 @@ mod winograd_f4;
 
 use torchtrt_core::{InferInput, Kernel, LayerKind};
 
+pub(crate) use conv_nhwc::channels_last;
+
 /// Checks `inputs` against the layer's arity and shape rule, then builds its kernel.
 pub(crate) fn prepare(
     layer: &LayerKind,

@@ -17,5 +17,5 @@ pub(crate) use epilogue::Epilogue;
 pub(crate) use gemm::{GemmElem, MatRef, gemm, gemm_into, via_f32};
 pub(crate) use im2col::im2col;
 pub(crate) use packed::{Block, Grid, MR, NR, PackedLhs, Rhs, run_block};
-pub(crate) use packed_rhs::PackedRhs;
+pub(crate) use packed_rhs::{Finish, PackedRhs};
 pub(crate) use window::{Window, WindowParams};

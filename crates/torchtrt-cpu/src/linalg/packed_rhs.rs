@@ -8,6 +8,8 @@
 
 use rayon::prelude::*;
 
+use super::Epilogue;
+
 /// Rows of one register tile.
 const MR: usize = 6;
 /// Lanes of one vector.
@@ -33,6 +35,28 @@ fn row_split(rows: usize, tiles: usize, tile: usize) -> (usize, usize) {
         tile * base + tile.min(extra),
         base + usize::from(tile < extra),
     )
+}
+
+/// What a product adds to its sums, and applies, before it stores them.
+#[derive(Clone, Copy)]
+pub(crate) struct Finish<'a> {
+    /// One value per column, added first.
+    pub(crate) bias: Option<&'a [f32]>,
+    /// `rows × cols`, row-major like the output, added after the bias.
+    pub(crate) residual: Option<&'a [f32]>,
+    /// Applied last.
+    pub(crate) epilogue: Epilogue,
+}
+
+impl<'a> Finish<'a> {
+    /// The bias alone.
+    pub(crate) fn bias(bias: Option<&'a [f32]>) -> Finish<'a> {
+        Finish {
+            bias,
+            residual: None,
+            epilogue: Epilogue::Identity,
+        }
+    }
 }
 
 /// The right operand of a product, `depth × cols`, packed into column panels.
@@ -91,17 +115,19 @@ impl PackedRhs {
         self.depth
     }
 
-    /// `out = a · B (+ bias)` for `rows` rows of `a` (row `i` at `a[i · lda..]`, `depth`
-    /// elements) into `out` (`rows × cols`, row-major), split over `threads` workers.
+    /// `out = epilogue(a · B + bias + residual)` for `rows` rows of `a` (row `i` at
+    /// `a[i · lda..]`, `depth` elements) into `out` (`rows × cols`, row-major), split over
+    /// `threads` workers.
     pub(crate) fn product(
         &self,
         a: &[f32],
         lda: usize,
         rows: usize,
-        bias: Option<&[f32]>,
+        finish: Finish<'_>,
         out: &mut [f32],
         threads: usize,
     ) -> Result<(), String> {
+        let Finish { bias, residual, .. } = finish;
         let (depth, cols) = (self.depth, self.cols);
         let a_needed = if rows == 0 {
             0
@@ -115,12 +141,14 @@ impl PackedRhs {
             || a.len() < a_needed
             || out.len() != rows * cols
             || bias.is_some_and(|b| b.len() != cols)
+            || residual.is_some_and(|r| r.len() != out.len())
         {
             return Err(format!(
-                "packed product: {rows} rows of {} (stride {lda}) · {depth}×{cols}{} into {} \
+                "packed product: {rows} rows of {} (stride {lda}) · {depth}×{cols}{}{} into {} \
                  elements do not fit",
                 a.len(),
                 bias.map_or(String::new(), |b| format!(" + bias of {}", b.len())),
+                residual.map_or(String::new(), |r| format!(" + residual of {}", r.len())),
                 out.len()
             ));
         }
@@ -166,13 +194,16 @@ impl PackedRhs {
                         b: self.data[panel * depth * NR..].as_ptr(),
                         depth,
                         bias: bias.map(|b| b[j0..].as_ptr()),
+                        residual: residual.map(|r| r[r0 * cols + j0..].as_ptr()),
+                        epilogue: finish.epilogue,
                         c: out_ptr.at(r0 * cols + j0),
                         ldc: cols,
                         rows: tile_rows,
                         mask: u16::MAX >> (vectors * LANES - width),
                     };
                     // SAFETY: the checks above keep the reads of `a` (rows r0.., `depth`
-                    // each), of the panel and of the bias inside their slices; tiles are
+                    // each), of the panel, the bias and the residual (laid out as `out`)
+                    // inside their slices; tiles are
                     // disjoint, so each output element is written by one task only.
                     unsafe { dispatch(vectors, &step) }
                 }
@@ -226,6 +257,9 @@ struct Step {
     depth: usize,
     /// The bias of the tile's first column.
     bias: Option<*const f32>,
+    /// The residual of the tile's first element, rows `ldc` apart.
+    residual: Option<*const f32>,
+    epilogue: Epilogue,
     /// The destination tile, rows `ldc` apart.
     c: *mut f32,
     ldc: usize,
@@ -268,12 +302,12 @@ unsafe fn dispatch(vectors: usize, s: &Step) {
 ///
 /// # Safety
 /// The CPU has AVX-512F; `s.a` rows `0..R` hold `s.depth` elements each; the panel holds
-/// `s.depth · NR`; the bias the masked lanes; the tile's masked lanes at `s.c` are writable.
+/// `s.depth · NR`; the bias and the residual the masked lanes; the tile's masked lanes at
+/// `s.c` are writable.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
     use std::arch::x86_64::*;
-    let lane_mask = |v: usize| if v + 1 == NV { s.mask } else { u16::MAX };
     let zero = _mm512_setzero_ps();
     let mut acc = [[zero; NV]; R];
     // SAFETY (whole body): every pointer stays inside the regions of the contract.
@@ -307,15 +341,41 @@ unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
             }
             b = b.add(NR);
         }
+        store::<NV, R>(s, &acc);
+    }
+}
+
+/// Stores a tile's sums with the bias, residual and epilogue. Not inlined: the epilogue's
+/// constants (SiLU's polynomial) would otherwise take registers across the tile's loop,
+/// and its 24 sums would be spilled to the stack at every step.
+///
+/// # Safety
+/// As [`tile`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline(never)]
+unsafe fn store<const NV: usize, const R: usize>(
+    s: &Step,
+    acc: &[[std::arch::x86_64::__m512; NV]; R],
+) {
+    use std::arch::x86_64::*;
+    let lane_mask = |v: usize| if v + 1 == NV { s.mask } else { u16::MAX };
+    // SAFETY (whole body): every pointer stays inside the regions of the contract.
+    unsafe {
         let bias: [__m512; NV] = std::array::from_fn(|v| match s.bias {
             Some(p) => _mm512_maskz_loadu_ps(lane_mask(v), p.add(v * LANES)),
-            None => zero,
+            None => _mm512_setzero_ps(),
         });
         for (r, row) in acc.iter().enumerate() {
             for (v, x) in row.iter().enumerate() {
-                let y = _mm512_add_ps(*x, bias[v]);
-                let p = s.c.add(r * s.ldc + v * LANES);
                 let m = lane_mask(v);
+                let mut y = _mm512_add_ps(*x, bias[v]);
+                if let Some(res) = s.residual {
+                    let add = _mm512_maskz_loadu_ps(m, res.add(r * s.ldc + v * LANES));
+                    y = _mm512_add_ps(y, add);
+                }
+                let y = s.epilogue.vector(y);
+                let p = s.c.add(r * s.ldc + v * LANES);
                 if m == u16::MAX {
                     _mm512_storeu_ps(p, y);
                 } else {
@@ -332,8 +392,8 @@ mod tests {
     use torchtrt_testing::values;
 
     /// Every tile shape — rows 1..2·MR+1, columns across vector and panel edges, depth 1 and
-    /// long, transposed weights, a bias, strided left rows, tile- and panel-major order —
-    /// against the naive sum in f64.
+    /// long, transposed weights, a bias, a residual and a ReLU, strided left rows, tile- and
+    /// panel-major order — against the naive sum in f64.
     #[test]
     fn products_match_the_naive_sum() {
         if !super::super::packed::available() {
@@ -350,12 +410,23 @@ mod tests {
                         let a = values(rows * lda, case);
                         let b = values(depth * cols, case + 1000);
                         let bias = case.is_multiple_of(2).then(|| values(cols, case + 2000));
+                        let residual = (case % 5 < 2).then(|| values(rows * cols, case + 3000));
+                        let relu = case % 4 == 1;
                         let (rs, cs) = if transposed { (1, depth) } else { (cols, 1) };
                         let mut packed = PackedRhs::new(&b, depth, cols, rs, cs).expect("packs");
                         packed.tile_major = case.is_multiple_of(3);
                         let mut out = vec![f32::NAN; rows * cols];
+                        let finish = Finish {
+                            bias: bias.as_deref(),
+                            residual: residual.as_deref(),
+                            epilogue: if relu {
+                                Epilogue::Relu
+                            } else {
+                                Epilogue::Identity
+                            },
+                        };
                         packed
-                            .product(&a, lda, rows, bias.as_deref(), &mut out, 2)
+                            .product(&a, lda, rows, finish, &mut out, 2)
                             .expect("runs");
                         for i in 0..rows {
                             for j in 0..cols {
@@ -363,6 +434,12 @@ mod tests {
                                 for k in 0..depth {
                                     want +=
                                         f64::from(a[i * lda + k]) * f64::from(b[k * rs + j * cs]);
+                                }
+                                if let Some(r) = &residual {
+                                    want += f64::from(r[i * cols + j]);
+                                }
+                                if relu {
+                                    want = want.max(0.0);
                                 }
                                 let got = f64::from(out[i * cols + j]);
                                 assert!(
@@ -390,18 +467,24 @@ mod tests {
         );
         let packed = PackedRhs::new(&b, 3, 4, 4, 1).expect("packs");
         let mut out = vec![0.0; 8];
-        assert!(packed.product(&[0.0; 5], 3, 2, None, &mut out, 1).is_err());
-        assert!(packed.product(&[0.0; 6], 2, 2, None, &mut out, 1).is_err());
+        let none = Finish::bias(None);
+        assert!(packed.product(&[0.0; 5], 3, 2, none, &mut out, 1).is_err());
+        assert!(packed.product(&[0.0; 6], 2, 2, none, &mut out, 1).is_err());
         assert!(
             packed
-                .product(&[0.0; 6], 3, 2, Some(&[0.0; 3]), &mut out, 1)
+                .product(&[0.0; 6], 3, 2, Finish::bias(Some(&[0.0; 3])), &mut out, 1)
                 .is_err()
         );
         assert!(
             packed
-                .product(&[0.0; 6], 3, 2, None, &mut out[..7], 1)
+                .product(&[0.0; 6], 3, 2, none, &mut out[..7], 1)
                 .is_err()
         );
-        assert!(packed.product(&[0.0; 6], 3, 2, None, &mut out, 1).is_ok());
+        let short = Finish {
+            residual: Some(&[0.0; 7]),
+            ..none
+        };
+        assert!(packed.product(&[0.0; 6], 3, 2, short, &mut out, 1).is_err());
+        assert!(packed.product(&[0.0; 6], 3, 2, none, &mut out, 1).is_ok());
     }
 }

@@ -5,6 +5,7 @@ mod attention;
 mod cast;
 mod concat;
 mod conv_direct;
+mod conv_nhwc;
 mod conv_packed;
 mod convolution;
 mod coverage;

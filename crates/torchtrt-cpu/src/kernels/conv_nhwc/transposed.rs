@@ -9,7 +9,7 @@ use torchtrt_core::layers::{
 };
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use super::{convolution, transpose};
+use crate::kernels::{convolution, transpose};
 
 const WHAT: &str = "Convolution";
 

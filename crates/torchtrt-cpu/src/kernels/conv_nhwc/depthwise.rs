@@ -1,0 +1,313 @@
+//! A channels-last depthwise convolution with the channels along the vector lanes: each
+//! output position's sixteen channels sum their taps in one register, up to [`GROUP`]
+//! positions of a row share each tap's weight load, and positions whose window reaches
+//! into the padding take only their taps inside the image. Nothing is gathered or padded:
+//! a position's channels are already one vector.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+use torchtrt_core::layers::Convolution;
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{Kernel, Tensor};
+
+use super::{Operands, WHAT, epilogue};
+use crate::kernels::convolution::SendPtr;
+use crate::linalg::{Epilogue, Window, WindowParams};
+use crate::simd::first_lanes;
+use crate::tensor_access::{elems, elems_mut};
+
+/// Lanes of one vector.
+const LANES: usize = 16;
+/// Most output positions of a row that share each weight load.
+const GROUP: usize = 8;
+/// Channel vectors of one unit of work (with one output row).
+const UNIT_VECTORS: usize = 4;
+/// Multiply-adds below which the layer runs on one thread.
+const SERIAL_WORK: usize = 1 << 16;
+
+struct Depthwise {
+    layer: Convolution,
+    /// `[kh][kw][c]`, each tap's channels rounded up to whole vectors (zeros past the last).
+    weights: Vec<f32>,
+    channels: usize,
+    kernel: [usize; 2],
+    epilogue: Epilogue,
+}
+
+/// The kernel for depthwise `layer` with f32 weights `w` (`[C, 1, KH, KW]`).
+pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Result<Box<dyn Kernel>, String> {
+    let &[channels, _, kh, kw] = w.shape() else {
+        return Err(format!("{WHAT}: depthwise weights {w} must have rank 4"));
+    };
+    let (taps, stride) = (kh * kw, channels.next_multiple_of(LANES));
+    let src = w.as_slice::<f32>().map_err(|e| e.to_string())?;
+    let mut weights = vec![0f32; taps * stride];
+    for (c, filter) in src.chunks_exact(taps).enumerate() {
+        for (t, &v) in filter.iter().enumerate() {
+            weights[t * stride + c] = v;
+        }
+    }
+    Ok(Box::new(Depthwise {
+        layer: layer.clone(),
+        weights,
+        channels,
+        kernel: [kh, kw],
+        epilogue: epilogue(layer)?,
+    }))
+}
+
+impl Depthwise {
+    /// The window over an input of `h × w` positions.
+    fn window(&self, h: usize, w: usize) -> Result<Window, String> {
+        let kernel = self.kernel.map(|k| k as i64);
+        let params = WindowParams {
+            kernel: &kernel,
+            strides: &self.layer.strides,
+            dilations: &self.layer.dilations,
+            pads_begin: &self.layer.pads_begin,
+            pads_end: &self.layer.pads_end,
+            ceil_mode: false,
+        };
+        Window::new(&[h, w], &params).map_err(|e| format!("{WHAT}: {e}"))
+    }
+}
+
+impl Kernel for Depthwise {
+    fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
+        let c = self.channels;
+        let mut window = None;
+        let op = Operands::new(inputs, outputs, c, |x| {
+            let &[n, h, w, xc] = x.shape() else {
+                return Err(format!("{WHAT}: x {x} must be [N, H, W, C]"));
+            };
+            if xc != c || x.dtype() != DType::F32 {
+                return Err(format!("{WHAT}: x {x} must be f32 with {c} channels last"));
+            }
+            let win = self.window(h, w)?;
+            let shape = vec![n, win.output[1], win.output[2], c];
+            window = Some(win);
+            Ok(shape)
+        })?;
+        let win = window.ok_or(WHAT)?;
+        let [n, oh, ..] = *op.y.shape() else {
+            return Err(format!("{WHAT}: the output {} must have rank 4", op.y));
+        };
+        let run = Run {
+            x: elems(op.x)?,
+            bias: op.bias,
+            residual: op.residual,
+            weights: &self.weights,
+            channels: c,
+            width: win.input[2],
+            kernel_width: self.kernel[1],
+            interior: interior(&win),
+            win,
+            epilogue: self.epilogue,
+        };
+        let vectors = c.div_ceil(LANES);
+        let chunks = vectors.div_ceil(UNIT_VECTORS);
+        let units = n * oh * chunks;
+        let work = op.y.numel() * self.kernel[0] * self.kernel[1];
+        let threads = rayon::current_num_threads();
+        let tasks = if work < SERIAL_WORK {
+            1
+        } else {
+            units.min(threads * 4)
+        };
+        let out = SendPtr(elems_mut::<f32>(op.y)?.as_mut_ptr());
+        let task = |t: usize| {
+            for unit in units * t / tasks..units * (t + 1) / tasks {
+                let (row, chunk) = (unit / chunks, unit % chunks);
+                let v0 = chunk * UNIT_VECTORS;
+                // SAFETY: `run` checked its slices against the shapes; units write
+                // disjoint (row, channel) blocks of the output.
+                unsafe {
+                    run.row(
+                        out,
+                        row / oh,
+                        row % oh,
+                        v0..(v0 + UNIT_VECTORS).min(vectors),
+                    )
+                }
+            }
+        };
+        if tasks > 1 {
+            (0..tasks).into_par_iter().for_each(task);
+        } else {
+            (0..tasks).for_each(task);
+        }
+        Ok(())
+    }
+}
+
+/// The output columns whose every tap lies inside the input row: the first run of them.
+fn interior(win: &Window) -> Range<usize> {
+    let full = |o: usize| win.valid_taps(2, o).len() == win.kernel[2];
+    let columns = win.output[2];
+    let lo = (0..columns).find(|&o| full(o)).unwrap_or(columns);
+    let hi = (lo..columns).find(|&o| !full(o)).unwrap_or(columns);
+    lo..hi
+}
+
+/// One call's operands, checked against its shapes.
+struct Run<'a> {
+    x: &'a [f32],
+    bias: Option<&'a [f32]>,
+    residual: Option<&'a [f32]>,
+    weights: &'a [f32],
+    channels: usize,
+    width: usize,
+    kernel_width: usize,
+    win: Window,
+    interior: Range<usize>,
+    epilogue: Epilogue,
+}
+
+impl Run<'_> {
+    /// Output row `oh` of image `image`, channel vectors `vectors`.
+    ///
+    /// # Safety
+    /// `out` holds the output of the shape the window gives; no other task writes this
+    /// row's channels of `vectors`.
+    unsafe fn row(&self, out: SendPtr<f32>, image: usize, oh: usize, vectors: Range<usize>) {
+        let (win, c) = (&self.win, self.channels);
+        let (out_w, in_h) = (win.output[2], win.input[1]);
+        let row_out = (image * win.output[1] + oh) * out_w;
+        let mut ow = 0;
+        while ow < out_w {
+            let (count, cols) = if self.interior.contains(&ow) {
+                (GROUP.min(self.interior.end - ow), 0..win.kernel[2])
+            } else {
+                (1, win.valid_taps(2, ow))
+            };
+            for v in vectors.clone() {
+                let c0 = v * LANES;
+                let at = (row_out + ow) * c + c0;
+                let args = Args {
+                    x: self
+                        .x
+                        .as_ptr()
+                        .wrapping_add(image * in_h * self.width * c + c0),
+                    w: self.weights.as_ptr().wrapping_add(c0),
+                    weight_stride: c.next_multiple_of(LANES),
+                    channels: c,
+                    row_len: self.width * c,
+                    rows: win.valid_taps(1, oh),
+                    first_row: win.coord(1, oh, 0),
+                    row_step: win.dilation[1],
+                    cols: cols.clone(),
+                    first_col: win.coord(2, ow, 0),
+                    col_step: win.dilation[2],
+                    stride: win.stride[2],
+                    kernel_width: self.kernel_width,
+                    bias: self.bias.map(|b| b.as_ptr().wrapping_add(c0)),
+                    residual: self.residual.map(|r| r.as_ptr().wrapping_add(at)),
+                    out: out.get().wrapping_add(at),
+                    mask: first_lanes(c - c0),
+                    epilogue: self.epilogue,
+                };
+                // SAFETY: `rows` and `cols` are the taps inside the image (all of them for
+                // the interior run's `count` positions); the caller owns the output block.
+                unsafe { dispatch(count, &args) }
+            }
+            ow += count;
+        }
+    }
+}
+
+/// One channel vector of consecutive output positions of a row.
+struct Args {
+    /// The image's first position, at the vector's first channel.
+    x: *const f32,
+    /// The first tap's weights of the vector's channels; taps `weight_stride` apart.
+    w: *const f32,
+    weight_stride: usize,
+    /// Channels: the distance between positions.
+    channels: usize,
+    /// Elements of one input row.
+    row_len: usize,
+    /// Kernel rows inside the image, and the input row of kernel row 0 (may be negative)
+    /// and the rows between kernel rows.
+    rows: Range<usize>,
+    first_row: isize,
+    row_step: usize,
+    /// Kernel columns inside the image for every position, the input column of the first
+    /// position's kernel column 0 (may be negative), the columns between kernel columns
+    /// and between positions.
+    cols: Range<usize>,
+    first_col: isize,
+    col_step: usize,
+    stride: usize,
+    kernel_width: usize,
+    bias: Option<*const f32>,
+    /// The residual and the output of the first position, positions `channels` apart.
+    residual: Option<*const f32>,
+    out: *mut f32,
+    /// Valid lanes of the vector.
+    mask: u16,
+    epilogue: Epilogue,
+}
+
+/// Runs [`positions`] for `count` (1 to [`GROUP`]) positions.
+///
+/// # Safety
+/// As [`positions`].
+unsafe fn dispatch(count: usize, a: &Args) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match count {
+            1 => positions::<1>(a),
+            2 => positions::<2>(a),
+            3 => positions::<3>(a),
+            4 => positions::<4>(a),
+            5 => positions::<5>(a),
+            6 => positions::<6>(a),
+            7 => positions::<7>(a),
+            _ => positions::<GROUP>(a),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (count, a);
+}
+
+/// `G` consecutive output positions of one channel vector over the taps `a.rows × a.cols`.
+///
+/// # Safety
+/// The CPU has AVX-512F; every tap of `a.rows × a.cols` of the `G` positions reads inside
+/// the image; the bias, residual and output hold the masked lanes of each position.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn positions<const G: usize>(a: &Args) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the contract keeps every address inside its buffer.
+    unsafe {
+        let bias = match a.bias {
+            Some(p) => _mm512_maskz_loadu_ps(a.mask, p),
+            None => _mm512_setzero_ps(),
+        };
+        let mut acc = [bias; G];
+        let step = a.stride * a.channels;
+        for kh in a.rows.clone() {
+            let ih = (a.first_row + (kh * a.row_step) as isize) as usize;
+            let row = a.x.add(ih * a.row_len);
+            for kw in a.cols.clone() {
+                let weight = _mm512_loadu_ps(a.w.add((kh * a.kernel_width + kw) * a.weight_stride));
+                let iw = (a.first_col + (kw * a.col_step) as isize) as usize;
+                let p = row.add(iw * a.channels);
+                for (j, sum) in acc.iter_mut().enumerate() {
+                    let x = _mm512_maskz_loadu_ps(a.mask, p.add(j * step));
+                    *sum = _mm512_fmadd_ps(x, weight, *sum);
+                }
+            }
+        }
+        for (j, &sum) in acc.iter().enumerate() {
+            let mut y = sum;
+            if let Some(r) = a.residual {
+                y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(a.mask, r.add(j * a.channels)));
+            }
+            _mm512_mask_storeu_ps(a.out.add(j * a.channels), a.mask, a.epilogue.vector(y));
+        }
+    }
+}

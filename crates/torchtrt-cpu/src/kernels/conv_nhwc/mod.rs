@@ -1,0 +1,127 @@
+//! Channels-last convolutions ([`Convolution::channels_last`]) on the CPU. Two kinds run
+//! natively, and the CPU backend asks the builder for channels-last edges around them
+//! ([`channels_last`]): 1×1 layers, whose channels-last form is a product of the positions'
+//! rows of channels with the packed weights ([`pointwise`]), and depthwise layers, which
+//! run with the channels along the vector lanes ([`depthwise`]). ONNX Runtime's CPU
+//! provider runs such networks in its own channel-blocked layout for the same reason: the
+//! channels-first kernels of small planes leave vector lanes idle or gather their inputs.
+//! Any other channels-last layer (a GPU engine's layer falling back to the host) runs the
+//! channels-first kernel between transposes ([`transposed`]).
+
+mod depthwise;
+mod pointwise;
+mod transposed;
+
+use torchtrt_core::layers::Convolution;
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{ChannelsLast, InferInput, Kernel, Tensor};
+
+use crate::linalg::Epilogue;
+use crate::tensor_access::{check_bias, check_output, elems};
+
+const WHAT: &str = "Convolution";
+
+/// A channels-last layer the CPU runs natively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Native {
+    /// 1×1 taps, stride 1, no padding, one group.
+    Pointwise,
+    /// One filter per channel.
+    Depthwise,
+}
+
+/// How `layer` with f32 input and constant weights `w` runs natively channels last, if it
+/// does: a 2-D layer with a fusable activation on a CPU with AVX-512.
+fn native(layer: &Convolution, dtype: DType, w: Option<&Tensor>) -> Option<Native> {
+    let w = w.filter(|w| w.dtype() == DType::F32)?;
+    let &[m, group_channels, kh, kw] = w.shape() else {
+        return None;
+    };
+    if dtype != DType::F32 || !crate::simd::v4() || Epilogue::of(layer.activation).is_none() {
+        return None;
+    }
+    let unit = |v: &[i64], one: i64| v.iter().all(|&x| x == one);
+    let pointwise = layer.groups == 1
+        && (kh, kw) == (1, 1)
+        && unit(&layer.strides, 1)
+        && unit(&layer.pads_begin, 0)
+        && unit(&layer.pads_end, 0);
+    let depthwise = group_channels == 1 && m > 1 && usize::try_from(layer.groups) == Ok(m);
+    match (pointwise, depthwise) {
+        (true, _) => Some(Native::Pointwise),
+        (_, true) => Some(Native::Depthwise),
+        _ => None,
+    }
+}
+
+/// How the CPU runs `layer` (channels first, over `inputs`) channels last: depthwise layers
+/// [`ChannelsLast::Faster`] (channels first, small planes gather their inputs channel-
+/// interleaved, and large ones read each input row once per kernel row), 1×1 layers
+/// [`ChannelsLast::Either`] (a product either way), anything else not at all.
+pub(crate) fn channels_last(layer: &Convolution, inputs: &[InferInput<'_>]) -> ChannelsLast {
+    let w = inputs.get(1).and_then(|w| w.value);
+    match inputs.first().and_then(|x| native(layer, x.dtype, w)) {
+        Some(Native::Depthwise) => ChannelsLast::Faster,
+        Some(Native::Pointwise) => ChannelsLast::Either,
+        None => ChannelsLast::No,
+    }
+}
+
+pub(super) fn prepare(
+    layer: &Convolution,
+    inputs: &[InferInput<'_>],
+) -> Result<Box<dyn Kernel>, String> {
+    let x = inputs.first().ok_or_else(|| format!("{WHAT}: no input"))?;
+    let w = inputs.get(1).and_then(|w| w.value);
+    match (native(layer, x.dtype, w), w) {
+        (Some(Native::Pointwise), Some(w)) => pointwise::prepare(layer, w),
+        (Some(Native::Depthwise), Some(w)) => depthwise::prepare(layer, w),
+        _ => transposed::prepare(layer, inputs),
+    }
+}
+
+/// A native layer's operands, checked but for the shapes: `x`, the bias and the residual
+/// when given (each f32), and the output.
+struct Operands<'a> {
+    x: &'a Tensor,
+    bias: Option<&'a [f32]>,
+    residual: Option<&'a [f32]>,
+    y: &'a mut Tensor,
+}
+
+impl<'a> Operands<'a> {
+    /// The operands of `inputs` and `outputs`, the output of `shape` computed from `x`,
+    /// a bias of `channels` values, and a residual of the output's shape.
+    fn new(
+        inputs: &[&'a Tensor],
+        outputs: &'a mut [Tensor],
+        channels: usize,
+        shape: impl FnOnce(&Tensor) -> Result<Vec<usize>, String>,
+    ) -> Result<Operands<'a>, String> {
+        let (&[x, _, ref rest @ ..], [y]) = (inputs, outputs) else {
+            return Err(format!(
+                "{WHAT}: x, w (and a bias and residual) in, one output out; got {} inputs",
+                inputs.len()
+            ));
+        };
+        let shape = shape(x)?;
+        let (bias, residual) = (rest.first().copied(), rest.get(1).copied());
+        check_bias(WHAT, bias, channels)?;
+        check_output(WHAT, y, DType::F32, &shape)?;
+        if let Some(r) = residual.filter(|r| r.dtype() != DType::F32 || r.shape() != shape) {
+            return Err(format!("{WHAT}: the residual {r} must be f32{shape:?}"));
+        }
+        Ok(Operands {
+            x,
+            bias: bias.map(elems::<f32>).transpose()?,
+            residual: residual.map(elems::<f32>).transpose()?,
+            y,
+        })
+    }
+}
+
+/// The fused activation of `layer` ([`native`] has checked that it fuses).
+fn epilogue(layer: &Convolution) -> Result<Epilogue, String> {
+    Epilogue::of(layer.activation)
+        .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))
+}
