@@ -1,8 +1,9 @@
 //! A channels-last depthwise convolution with the channels along the vector lanes: each
-//! output position's sixteen channels sum their taps in one register, up to [`GROUP`]
-//! positions of a row share each tap's weight load, and positions whose window reaches
-//! into the padding take only their taps inside the image. Nothing is gathered or padded:
-//! a position's channels are already one vector.
+//! output position's sixteen channels sum their taps in one register, and up to [`GROUP`]
+//! positions of a row share each tap's weight load. Positions whose window reaches into
+//! the padding read the taps there as zeros through an empty load mask, so a row's
+//! border shares the loads too (a 7-wide row with 5×5 taps has four such positions).
+//! Nothing is gathered or padded: a position's channels are already one vector.
 
 use std::ops::Range;
 
@@ -176,27 +177,29 @@ impl Run<'_> {
         let row_out = (image * win.output[1] + oh) * out_w;
         let mut ow = 0;
         while ow < out_w {
-            let (count, cols) = if self.interior.contains(&ow) {
-                (GROUP.min(self.interior.end - ow), 0..win.kernel[2])
+            let (count, checked) = if self.interior.contains(&ow) {
+                (GROUP.min(self.interior.end - ow), false)
             } else {
-                (1, win.valid_taps(2, ow))
+                let end = if ow < self.interior.start {
+                    self.interior.start
+                } else {
+                    out_w
+                };
+                (GROUP.min(end - ow), true)
             };
             for v in vectors.clone() {
                 let c0 = v * LANES;
                 let at = (row_out + ow) * c + c0;
                 let args = Args {
-                    x: self
-                        .x
-                        .as_ptr()
-                        .wrapping_add(image * in_h * self.width * c + c0),
+                    x: self.x.as_ptr().wrapping_add(image * in_h * self.width * c + c0),
                     w: self.weights.as_ptr().wrapping_add(c0),
                     weight_stride: c.next_multiple_of(LANES),
                     channels: c,
                     row_len: self.width * c,
+                    width: self.width,
                     rows: win.valid_taps(1, oh),
                     first_row: win.coord(1, oh, 0),
                     row_step: win.dilation[1],
-                    cols: cols.clone(),
                     first_col: win.coord(2, ow, 0),
                     col_step: win.dilation[2],
                     stride: win.stride[2],
@@ -207,9 +210,10 @@ impl Run<'_> {
                     mask: first_lanes(c - c0),
                     epilogue: self.epilogue,
                 };
-                // SAFETY: `rows` and `cols` are the taps inside the image (all of them for
-                // the interior run's `count` positions); the caller owns the output block.
-                unsafe { dispatch(count, &args) }
+                // SAFETY: `rows` are the kernel rows inside the image; the interior run's
+                // positions read every kernel column inside it, and the others mask the
+                // columns outside; the caller owns the output block.
+                unsafe { dispatch(count, checked, &args) }
             }
             ow += count;
         }
@@ -232,10 +236,9 @@ struct Args {
     rows: Range<usize>,
     first_row: isize,
     row_step: usize,
-    /// Kernel columns inside the image for every position, the input column of the first
-    /// position's kernel column 0 (may be negative), the columns between kernel columns
-    /// and between positions.
-    cols: Range<usize>,
+    /// Input columns; the input column of the first position's kernel column 0 (may be
+    /// negative), the columns between kernel columns and between positions.
+    width: usize,
     first_col: isize,
     col_step: usize,
     stride: usize,
@@ -249,55 +252,72 @@ struct Args {
     epilogue: Epilogue,
 }
 
-/// Runs [`positions`] for `count` (1 to [`GROUP`]) positions.
+/// Runs [`positions`] for `count` (1 to [`GROUP`]) positions, `checked` or not.
 ///
 /// # Safety
 /// As [`positions`].
-unsafe fn dispatch(count: usize, a: &Args) {
+unsafe fn dispatch(count: usize, checked: bool, a: &Args) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: forwarded from the caller.
     unsafe {
-        match count {
-            1 => positions::<1>(a),
-            2 => positions::<2>(a),
-            3 => positions::<3>(a),
-            4 => positions::<4>(a),
-            5 => positions::<5>(a),
-            6 => positions::<6>(a),
-            7 => positions::<7>(a),
-            _ => positions::<GROUP>(a),
+        macro_rules! by_count {
+            ($checked:literal) => {
+                match count {
+                    1 => positions::<1, $checked>(a),
+                    2 => positions::<2, $checked>(a),
+                    3 => positions::<3, $checked>(a),
+                    4 => positions::<4, $checked>(a),
+                    5 => positions::<5, $checked>(a),
+                    6 => positions::<6, $checked>(a),
+                    7 => positions::<7, $checked>(a),
+                    _ => positions::<GROUP, $checked>(a),
+                }
+            };
         }
+        if checked { by_count!(true) } else { by_count!(false) }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (count, a);
+    let _ = (count, checked, a);
 }
 
-/// `G` consecutive output positions of one channel vector over the taps `a.rows × a.cols`.
+/// `G` consecutive output positions of one channel vector over the kernel rows `a.rows`
+/// and every kernel column; with `CHECKED`, a tap outside the input row loads zeros
+/// through an empty mask.
 ///
 /// # Safety
-/// The CPU has AVX-512F; every tap of `a.rows × a.cols` of the `G` positions reads inside
-/// the image; the bias, residual and output hold the masked lanes of each position.
+/// The CPU has AVX-512F; every tap of `a.rows` (and, unless `CHECKED`, of every kernel
+/// column) of the `G` positions reads inside the image; the bias, residual and output hold
+/// the masked lanes of each position.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn positions<const G: usize>(a: &Args) {
+unsafe fn positions<const G: usize, const CHECKED: bool>(a: &Args) {
     use std::arch::x86_64::*;
-    // SAFETY (whole body): the contract keeps every address inside its buffer.
+    // SAFETY (whole body): the contract keeps every unmasked address inside its buffer;
+    // masked-off lanes are not read, and their addresses are formed by wrapping arithmetic.
     unsafe {
         let bias = match a.bias {
             Some(p) => _mm512_maskz_loadu_ps(a.mask, p),
             None => _mm512_setzero_ps(),
         };
         let mut acc = [bias; G];
-        let step = a.stride * a.channels;
+        let step = (a.stride * a.channels) as isize;
+        let c = a.channels as isize;
         for kh in a.rows.clone() {
             let ih = (a.first_row + (kh * a.row_step) as isize) as usize;
-            let row = a.x.add(ih * a.row_len);
-            for kw in a.cols.clone() {
-                let weight = _mm512_loadu_ps(a.w.add((kh * a.kernel_width + kw) * a.weight_stride));
-                let iw = (a.first_col + (kw * a.col_step) as isize) as usize;
-                let p = row.add(iw * a.channels);
+            let row = a.x.wrapping_add(ih * a.row_len);
+            for kw in 0..a.kernel_width {
+                let w = a.w.add((kh * a.kernel_width + kw) * a.weight_stride);
+                let weight = _mm512_loadu_ps(w);
+                let iw = a.first_col + (kw * a.col_step) as isize;
+                let p = row.wrapping_offset(iw * c);
                 for (j, sum) in acc.iter_mut().enumerate() {
-                    let x = _mm512_maskz_loadu_ps(a.mask, p.add(j * step));
+                    let mask = if CHECKED {
+                        let col = iw + j as isize * a.stride as isize;
+                        if (0..a.width as isize).contains(&col) { a.mask } else { 0 }
+                    } else {
+                        a.mask
+                    };
+                    let x = _mm512_maskz_loadu_ps(mask, p.wrapping_offset(j as isize * step));
                     *sum = _mm512_fmadd_ps(x, weight, *sum);
                 }
             }
