@@ -91,10 +91,29 @@ impl Transposes {
     fn band<W: Copy>(&self, src: &[W], first: usize, out: &mut [W]) {
         let rows = out.len() / self.cols;
         let origin = |g: usize| self.batch[g / self.rows] + g % self.rows;
+        let vector = size_of::<W>() == 4 && crate::simd::v4();
         for r0 in (0..rows).step_by(TILE) {
             let r1 = (r0 + TILE).min(rows);
+            let at = origin(first + r0);
+            let whole_rows = r1 - r0 == TILE && origin(first + r1 - 1) == at + TILE - 1;
             for c0 in (0..self.cols).step_by(TILE) {
                 let c1 = (c0 + TILE).min(self.cols);
+                let last = at + TILE - 1 + (c1 - 1) * self.col_stride;
+                if vector && whole_rows && c1 - c0 == TILE && last < src.len() {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: AVX-512 checked; the tile's source ends at `last`, inside
+                    // `src`; its sixteen output rows of sixteen are inside `out`; `W` is
+                    // four bytes, moved as bits.
+                    unsafe {
+                        super::transpose_tile::transpose16(
+                            src[at + c0 * self.col_stride..].as_ptr().cast(),
+                            self.col_stride,
+                            out[r0 * self.cols + c0..].as_mut_ptr().cast(),
+                            self.cols,
+                        );
+                    }
+                    continue;
+                }
                 for r in r0..r1 {
                     let at = origin(first + r);
                     let line = &mut out[r * self.cols + c0..r * self.cols + c1];

@@ -60,6 +60,7 @@ mod tap_rows;
 mod tile;
 mod top_k;
 mod transpose;
+mod transpose_tile;
 mod trilu;
 mod unary;
 mod value_test;

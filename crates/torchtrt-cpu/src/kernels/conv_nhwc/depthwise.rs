@@ -191,7 +191,10 @@ impl Run<'_> {
                 let c0 = v * LANES;
                 let at = (row_out + ow) * c + c0;
                 let args = Args {
-                    x: self.x.as_ptr().wrapping_add(image * in_h * self.width * c + c0),
+                    x: self
+                        .x
+                        .as_ptr()
+                        .wrapping_add(image * in_h * self.width * c + c0),
                     w: self.weights.as_ptr().wrapping_add(c0),
                     weight_stride: c.next_multiple_of(LANES),
                     channels: c,
@@ -274,7 +277,11 @@ unsafe fn dispatch(count: usize, checked: bool, a: &Args) {
                 }
             };
         }
-        if checked { by_count!(true) } else { by_count!(false) }
+        if checked {
+            by_count!(true)
+        } else {
+            by_count!(false)
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (count, checked, a);
@@ -313,7 +320,11 @@ unsafe fn positions<const G: usize, const CHECKED: bool>(a: &Args) {
                 for (j, sum) in acc.iter_mut().enumerate() {
                     let mask = if CHECKED {
                         let col = iw + j as isize * a.stride as isize;
-                        if (0..a.width as isize).contains(&col) { a.mask } else { 0 }
+                        if (0..a.width as isize).contains(&col) {
+                            a.mask
+                        } else {
+                            0
+                        }
                     } else {
                         a.mask
                     };
