@@ -26,6 +26,11 @@ const COLD_AHEAD: usize = 16;
 /// larger ones panel by panel. convnext_tiny's 384 → 96 products, run panel by panel, did
 /// not speed up on a second thread: each task streamed all the rows for one panel.
 const TILE_MAJOR_BYTES: usize = 512 * 1024;
+/// Most steps of one block of the depth when products run panel by panel: a panel's block
+/// (`KC · NR` values, 32 KiB) stays in L1 while every row tile of a task passes over it,
+/// the partial sums going through the output between blocks. Without it each row tile
+/// streamed the whole panel from L2 (ResNet's 3×3 layers on 7×7: a 1.2 MB panel).
+const KC: usize = 128;
 
 /// Row `r0` and the row count of tile `tile` of `tiles`, the rows spread evenly (tiles of
 /// [`MR`] and `MR − 1` rows rather than a last tile of one or two).
@@ -167,45 +172,68 @@ impl PackedRhs {
             let tasks = work.min(threads.max(1) * 4).max(1);
             let tile_major = self.tile_major;
             let out_ptr = SendPtr(out.as_mut_ptr());
+            let blocks = if tile_major { 1 } else { depth.div_ceil(KC) };
+            let kc = depth.div_ceil(blocks);
+            let coords = |w: usize| {
+                if tile_major {
+                    (w % self.panels, w / self.panels)
+                } else {
+                    (w / row_tiles, w % row_tiles)
+                }
+            };
             let run = |t: usize| {
                 let (from, to) = (work * t / tasks, work * (t + 1) / tasks);
-                for w in from..to {
-                    let (panel, tile) = if tile_major {
-                        (w % self.panels, w / self.panels)
+                let mut first_of_run = from;
+                while first_of_run < to {
+                    let (panel, _) = coords(first_of_run);
+                    let end = if tile_major {
+                        first_of_run + 1
                     } else {
-                        (w / row_tiles, w % row_tiles)
+                        to.min((panel + 1) * row_tiles)
                     };
-                    let (r0, tile_rows) = row_split(rows, row_tiles, tile);
-                    let j0 = panel * NR;
-                    let width = NR.min(cols - j0);
-                    let vectors = width.div_ceil(LANES);
-                    let ahead = match panel + 1 < self.panels {
-                        true => &self.data[(panel + 1) * panel_len..(panel + 2) * panel_len],
-                        false => &[],
-                    };
-                    let ahead = &ahead[(tile * share).min(ahead.len())..];
-                    let ahead = &ahead[..share.min(ahead.len())];
-                    let step = Step {
-                        a: a[r0 * lda..].as_ptr(),
-                        lda,
-                        ahead: ahead.as_ptr(),
-                        ahead_lines: ahead.len() / LINE,
-                        cold: w == from,
-                        b: self.data[panel * depth * NR..].as_ptr(),
-                        depth,
-                        bias: bias.map(|b| b[j0..].as_ptr()),
-                        residual: residual.map(|r| r[r0 * cols + j0..].as_ptr()),
-                        epilogue: finish.epilogue,
-                        c: out_ptr.at(r0 * cols + j0),
-                        ldc: cols,
-                        rows: tile_rows,
-                        mask: u16::MAX >> (vectors * LANES - width),
-                    };
-                    // SAFETY: the checks above keep the reads of `a` (rows r0.., `depth`
-                    // each), of the panel, the bias and the residual (laid out as `out`)
-                    // inside their slices; tiles are
-                    // disjoint, so each output element is written by one task only.
-                    unsafe { dispatch(vectors, &step) }
+                    for block in 0..blocks {
+                        let k0 = block * kc;
+                        let steps = kc.min(depth - k0);
+                        for w in first_of_run..end {
+                            let (_, tile) = coords(w);
+                            let (r0, tile_rows) = row_split(rows, row_tiles, tile);
+                            let j0 = panel * NR;
+                            let width = NR.min(cols - j0);
+                            let vectors = width.div_ceil(LANES);
+                            let ahead = match panel + 1 < self.panels && block == 0 {
+                                true => {
+                                    &self.data[(panel + 1) * panel_len..(panel + 2) * panel_len]
+                                }
+                                false => &[],
+                            };
+                            let ahead = &ahead[(tile * share).min(ahead.len())..];
+                            let ahead = &ahead[..share.min(ahead.len())];
+                            let step = Step {
+                                a: a[r0 * lda + k0..].as_ptr(),
+                                lda,
+                                ahead: ahead.as_ptr(),
+                                ahead_lines: ahead.len() / LINE,
+                                cold: w == first_of_run,
+                                b: self.data[(panel * depth + k0) * NR..].as_ptr(),
+                                depth: steps,
+                                first: block == 0,
+                                last: block + 1 == blocks,
+                                bias: bias.map(|b| b[j0..].as_ptr()),
+                                residual: residual.map(|r| r[r0 * cols + j0..].as_ptr()),
+                                epilogue: finish.epilogue,
+                                c: out_ptr.at(r0 * cols + j0),
+                                ldc: cols,
+                                rows: tile_rows,
+                                mask: u16::MAX >> (vectors * LANES - width),
+                            };
+                            // SAFETY: the checks above keep the reads of `a` (rows r0..,
+                            // steps k0.. of `depth`), of the panel, the bias and the
+                            // residual (laid out as `out`) inside their slices; tiles are
+                            // disjoint, so each output element is written by one task only.
+                            unsafe { dispatch(vectors, &step) }
+                        }
+                    }
+                    first_of_run = end;
                 }
             };
             if tasks == 1 {
@@ -252,9 +280,13 @@ struct Step {
     /// No earlier tile fetched this tile's panel ahead (the first tile of a task): the tile
     /// then fetches its own panel [`COLD_AHEAD`] steps ahead.
     cold: bool,
-    /// The panel: `depth` steps of [`NR`] values.
+    /// The panel's block: `depth` steps of [`NR`] values.
     b: *const f32,
     depth: usize,
+    /// The block is the first of the depth (the sums start at zero, not at the tile's
+    /// partial sums in `c`) and the last (the sums are finished and stored).
+    first: bool,
+    last: bool,
     /// The bias of the tile's first column.
     bias: Option<*const f32>,
     /// The residual of the tile's first element, rows `ldc` apart.
@@ -298,7 +330,7 @@ unsafe fn dispatch(vectors: usize, s: &Step) {
     }
 }
 
-/// One `R × 16·NV` tile over the whole depth (`R` = `s.rows`).
+/// One `R × 16·NV` tile over one block of the depth (`R` = `s.rows`).
 ///
 /// # Safety
 /// The CPU has AVX-512F; `s.a` rows `0..R` hold `s.depth` elements each; the panel holds
@@ -309,9 +341,17 @@ unsafe fn dispatch(vectors: usize, s: &Step) {
 unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
     use std::arch::x86_64::*;
     let zero = _mm512_setzero_ps();
+    let lane_mask = |v: usize| if v + 1 == NV { s.mask } else { u16::MAX };
     let mut acc = [[zero; NV]; R];
     // SAFETY (whole body): every pointer stays inside the regions of the contract.
     unsafe {
+        if !s.first {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x = _mm512_maskz_loadu_ps(lane_mask(v), s.c.add(r * s.ldc + v * LANES));
+                }
+            }
+        }
         let rows: [*const f32; R] = std::array::from_fn(|r| s.a.add(r * s.lda));
         let mut b = s.b;
         let every = (s.depth / s.ahead_lines.max(1)).max(1);
@@ -345,7 +385,8 @@ unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
     }
 }
 
-/// Stores a tile's sums with the bias, residual and epilogue. Not inlined: the epilogue's
+/// Stores a tile's sums: partial sums as they are, the last with the bias, residual and
+/// epilogue. Not inlined: the epilogue's
 /// constants (SiLU's polynomial) would otherwise take registers across the tile's loop,
 /// and its 24 sums would be spilled to the stack at every step.
 ///
@@ -362,6 +403,14 @@ unsafe fn store<const NV: usize, const R: usize>(
     let lane_mask = |v: usize| if v + 1 == NV { s.mask } else { u16::MAX };
     // SAFETY (whole body): every pointer stays inside the regions of the contract.
     unsafe {
+        if !s.last {
+            for (r, row) in acc.iter().enumerate() {
+                for (v, x) in row.iter().enumerate() {
+                    _mm512_mask_storeu_ps(s.c.add(r * s.ldc + v * LANES), lane_mask(v), *x);
+                }
+            }
+            return;
+        }
         let bias: [__m512; NV] = std::array::from_fn(|v| match s.bias {
             Some(p) => _mm512_maskz_loadu_ps(lane_mask(v), p.add(v * LANES)),
             None => _mm512_setzero_ps(),
