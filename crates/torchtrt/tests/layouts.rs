@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
     Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, InferInput, LayerKind,
-    MatMul, Reduce, ReduceOp, Softmax, Transpose,
+    LayerOp, MatMul, Reduce, ReduceOp, Softmax, Transpose,
 };
 use torchtrt::plugin_api::{DType, DeviceKind};
 use torchtrt::{
@@ -800,9 +800,10 @@ fn inverted_residual_blocks(c: usize, blocks: u64) -> NetworkDefinition {
 }
 
 /// On the CPU backend itself (AVX-512): EfficientNet's blocks run channels last, their
-/// pooling over the permuted axes, with one reformat in after the stem and one out after
-/// the head's pooling, and compute what the channels-first engine does; a ResNet-style
-/// chain of 3×3 and 1×1 layers stays channels first.
+/// pooling over the permuted axes, with one reformat in after the stem (a transpose) and
+/// one out after the head's pooling (a reshape: `[N, 1, 1, C]` is `[N, C, 1, 1]`'s bytes),
+/// and compute what the channels-first engine does; a ResNet-style chain of 3×3 and 1×1
+/// layers stays channels first.
 #[test]
 fn cpu_runs_inverted_residual_blocks_channels_last() {
     if !std::is_x86_feature_detected!("avx512f") {
@@ -845,7 +846,21 @@ fn cpu_runs_inverted_residual_blocks_channels_last() {
         [&vec![1, 2]; 3],
         "pooled over H and W of [N, H, W, C]"
     );
-    assert_eq!(plan.reformats.len(), 2, "{:?}", plan.reformats);
+    let mut reformats: Vec<(&str, &str)> = plan
+        .layers
+        .iter()
+        .filter(|l| plan.reformats.contains(&l.name))
+        .map(|l| (l.name.as_str(), l.kind.op().kind()))
+        .collect();
+    reformats.sort();
+    assert_eq!(
+        reformats,
+        [
+            ("head_pool/reformat_channels_first", "Reshape"),
+            ("stem/reformat_channels_last", "Transpose"),
+        ],
+        "the pooled [N, 1, 1, C] leaves as a view, the stem's output is moved"
+    );
     let plain = torchtrt_core::build(&net, &config(false), &[cpu()]).unwrap();
     for n in [1, 3] {
         let input = Tensor::from_vec(&[n, 3, 10, 10], random_f32(n * 300, 5 + n as u64)).unwrap();

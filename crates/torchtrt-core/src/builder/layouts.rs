@@ -14,8 +14,10 @@
 //! convolutions (ConvNeXt) loses its transposes. Elsewhere a reformat (a `Transpose`)
 //! converts a tensor once where a member reads a channels-first tensor (constants whose
 //! bytes do not move, such as `[1, C, 1, 1]` scales, are retyped instead), and back where
-//! anything else reads a member's output; reformats nothing reads are left for `compact` to
-//! drop. The builder records the reformats it inserted, which `inspect` counts.
+//! anything else reads a member's output. A tensor whose height and width (or channels)
+//! are 1 is the same bytes either way, so its reformat is a `Reshape` (a view) and costs
+//! nothing. Reformats nothing reads are left for `compact` to drop. The builder records the
+//! reformats it inserted, which `inspect` counts.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use super::Work;
 use super::uses::Uses;
 use crate::backend::{Backend, ChannelsLast};
 use crate::layers::{
-    ACTIVATION_INPUTS, Constant, LayerKind, Reduce, Transpose, TypeShape, permuted,
+    ACTIVATION_INPUTS, Constant, LayerKind, Reduce, Reshape, Transpose, TypeShape, permuted,
     to_channels_first, to_channels_last,
 };
 use crate::network::{Layer, TensorId};
@@ -205,7 +207,9 @@ impl Plan {
                     }
                     continue;
                 }
-                cost[g] += elements(work, t);
+                if in_place(work, t, true).is_none() {
+                    cost[g] += elements(work, t);
+                }
             }
             let y = work.layers[i].outputs[0];
             let exit = self.exit_transpose(work, i);
@@ -216,7 +220,7 @@ impl Plan {
                 || self.uses.readers[y.index()]
                     .iter()
                     .any(|&(r, s)| Some(r) != exit && !self.reads_in(r, s, g));
-            if outside {
+            if outside && in_place(work, y, false).is_none() {
                 cost[g] += elements(work, y);
             }
         }
@@ -340,6 +344,31 @@ fn retyped_shape(work: &Work, t: TensorId) -> Option<Vec<usize>> {
     still.then(|| permuted(shape, &to_channels_last(4)))
 }
 
+/// The `Reshape` dims that take `t` to channels last (`to_last`) or first without moving
+/// its bytes: its height and width are both 1 (a squeeze-and-excitation block's pooled
+/// tensor and gate) or its channels are, and the dims after the batch are known. A reshape
+/// is a view, so such a reformat costs nothing.
+fn in_place(work: &Work, t: TensorId, to_last: bool) -> Option<Vec<i64>> {
+    let shape = &work.ty(t).shape;
+    if shape.len() != 4 {
+        return None;
+    }
+    let (perm, channels) = match to_last {
+        true => (to_channels_last(4), 1),
+        false => (to_channels_first(4), 3),
+    };
+    let one = |d: usize| shape[d].as_const() == Some(1);
+    let spatial: Vec<usize> = (1..4).filter(|&d| d != channels).collect();
+    if !one(channels) && !spatial.iter().all(|&d| one(d)) {
+        return None;
+    }
+    let mut dims = vec![0];
+    for d in permuted(shape, &perm).iter().skip(1) {
+        dims.push(d.as_const()?);
+    }
+    Some(dims)
+}
+
 /// Elements of `t` at the profile's optimum shapes (a dim not known there counts as 1).
 fn elements(work: &Work, t: TensorId) -> u64 {
     work.ty(t)
@@ -381,11 +410,16 @@ fn reformat(
     let out = into.unwrap_or_else(|| new_like(work, t, suffix, perm_of));
     let named = if to_last { t } else { out };
     let name = format!("{}/reformat_{suffix}", work.tensors[named.index()].name);
-    let perm = perm_of(work.ty(t).shape.len());
+    let kind = match in_place(work, t, to_last) {
+        Some(dims) => LayerKind::Reshape(Reshape::new(dims)),
+        None => LayerKind::Transpose(Transpose {
+            perm: perm_of(work.ty(t).shape.len()),
+        }),
+    };
     work.reformats.insert(name.clone());
     work.layers.push(Layer {
         name,
-        kind: LayerKind::Transpose(Transpose { perm }),
+        kind,
         inputs: vec![t],
         outputs: vec![out],
     });
