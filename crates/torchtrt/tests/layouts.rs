@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
     Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, InferInput, LayerKind,
-    LayerOp, MatMul, Reduce, ReduceOp, Softmax, Transpose,
+    MatMul, Reduce, ReduceOp, Softmax, Transpose,
 };
 use torchtrt::plugin_api::{DType, DeviceKind};
 use torchtrt::{
