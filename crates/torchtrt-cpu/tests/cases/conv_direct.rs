@@ -37,7 +37,8 @@ fn case(rng: &mut Rng, spatial: usize, max_in: i64) -> (Vec<usize>, Vec<usize>, 
     (x, w, p)
 }
 
-fn layer(p: &ConvParams, activation: Option<ActivationKind>) -> Convolution {
+/// The convolution of `p` with a fused `activation`, channels first.
+pub(super) fn layer(p: &ConvParams, activation: Option<ActivationKind>) -> Convolution {
     let v = |x: &[usize]| x.iter().map(|&v| v as i64).collect();
     Convolution {
         strides: v(&p.strides),

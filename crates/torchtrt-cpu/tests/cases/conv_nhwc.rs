@@ -8,12 +8,13 @@
 
 use proptest::prelude::*;
 use torchtrt_core::layers::{ActivationKind, Convolution};
-use torchtrt_core::plugin_api::{DType, DimExpr};
-use torchtrt_core::{Backend, ChannelsLast, InferInput, Tensor};
+use torchtrt_core::plugin_api::DType;
+use torchtrt_core::{Backend, ChannelsLast, Tensor};
 
+use super::conv_direct::layer;
 use crate::reference::Nd;
 use crate::reference::convolution::{ConvParams, conv};
-use crate::support::{Rng, Tol, check, global, nd, pooled, random, run_on};
+use crate::support::{Rng, Tol, check, global, nd, pooled, random, run_on, with_infer};
 
 /// `t` (`[N, C, H, W]`) moved channels last.
 fn to_last(t: &Nd) -> Nd {
@@ -89,37 +90,19 @@ fn matches(
         let got = run_on(backend, last.clone(), &inputs).map_err(TestCaseError::fail)?;
         check(&got[0], &want, tol)?;
     }
-    let shapes: Vec<Vec<DimExpr>> = [x, w]
-        .iter()
-        .map(|t| {
-            t.shape()
-                .iter()
-                .map(|&d| DimExpr::Const(d as i64))
-                .collect()
-        })
-        .collect();
-    let infer: Vec<InferInput<'_>> = [x, w]
-        .iter()
-        .zip(&shapes)
-        .map(|(t, s)| InferInput {
-            dtype: t.dtype(),
-            shape: s,
-            value: Some(t),
-        })
-        .collect();
-    Ok(global().channels_last(&layer, &infer))
+    Ok(with_infer(&[x, w], |infer| {
+        global().channels_last(&layer, infer)
+    }))
 }
 
-fn layer(p: &ConvParams, activation: Option<ActivationKind>) -> Convolution {
-    let v = |x: &[usize]| x.iter().map(|&v| v as i64).collect();
-    Convolution {
-        strides: v(&p.strides),
-        pads_begin: v(&p.pads_begin),
-        pads_end: v(&p.pads_end),
-        dilations: v(&p.dilations),
-        groups: p.groups as i64,
-        activation,
-        channels_last: false,
+/// Square 2-D parameters: `stride`, `pad` on every side, dilation 1, `groups`.
+fn square(stride: usize, pad: usize, groups: usize) -> ConvParams {
+    ConvParams {
+        strides: vec![stride; 2],
+        dilations: vec![1; 2],
+        pads_begin: vec![pad; 2],
+        pads_end: vec![pad; 2],
+        groups,
     }
 }
 
@@ -164,13 +147,7 @@ proptest! {
                                    hw in 1usize..20, batch in 1usize..=3, bias: bool,
                                    residual: bool, which in 0usize..4, seed: u64) {
         let mut rng = Rng::new(seed);
-        let p = ConvParams {
-            strides: vec![1; 2],
-            dilations: vec![1; 2],
-            pads_begin: vec![0; 2],
-            pads_end: vec![0; 2],
-            groups: 1,
-        };
+        let p = square(1, 0, 1);
         let x = random(DType::F32, &[batch, channels, hw, hw + 3], &mut rng, -1.0, 1.0);
         let w = random(DType::F32, &[out_channels, channels, 1, 1], &mut rng, -1.0, 1.0);
         let (kind, act) = activation(which);
@@ -191,13 +168,7 @@ proptest! {
                                 channels in prop::sample::select(vec![96usize, 144, 240, 672]),
                                 seed: u64) {
         let mut rng = Rng::new(seed);
-        let p = ConvParams {
-            strides: vec![stride; 2],
-            dilations: vec![1; 2],
-            pads_begin: vec![kernel / 2; 2],
-            pads_end: vec![kernel / 2; 2],
-            groups: channels,
-        };
+        let p = square(stride, kernel / 2, channels);
         let x = random(DType::F32, &[1, channels, hw, hw], &mut rng, -1.0, 1.0);
         let w = random(DType::F32, &[channels, 1, kernel, kernel], &mut rng, -1.0, 1.0);
         let (kind, act) = activation(2);
@@ -209,13 +180,7 @@ proptest! {
 #[test]
 fn other_layers_run_through_transposes() {
     let mut rng = Rng::new(7);
-    let p = ConvParams {
-        strides: vec![1; 2],
-        dilations: vec![1; 2],
-        pads_begin: vec![1; 2],
-        pads_end: vec![1; 2],
-        groups: 1,
-    };
+    let p = square(1, 1, 1);
     let x = random(DType::F32, &[2, 5, 9, 11], &mut rng, -1.0, 1.0);
     let w = random(DType::F32, &[6, 5, 3, 3], &mut rng, -1.0, 1.0);
     let (kind, act) = activation(1);
@@ -231,13 +196,7 @@ fn mismatched_inputs_are_errors() {
     }
     let mut rng = Rng::new(3);
     let w = random(DType::F32, &[8, 1, 3, 3], &mut rng, -1.0, 1.0);
-    let p = ConvParams {
-        strides: vec![1; 2],
-        dilations: vec![1; 2],
-        pads_begin: vec![1; 2],
-        pads_end: vec![1; 2],
-        groups: 8,
-    };
+    let p = square(1, 1, 8);
     let last = Convolution {
         channels_last: true,
         ..layer(&p, None)

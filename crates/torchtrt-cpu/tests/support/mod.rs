@@ -117,14 +117,8 @@ fn const_shapes(inputs: &[&Tensor]) -> Vec<ShapeExpr> {
         .collect()
 }
 
-/// Runs `layer` on `inputs` through `backend`: output shapes from the layer's own shape
-/// rule, outputs pre-filled with the sentinel so unwritten elements fail.
-pub fn run_on(
-    backend: &dyn Backend,
-    layer: impl Into<LayerKind>,
-    inputs: &[&Tensor],
-) -> Result<Vec<Tensor>, String> {
-    let layer = layer.into();
+/// `f` of `inputs` as the builder describes them to a backend: constant shapes and values.
+pub fn with_infer<R>(inputs: &[&Tensor], f: impl FnOnce(&[InferInput<'_>]) -> R) -> R {
     let shapes = const_shapes(inputs);
     let infer: Vec<InferInput<'_>> = inputs
         .iter()
@@ -135,8 +129,28 @@ pub fn run_on(
             value: Some(t),
         })
         .collect();
-    let types = layer.op().infer(&infer)?;
-    let kernel = backend.prepare(&layer, &infer)?;
+    f(&infer)
+}
+
+/// Runs `layer` on `inputs` through `backend`: output shapes from the layer's own shape
+/// rule, outputs pre-filled with the sentinel so unwritten elements fail.
+pub fn run_on(
+    backend: &dyn Backend,
+    layer: impl Into<LayerKind>,
+    inputs: &[&Tensor],
+) -> Result<Vec<Tensor>, String> {
+    let layer = layer.into();
+    with_infer(inputs, |infer| run_prepared(backend, &layer, inputs, infer))
+}
+
+fn run_prepared(
+    backend: &dyn Backend,
+    layer: &LayerKind,
+    inputs: &[&Tensor],
+    infer: &[InferInput<'_>],
+) -> Result<Vec<Tensor>, String> {
+    let types = layer.op().infer(infer)?;
+    let kernel = backend.prepare(layer, infer)?;
     let mut outputs: Vec<Tensor> = types
         .iter()
         .map(|ts| {
