@@ -806,7 +806,7 @@ fn inverted_residual_blocks(c: usize, blocks: u64) -> NetworkDefinition {
 /// layers stays channels first.
 #[test]
 fn cpu_runs_inverted_residual_blocks_channels_last() {
-    if !std::is_x86_feature_detected!("avx512f") {
+    if torchtrt_cpu::simd_level() != "v4" {
         println!("skipped: the CPU runs channels last on AVX-512 only");
         return;
     }

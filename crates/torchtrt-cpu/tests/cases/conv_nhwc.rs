@@ -106,11 +106,14 @@ fn square(stride: usize, pad: usize, groups: usize) -> ConvParams {
     }
 }
 
-/// What the CPU answers for native layers on this machine: they run natively only with
-/// AVX-512.
+/// What the CPU answers for native layers at the level its kernels run: native only with
+/// AVX-512 (`TORCHTRT_CPU_SIMD` may cap it below).
 fn native(kind: ChannelsLast) -> ChannelsLast {
-    let v4 = std::is_x86_feature_detected!("avx512f");
-    if v4 { kind } else { ChannelsLast::No }
+    if torchtrt_cpu::simd_level() == "v4" {
+        kind
+    } else {
+        ChannelsLast::No
+    }
 }
 
 proptest! {
@@ -191,7 +194,7 @@ fn other_layers_run_through_transposes() {
 /// Inputs that do not fit the prepared layer are errors, not panics.
 #[test]
 fn mismatched_inputs_are_errors() {
-    if !std::is_x86_feature_detected!("avx512f") {
+    if torchtrt_cpu::simd_level() != "v4" {
         return;
     }
     let mut rng = Rng::new(3);
