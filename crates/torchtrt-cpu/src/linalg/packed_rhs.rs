@@ -191,15 +191,15 @@ impl PackedRhs {
                     } else {
                         to.min((panel + 1) * row_tiles)
                     };
+                    let j0 = panel * NR;
+                    let width = NR.min(cols - j0);
+                    let vectors = width.div_ceil(LANES);
                     for block in 0..blocks {
                         let k0 = block * kc;
                         let steps = kc.min(depth - k0);
                         for w in first_of_run..end {
                             let (_, tile) = coords(w);
                             let (r0, tile_rows) = row_split(rows, row_tiles, tile);
-                            let j0 = panel * NR;
-                            let width = NR.min(cols - j0);
-                            let vectors = width.div_ceil(LANES);
                             let ahead = match panel + 1 < self.panels && block == 0 {
                                 true => {
                                     &self.data[(panel + 1) * panel_len..(panel + 2) * panel_len]

@@ -100,8 +100,6 @@ impl Kernel for Depthwise {
             residual: op.residual,
             weights: &self.weights,
             channels: c,
-            width: win.input[2],
-            kernel_width: self.kernel[1],
             interior: interior(&win),
             win,
             epilogue: self.epilogue,
@@ -158,8 +156,6 @@ struct Run<'a> {
     residual: Option<&'a [f32]>,
     weights: &'a [f32],
     channels: usize,
-    width: usize,
-    kernel_width: usize,
     win: Window,
     interior: Range<usize>,
     epilogue: Epilogue,
@@ -173,8 +169,10 @@ impl Run<'_> {
     /// row's channels of `vectors`.
     unsafe fn row(&self, out: SendPtr<f32>, image: usize, oh: usize, vectors: Range<usize>) {
         let (win, c) = (&self.win, self.channels);
-        let (out_w, in_h) = (win.output[2], win.input[1]);
+        let (out_w, in_h, width) = (win.output[2], win.input[1], win.input[2]);
         let row_out = (image * win.output[1] + oh) * out_w;
+        let image_x = self.x.as_ptr().wrapping_add(image * in_h * width * c);
+        let (rows, first_row) = (win.valid_taps(1, oh), win.coord(1, oh, 0));
         let mut ow = 0;
         while ow < out_w {
             let (count, checked) = if self.interior.contains(&ow) {
@@ -191,22 +189,19 @@ impl Run<'_> {
                 let c0 = v * LANES;
                 let at = (row_out + ow) * c + c0;
                 let args = Args {
-                    x: self
-                        .x
-                        .as_ptr()
-                        .wrapping_add(image * in_h * self.width * c + c0),
+                    x: image_x.wrapping_add(c0),
                     w: self.weights.as_ptr().wrapping_add(c0),
                     weight_stride: c.next_multiple_of(LANES),
                     channels: c,
-                    row_len: self.width * c,
-                    width: self.width,
-                    rows: win.valid_taps(1, oh),
-                    first_row: win.coord(1, oh, 0),
+                    row_len: width * c,
+                    width,
+                    rows: rows.clone(),
+                    first_row,
                     row_step: win.dilation[1],
                     first_col: win.coord(2, ow, 0),
                     col_step: win.dilation[2],
                     stride: win.stride[2],
-                    kernel_width: self.kernel_width,
+                    kernel_width: win.kernel[2],
                     bias: self.bias.map(|b| b.as_ptr().wrapping_add(c0)),
                     residual: self.residual.map(|r| r.as_ptr().wrapping_add(at)),
                     out: out.get().wrapping_add(at),
