@@ -212,5 +212,7 @@ fn mismatched_inputs_are_errors() {
     assert!(run_on(global(), last.clone(), &[&x, &w, &b]).is_ok());
     assert!(run_on(global(), last.clone(), &[&wrong_channels, &w]).is_err());
     assert!(run_on(global(), last.clone(), &[&x, &w, &short_bias]).is_err());
-    assert!(run_on(global(), last, &[&x, &w, &b, &bad_residual]).is_err());
+    assert!(run_on(global(), last.clone(), &[&x, &w, &b, &bad_residual]).is_err());
+    let no_taps = Tensor::from_vec(&[8, 1, 0, 3], Vec::<f32>::new()).expect("empty weights");
+    assert!(run_on(global(), last, &[&x, &no_taps]).is_err());
 }

@@ -31,13 +31,18 @@ enum Native {
 }
 
 /// How `layer` with f32 input and constant weights `w` runs natively channels last, if it
-/// does: a 2-D layer with a fusable activation on a CPU with AVX-512.
+/// does: a 2-D layer with taps and a fusable activation on a CPU with AVX-512.
 fn native(layer: &Convolution, dtype: DType, w: Option<&Tensor>) -> Option<Native> {
     let w = w.filter(|w| w.dtype() == DType::F32)?;
     let &[m, group_channels, kh, kw] = w.shape() else {
         return None;
     };
-    if dtype != DType::F32 || !crate::simd::v4() || Epilogue::of(layer.activation).is_none() {
+    if dtype != DType::F32
+        || !crate::simd::v4()
+        || Epilogue::of(layer.activation).is_none()
+        || kh == 0
+        || kw == 0
+    {
         return None;
     }
     let unit = |v: &[i64], one: i64| v.iter().all(|&x| x == one);
