@@ -77,7 +77,8 @@ fn build(layer: &Convolution, inputs: &[InferInput<'_>]) -> Result<ConvKernel, S
             let channels = w.shape().get(1).copied().unwrap_or(0);
             let out_channels = w.shape().first().copied().unwrap_or(0);
             let large = large_image(layer, &inputs[0], channels, out_channels);
-            Winograd::prepare(layer, w, large)
+            let small = small_image(layer, &inputs[0]);
+            Winograd::prepare(layer, w, large, small)
         }
         _ => None,
     };
@@ -227,6 +228,25 @@ fn large_image(
         .zip(pads)
         .all(|(d, (b, e))| d.as_const().is_some_and(|d| d + b + e - 2 >= least))
 }
+
+/// True when the 2-D input `x` has known spatial dims that give a 3×3 stride-1 `layer` at
+/// most [`SMALL_OUTPUTS`] outputs per image.
+fn small_image(layer: &Convolution, x: &InferInput<'_>) -> bool {
+    let [_, _, h, w] = x.shape else {
+        return false;
+    };
+    let pads = layer.pads_begin.iter().zip(&layer.pads_end);
+    let sides: Option<Vec<i64>> = [h, w]
+        .iter()
+        .zip(pads)
+        .map(|(d, (b, e))| d.as_const().map(|d| d + b + e - 2))
+        .collect();
+    sides.is_some_and(|s| s.iter().all(|&d| d > 0) && s[0] * s[1] <= SMALL_OUTPUTS)
+}
+
+/// Outputs per image up to which Winograd's products run on weights packed once
+/// ([`Winograd::prepare`]).
+const SMALL_OUTPUTS: i64 = 64;
 
 /// Sizes of one convolution call.
 pub(super) struct ConvGeom {

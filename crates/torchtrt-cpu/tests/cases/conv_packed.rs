@@ -267,3 +267,58 @@ fn large_planes_with_few_channels_match_reference() {
         }
     }
 }
+
+/// Unfolded layers whose weights (over 1 MiB a group) do not stay in L2, which take each
+/// image as one tile of columns: strided 3×3 and 1×1 layers, two groups, asymmetric
+/// padding, output channels that fill no whole panel, batches of one to three (one image
+/// splits its rows over the threads and shares its unfolded columns), with bias, residual
+/// and activation, on one, two and three threads.
+#[test]
+fn heavy_weights_take_whole_images_match_reference() {
+    type Shapes = (&'static [usize], &'static [usize], [usize; 4], usize);
+    let shapes: [Shapes; 4] = [
+        (&[2, 128, 15, 15], &[290, 128, 3, 3], [1, 1, 1, 1], 1),
+        (&[1, 128, 13, 16], &[290, 128, 3, 3], [1, 0, 1, 2], 1),
+        (&[1, 512, 8, 9], &[300, 256, 3, 3], [1, 0, 1, 2], 2),
+        (&[3, 600, 9, 9], &[500, 600, 1, 1], [0; 4], 1),
+    ];
+    for (i, (xs, ws, pads, groups)) in shapes.into_iter().enumerate() {
+        let mut rng = Rng::new(60 + i as u64);
+        let x = random(DType::F32, xs, &mut rng, -1.0, 1.0);
+        let w = random(DType::F32, ws, &mut rng, -1.0, 1.0);
+        let b = random(DType::F32, &[ws[0]], &mut rng, -1.0, 1.0);
+        let p = ConvParams {
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            pads_begin: pads[..2].to_vec(),
+            pads_end: pads[2..].to_vec(),
+            groups,
+        };
+        let mut want = conv(&nd(&x), &nd(&w), Some(&nd(&b)), &p);
+        let r = random(DType::F32, &want.shape, &mut rng, -1.0, 1.0);
+        let (kind, f) = activation(i % 5);
+        for (v, r) in want.data.iter_mut().zip(r.to_f64_vec()) {
+            *v = f(*v + r);
+        }
+        let layer = Convolution {
+            strides: vec![2, 2],
+            pads_begin: pads[..2].iter().map(|&v| v as i64).collect(),
+            pads_end: pads[2..].iter().map(|&v| v as i64).collect(),
+            dilations: vec![1, 1],
+            groups: groups as i64,
+            activation: kind,
+            channels_last: false,
+        };
+        for n in 1..=3 {
+            let backend: &dyn torchtrt_core::Backend = if n == 3 { pooled() } else { threads(n) };
+            let got = run_on(backend, layer.clone(), &[&x, &w, &b, &r]).unwrap();
+            let taps: usize = ws[1..].iter().product();
+            check(
+                &got[0],
+                &want,
+                Tol::of(DType::F32).scaled((taps as f64).sqrt() * 2.0),
+            )
+            .unwrap_or_else(|e| panic!("x{xs:?} w{ws:?} on pool {n}: {e}"));
+        }
+    }
+}

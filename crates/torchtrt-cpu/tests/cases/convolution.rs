@@ -262,6 +262,19 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Images of 7×7 and 8×8 outputs, whose Winograd products run on weights packed once:
+    /// output channels that fill no whole panel of 8, batches of one to three, a fused
+    /// activation, one and several threads.
+    #[test]
+    fn winograd_small_images(c in 64usize..72, m in 16usize..90, h in 7usize..9, w in 7usize..9,
+                             batch in 1usize..4, relu: bool, seed: u64) {
+        check_3x3(batch, c, m, h, w, [1; 4], relu, seed, 4.0)?;
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(6))]
 
     /// Images of at least 56×56 outputs with 128 channels take Winograd F(4×4, 3×3): partial
