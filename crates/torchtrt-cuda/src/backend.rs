@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use torchtrt_core::backend::{Backend, DeviceContext, Kernel, PrepareOptions};
-use torchtrt_core::layers::{Convolution, InferInput, LayerKind};
+use torchtrt_core::layers::{Convolution, InferInput, LayerKind, QuantizedConvolution};
 use torchtrt_core::{ChannelsLast, EngineBlob};
 use torchtrt_plugin_api::{DType, DeviceKind, Plugin};
 
@@ -152,6 +152,18 @@ impl Backend for CudaBackend {
 
     fn channels_last(&self, layer: &Convolution, inputs: &[InferInput<'_>]) -> ChannelsLast {
         kernels::channels_last(layer, inputs, self.device.compute_capability())
+    }
+
+    fn quantized_channels_last(
+        &self,
+        layer: &QuantizedConvolution,
+        inputs: &[InferInput<'_>],
+    ) -> ChannelsLast {
+        let cc = self.device.compute_capability();
+        match kernels::runs_quantized_convolution(layer, inputs, cc) {
+            true => ChannelsLast::Faster,
+            false => ChannelsLast::No,
+        }
     }
 
     fn runs_integer(&self, layer: &LayerKind, inputs: &[InferInput<'_>]) -> bool {

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
     Activation, ActivationKind, Convolution, Elementwise, ElementwiseOp, InferInput, LayerKind,
-    MatMul, Reduce, ReduceOp, Softmax, Transpose,
+    MatMul, OutputQuantization, Quantize, QuantizedConvolution, Reduce, ReduceOp, Softmax,
+    Transpose,
 };
 use torchtrt::plugin_api::{DType, DeviceKind};
 use torchtrt::{
@@ -879,4 +880,163 @@ fn cpu_runs_inverted_residual_blocks_channels_last() {
         engine.plan().reformats.is_empty(),
         "no depthwise layer pays"
     );
+}
+
+/// The CPU backend, preferring channels last for every 8-bit convolution (the CPU runs
+/// those between transposes): the layout pass as a device with integer channels-last
+/// kernels sees it.
+struct Int8ChannelsLastCpu(CpuBackend);
+
+impl Backend for Int8ChannelsLastCpu {
+    fn device(&self) -> DeviceKind {
+        self.0.device()
+    }
+    fn name(&self) -> String {
+        "cpu (8-bit channels last)".into()
+    }
+    fn prepare(
+        &self,
+        layer: &LayerKind,
+        inputs: &[InferInput<'_>],
+    ) -> Result<Box<dyn Kernel>, String> {
+        self.0.prepare(layer, inputs)
+    }
+    fn quantized_channels_last(
+        &self,
+        _layer: &QuantizedConvolution,
+        _inputs: &[InferInput<'_>],
+    ) -> ChannelsLast {
+        ChannelsLast::Faster
+    }
+}
+
+/// An 8-bit convolution of `m` filters over `c` channels, `k`×`k` padded to keep the size,
+/// f32 out (or bytes with `output`), with a fused Relu and `residual` when given.
+fn quantized_conv(
+    net: &mut NetworkDefinition,
+    name: &str,
+    inputs: [torchtrt::TensorId; 2],
+    [m, c, k]: [usize; 3],
+    output: Option<OutputQuantization>,
+    seed: u64,
+) -> torchtrt::TensorId {
+    let [x, residual] = inputs;
+    let weights: Vec<i8> = random_f32(m * c * k * k, seed)
+        .iter()
+        .map(|v| (v * 127.0).round() as i8)
+        .collect();
+    let w = Tensor::from_vec(&[m, c, k, k], weights).unwrap();
+    let w = net.add_constant(&format!("{name}_w"), w).unwrap();
+    let b = Tensor::from_vec(&[m], random_f32(m, seed + 100)).unwrap();
+    let b = net.add_constant(&format!("{name}_b"), b).unwrap();
+    let mut conv = Convolution::new(2);
+    let pad = (k as i64 - 1) / 2;
+    conv.pads_begin = vec![pad; 2];
+    conv.pads_end = vec![pad; 2];
+    conv.activation = Some(ActivationKind::Relu);
+    let scales = random_f32(m, seed + 200);
+    let layer = QuantizedConvolution {
+        conv,
+        input_scale: 0.02,
+        input_zero_point: 0,
+        weight_scales: scales.iter().map(|s| 0.002 + 0.001 * s.abs()).collect(),
+        dtype: DType::F32,
+        output,
+    };
+    let mut operands = vec![x, w, b];
+    if residual != x {
+        operands.push(residual);
+    }
+    net.add(name, layer, &operands).unwrap()
+}
+
+/// `x` quantized to signed bytes by one scale.
+fn quantize(net: &mut NetworkDefinition, name: &str, x: torchtrt::TensorId) -> torchtrt::TensorId {
+    let s = Tensor::from_vec(&[1], vec![0.02f32]).unwrap();
+    let s = net.add_constant(&format!("{name}_scale"), s).unwrap();
+    let q = Quantize {
+        axis: 1,
+        to: DType::I8,
+    };
+    net.add(name, q, &[x, s]).unwrap()
+}
+
+/// Images of `c` channels quantized, a 3×3 8-bit convolution writing bytes, a 1×1 one
+/// writing floats, their output quantized again into a 3×3 one with that output as its
+/// residual: output `y`.
+fn int8_network(c: usize) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let x = images(&mut net, c as i64, 9);
+    let q0 = quantize(&mut net, "q0", x);
+    let bytes = OutputQuantization {
+        dtype: DType::I8,
+        scale: 0.02,
+        zero_point: 0,
+    };
+    let a = quantized_conv(&mut net, "a", [q0, q0], [c, c, 3], Some(bytes), 1);
+    let b = quantized_conv(&mut net, "b", [a, a], [c, c, 1], None, 2);
+    let q1 = quantize(&mut net, "q1", b);
+    let y = quantized_conv(&mut net, "d", [q1, b], [c, c, 3], None, 3);
+    net.mark_output(y, "y").unwrap();
+    net
+}
+
+#[test]
+fn chains_of_8_bit_convolutions_and_their_quantizations_run_channels_last() {
+    let build = |layouts: bool| {
+        let config = BuildConfig {
+            layouts,
+            ..BuildConfig::default()
+        };
+        let cpu: Arc<dyn Backend> = Arc::new(Int8ChannelsLastCpu(CpuBackend::new()));
+        torchtrt_core::build(&int8_network(8), &config, &[cpu]).unwrap()
+    };
+    let engine = build(true);
+    let plan = engine.plan();
+    let last: Vec<&str> = plan
+        .layers
+        .iter()
+        .filter(|l| matches!(&l.kind, LayerKind::QuantizedConvolution(q) if q.conv.channels_last))
+        .map(|l| l.name.as_str())
+        .collect();
+    assert_eq!(last, ["a", "b", "d"]);
+    assert_eq!(plan.reformats.len(), 2, "x in, y out: {:?}", plan.reformats);
+    let q1 = plan.layers.iter().find(|l| l.name == "q1").unwrap();
+    let b = plan.layers.iter().find(|l| l.name == "b").unwrap();
+    assert_eq!(
+        q1.inputs[0], b.outputs[0],
+        "q1 reads b's channels-last output"
+    );
+    let summary = engine.summary();
+    assert_eq!(summary.layers.iter().filter(|l| l.channels_last).count(), 3);
+    let plain = build(false);
+    assert!(plain.plan().reformats.is_empty());
+    for n in [1, 3] {
+        let input = Tensor::from_vec(&[n, 8, 9, 9], random_f32(n * 648, 50 + n as u64)).unwrap();
+        assert_eq!(run(&engine, &input), run(&plain, &input), "batch {n}");
+    }
+}
+
+#[test]
+fn cuda_runs_8_bit_convolutions_channels_last() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let net = int8_network(64);
+    let engine = torchtrt::compile_for(&net, &BuildConfig::default(), "cuda:0").unwrap();
+    let summary = engine.summary();
+    let last = summary.layers.iter().filter(|l| l.channels_last).count();
+    let reformats = summary.layers.iter().filter(|l| l.reformat).count();
+    assert_eq!((last, reformats), (3, 2), "{summary}");
+    assert!(summary.layers.iter().all(|l| !l.host_fallback), "{summary}");
+    let cpu = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    for n in [1, 3] {
+        let input = Tensor::from_vec(&[n, 64, 9, 9], random_f32(n * 5184, 60 + n as u64)).unwrap();
+        let want = run(&cpu, &input);
+        let got = run(&engine, &input);
+        let w = want[0].as_slice::<f32>().unwrap();
+        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert_close(got[0].as_slice::<f32>().unwrap(), w, 2e-2 * scale, 1e-2);
+    }
 }

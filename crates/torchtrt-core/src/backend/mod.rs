@@ -158,6 +158,20 @@ pub trait Backend: Send + Sync {
         ChannelsLast::No
     }
 
+    /// How `layer`, a channels-first 8-bit convolution over `inputs` (the integer input, the
+    /// constant `I8` weights, then float bias and residual), runs on this backend reading and
+    /// writing its activations channels last (its [`conv`](crate::layers::QuantizedConvolution::conv)'s
+    /// `channels_last`), as [`Backend::channels_last`] tells for float convolutions: the
+    /// layout pass groups such layers with the per-tensor quantizations between them. The
+    /// default is [`ChannelsLast::No`].
+    fn quantized_channels_last(
+        &self,
+        _layer: &crate::layers::QuantizedConvolution,
+        _inputs: &[InferInput<'_>],
+    ) -> ChannelsLast {
+        ChannelsLast::No
+    }
+
     /// Whether this backend runs `layer`, an integer layer the builder's quantize pass
     /// would make (`QuantizedConvolution`, `QuantizedMatMul`) over `inputs` (the integer
     /// input, the constant `I8` weights, then float bias and residual), on integer

@@ -2,7 +2,8 @@
 //! ([`Backend::channels_last`]), the element-wise layers over rank-4 tensors (indifferent
 //! to layout: broadcasting commutes with a permutation of all four dims) and the rank-4
 //! reductions that keep their dims (a squeeze-and-excitation block's pooling: its axes are
-//! permuted with the tensor); members joined by
+//! permuted with the tensor), and the quantizations by one scale (element-wise) between
+//! 8-bit convolutions the backend runs channels last; members joined by
 //! their edges form groups. A group becomes channels last when it contains a convolution
 //! and the reformats it then needs move no more elements, at the profile's optimum shapes,
 //! than it spares: the input copies of convolutions that are [`ChannelsLast::Faster`] so,
@@ -27,7 +28,7 @@ use super::uses::Uses;
 use crate::backend::{Backend, ChannelsLast};
 use crate::layers::{
     ACTIVATION_INPUTS, Constant, LayerKind, Reduce, Reshape, Transpose, TypeShape, permuted,
-    to_channels_first, to_channels_last,
+    scalar_quantization, to_channels_first, to_channels_last,
 };
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
@@ -44,6 +45,9 @@ enum Role {
     Elementwise,
     /// A reduction of a rank-4 tensor that keeps its dims.
     Reduce,
+    /// A quantization or dequantization of a rank-4 tensor by one scale and zero point:
+    /// element-wise in its first input, the others scalars.
+    Scalar,
 }
 
 fn role(work: &Work, i: usize, backend: &dyn Backend) -> Role {
@@ -51,13 +55,23 @@ fn role(work: &Work, i: usize, backend: &dyn Backend) -> Role {
     if work.devices[i] != backend.device() || layer.outputs.len() != 1 {
         return Role::Out;
     }
+    let conv = |answer: ChannelsLast| match answer {
+        ChannelsLast::No => Role::Out,
+        ChannelsLast::Either => Role::Conv { saves: false },
+        ChannelsLast::Faster => Role::Conv { saves: true },
+    };
     match &layer.kind {
         LayerKind::Convolution(c) if !c.channels_last => {
-            match backend.channels_last(c, &work.infer_inputs(&layer.inputs)) {
-                ChannelsLast::No => Role::Out,
-                ChannelsLast::Either => Role::Conv { saves: false },
-                ChannelsLast::Faster => Role::Conv { saves: true },
-            }
+            conv(backend.channels_last(c, &work.infer_inputs(&layer.inputs)))
+        }
+        LayerKind::QuantizedConvolution(q) if !q.conv.channels_last => {
+            conv(backend.quantized_channels_last(q, &work.infer_inputs(&layer.inputs)))
+        }
+        LayerKind::Quantize(_) | LayerKind::Dequantize(_)
+            if work.ty(layer.inputs[0]).shape.len() == 4
+                && scalar_quantization(&work.infer_inputs(&layer.inputs)).is_some() =>
+        {
+            Role::Scalar
         }
         LayerKind::Elementwise(_) | LayerKind::Unary(_) | LayerKind::Activation(_)
             if layer
@@ -89,6 +103,7 @@ fn layout_slots(layer: &Layer, role: Role) -> Vec<usize> {
             .filter(|&s| s < layer.inputs.len())
             .collect(),
         Role::Elementwise | Role::Reduce => (0..layer.inputs.len()).collect(),
+        Role::Scalar => vec![0],
     }
 }
 
@@ -285,6 +300,7 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], backend: &dyn
         };
         match &mut layer.kind {
             LayerKind::Convolution(c) => c.channels_last = true,
+            LayerKind::QuantizedConvolution(q) => q.conv.channels_last = true,
             LayerKind::Reduce(r) => r.axes = channels_last_axes(&r.axes),
             _ => {}
         }

@@ -194,7 +194,11 @@ pub(crate) fn summarize_plan(plan: &EnginePlan, types: Option<&[TypeShape]>) -> 
                 host_fallback: false,
                 signature: format!("({}) -> ({})", ins.join(", "), outs.join(", ")),
                 reformat: plan.reformats.contains(&l.name),
-                channels_last: matches!(&l.kind, LayerKind::Convolution(c) if c.channels_last),
+                channels_last: match &l.kind {
+                    LayerKind::Convolution(c) => c.channels_last,
+                    LayerKind::QuantizedConvolution(q) => q.conv.channels_last,
+                    _ => false,
+                },
             }
         })
         .collect();

@@ -16,7 +16,8 @@ use super::{Convolution, InferInput, LayerOp, TypeShape};
 /// builds).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct QuantizedConvolution {
-    /// Window, groups and activation; channels first.
+    /// Window, groups and activation; channels first unless its `channels_last` is set (the
+    /// layout pass's choice: input, residual and output are then `[N, H, W, C]`).
     pub conv: Convolution,
     /// The scale of `x_q`.
     pub input_scale: f32,
@@ -96,9 +97,6 @@ impl LayerOp for QuantizedConvolution {
         let scales = std::iter::once(&self.input_scale).chain(&self.weight_scales);
         if let Some(s) = scales.into_iter().find(|s| !s.is_finite() || **s == 0.0) {
             return Err(format!("scale {s} must be finite and non-zero"));
-        }
-        if self.conv.channels_last {
-            return Err("QuantizedConvolution is channels first".into());
         }
         if !self.dtype.is_float() {
             return Err(format!(

@@ -45,6 +45,13 @@ pub(super) fn prepare(
             layer.dtype
         ));
     }
+    if layer.conv.channels_last {
+        let mut plain = layer.clone();
+        plain.conv.channels_last = false;
+        return super::conv_nhwc::channels_first_around(WHAT, inputs, |moved| {
+            prepare(&plain, moved)
+        });
+    }
     let epilogue = Epilogue::of(layer.conv.activation)
         .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.conv.activation))?;
     let packed = match inputs[1].value {

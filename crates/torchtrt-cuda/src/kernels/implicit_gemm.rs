@@ -339,8 +339,9 @@ __device__ __forceinline__ void igemm(IG_PARAMS) {
 /* The 8-bit convolution: x bytes (signed, or unsigned with U) channels last, weights signed
    bytes, both counted in pairs by C and the packed rows; the exact 32-bit sums of each output
    channel m scale by qscale[m] (input scale × the channel's weight scale) into D with the
-   bias, the residual and the activation, into y [N, M, OH·OW] as D or, with `qout` (1: I8,
-   2: U8), quantized by qs and qz as `Quantize` does. */
+   bias, the residual and the activation, into y [N, M, OH·OW] (or, with `nhwc`, [N, OH·OW,
+   M], as the residual) as D or, with `qout` (1: I8, 2: U8), quantized by qs and qz as
+   `Quantize` does. */
 template <typename D, int U, int MT, int NT, int STAGES>
 __device__ __forceinline__ void igemm_i8(IG_PARAMS) {
 #if __CUDA_ARCH__ >= 800
@@ -366,7 +367,7 @@ __device__ __forceinline__ void igemm_i8(IG_PARAMS) {
                     const int c = n0 + wn * 8 * NT + nt * 8 + 2 * t + h;
                     if (c >= cols) continue;
                     const int im = c / OHW;
-                    const i64 e = (i64)im * M * OHW + (c - im * OHW) + row;
+                    const i64 e = nhwc ? (i64)c * M + m : (i64)im * M * OHW + (c - im * OHW) + row;
                     float v = (float)acc[mt][nt][2 * hr + h] * sm + bm;
                     if (res) v += LOAD(D, res, e);
                     v = act(v, code, p0, p1);

@@ -1,6 +1,6 @@
 //! 8-bit convolution ([`QuantizedConvolution`]) on integer tensor cores: the implicit GEMM of
 //! `implicit_gemm` over bytes (`mma.m16n8k32`, exact 32-bit sums), its input copied channels
-//! last, each output channel's sums scaled to f16 or f32 with the bias, residual and
+//! last unless the layout pass made the layer channels last, each output channel's sums scaled to f16 or f32 with the bias, residual and
 //! activation fused, or quantized to bytes as they are written. Layers the kernel does not
 //! take ([`takes_int8`]: a non-zero input zero point, several groups, channels not a multiple
 //! of 64, 1-D or 3-D windows) are declined and run on the host.
@@ -23,6 +23,8 @@ struct QuantizedConvKernel {
     dtype: DType,
     /// The output's type: `dtype`, or the bytes of its quantization.
     output: DType,
+    /// Input, residual and output are `[N, H, W, C]` (the layout pass's choice).
+    channels_last: bool,
     geo: Geometry,
     gemm: ImplicitGemm,
 }
@@ -46,6 +48,7 @@ pub(super) fn prepare(
             input: x.dtype,
             dtype: l.dtype,
             output: l.output.map_or(l.dtype, |q| q.dtype),
+            channels_last: l.conv.channels_last,
             geo,
             gemm,
         }) as Box<dyn DeviceKernel>
@@ -77,6 +80,14 @@ impl DeviceKernel for QuantizedConvKernel {
             dims(&inputs[1].desc)?,
             dims(&outputs[0].desc)?,
         );
+        let first = |d: &[usize]| match *d {
+            [n, h, w, c] if self.channels_last => Ok(vec![n, c, h, w]),
+            _ if self.channels_last => Err(format!(
+                "{WHAT}: channels-last x {xd:?} and y {yd:?} need rank 4"
+            )),
+            _ => Ok(d.to_vec()),
+        };
+        let (xd, yd) = (first(&xd)?, first(&yd)?);
         let (s, k) = shape(2, 1, &self.geo, [&xd, &wd, &yd])?;
         let p = s.problem(&self.geo, k);
         check_extras(WHAT, inputs, p.m, &yd)?;
@@ -86,7 +97,7 @@ impl DeviceKernel for QuantizedConvKernel {
         let bias = inputs.get(2).map_or(0, |b| b.ptr);
         let res = inputs.get(3).map_or(0, |r| r.ptr);
         let ptrs = [inputs[0].ptr, bias, res, outputs[0].ptr];
-        if self.gemm.run(&p, false, ptrs, stream)? {
+        if self.gemm.run(&p, self.channels_last, ptrs, stream)? {
             return Ok(());
         }
         Err(format!(

@@ -12,6 +12,8 @@ mod depthwise;
 mod pointwise;
 mod transposed;
 
+pub(crate) use transposed::around as channels_first_around;
+
 use torchtrt_core::layers::Convolution;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{ChannelsLast, InferInput, Kernel, Tensor};

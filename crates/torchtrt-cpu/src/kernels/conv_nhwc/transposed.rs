@@ -1,22 +1,21 @@
-//! A channels-last convolution ([`Convolution::channels_last`]) on the CPU: the input and
-//! residual moved channels first, the channels-first kernel, its output moved back. Engines
-//! built for the CPU never hold one (the CPU backend prefers channels first); this runs those
-//! of a GPU engine whose layer falls back to the host, and serves as their reference.
+//! A channels-last convolution ([`Convolution::channels_last`], and the 8-bit one's) on the
+//! CPU: the input and residual moved channels first, the channels-first kernel, its output
+//! moved back. Engines built for the CPU hold one only where the CPU has no native
+//! channels-last kernel for the layer; this runs those and the layers of a GPU engine that
+//! fall back to the host, and serves as their reference.
 
 use torchtrt_core::layers::{
     ACTIVATION_INPUTS as ACTIVATIONS, Convolution, Transpose, channels_first_shapes, permuted,
     to_channels_first, to_channels_last,
 };
+use torchtrt_core::plugin_api::DimExpr;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use crate::kernels::{convolution, transpose};
 
-const WHAT: &str = "Convolution";
-
 struct ChannelsLast {
+    what: &'static str,
     inner: Box<dyn Kernel>,
-    to_first: Box<dyn Kernel>,
-    to_last: Box<dyn Kernel>,
     rank: usize,
 }
 
@@ -24,24 +23,55 @@ pub(super) fn prepare(
     layer: &Convolution,
     inputs: &[InferInput<'_>],
 ) -> Result<Box<dyn Kernel>, String> {
-    let rank = inputs[0].shape.len();
+    let plain = Convolution {
+        channels_last: false,
+        ..layer.clone()
+    };
+    around("Convolution", inputs, |moved| {
+        convolution::prepare(&plain, moved)
+    })
+}
+
+/// The channels-last layer `what` over `inputs` (x, weights, bias, residual): the kernel
+/// `inner` prepares for the inputs moved channels first, between transposes.
+pub(crate) fn around(
+    what: &'static str,
+    inputs: &[InferInput<'_>],
+    inner: impl FnOnce(&[InferInput<'_>]) -> Result<Box<dyn Kernel>, String>,
+) -> Result<Box<dyn Kernel>, String> {
+    let rank = inputs.first().map_or(0, |x| x.shape.len());
+    if rank < 3 {
+        return Err(format!(
+            "{what}: a channels-last input needs rank 3 or more"
+        ));
+    }
     let shapes = channels_first_shapes(inputs);
     let moved: Vec<InferInput<'_>> = inputs
         .iter()
         .zip(&shapes)
         .map(|(x, s)| InferInput { shape: s, ..*x })
         .collect();
-    let plain = Convolution {
-        channels_last: false,
-        ..layer.clone()
-    };
-    let transpose = |perm: Vec<usize>| transpose::prepare(&Transpose { perm }, &inputs[..1]);
     Ok(Box::new(ChannelsLast {
-        inner: convolution::prepare(&plain, &moved)?,
-        to_first: transpose(to_channels_first(rank))?,
-        to_last: transpose(to_channels_last(rank))?,
+        what,
+        inner: inner(&moved)?,
         rank,
     }))
+}
+
+/// `t` with its dims permuted by `perm` into `out` (each tensor through a transpose of its
+/// own dtype: an 8-bit layer reads bytes and writes floats).
+fn permute(t: &Tensor, perm: Vec<usize>, out: &mut [Tensor]) -> Result<(), String> {
+    let dims: Vec<DimExpr> = t
+        .shape()
+        .iter()
+        .map(|&d| DimExpr::Const(d as i64))
+        .collect();
+    let x = InferInput {
+        dtype: t.dtype(),
+        shape: &dims,
+        value: None,
+    };
+    transpose::prepare(&Transpose { perm }, &[x])?.execute(&[t], out)
 }
 
 impl ChannelsLast {
@@ -49,7 +79,7 @@ impl ChannelsLast {
     fn first(&self, t: &Tensor) -> Result<Tensor, String> {
         let shape = permuted(t.shape(), &to_channels_first(self.rank));
         let mut out = [Tensor::zeros(t.dtype(), &shape)];
-        self.to_first.execute(&[t], &mut out)?;
+        permute(t, to_channels_first(self.rank), &mut out)?;
         let [out] = out;
         Ok(out)
     }
@@ -58,13 +88,13 @@ impl ChannelsLast {
 impl Kernel for ChannelsLast {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
         let [y] = outputs else {
-            return Err(format!("{WHAT}: one output, got {}", outputs.len()));
+            return Err(format!("{}: one output, got {}", self.what, outputs.len()));
         };
         let activations = ACTIVATIONS.iter().filter_map(|&i| inputs.get(i));
         if inputs.is_empty() || activations.chain([&&*y]).any(|t| t.rank() != self.rank) {
             return Err(format!(
-                "{WHAT}: x, the residual and y must have rank {}",
-                self.rank
+                "{}: x, the residual and y must have rank {}",
+                self.what, self.rank
             ));
         }
         let moved: Vec<Option<Tensor>> = inputs
@@ -80,6 +110,6 @@ impl Kernel for ChannelsLast {
         let shape = permuted(y.shape(), &to_channels_first(self.rank));
         let mut out = [Tensor::zeros(y.dtype(), &shape)];
         self.inner.execute(&args, &mut out)?;
-        self.to_last.execute(&[&out[0]], outputs)
+        permute(&out[0], to_channels_last(self.rank), outputs)
     }
 }
