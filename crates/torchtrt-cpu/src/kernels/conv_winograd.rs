@@ -78,18 +78,14 @@ pub(super) struct Winograd {
 impl Winograd {
     /// The transformed weights of `layer` when it is a 2-D, 3×3, stride-1, undilated,
     /// single-group f32 convolution with the constant weights `w`; `None` otherwise. `large`
-    /// picks F(4×4, 3×3) (for images known to be large), else F(2×2, 3×3). `small` (images
-    /// known to have at most 64 outputs) packs the transformed weights once for the AVX-512
-    /// product: each product is then one vector of 16 tiles wide, where the general product
-    /// packs the weights again on every call, a cost that dominates on such images
-    /// (3×3 512 → 512 on 7×7, batch 2, 2 threads: 1.97 → 1.72 ms). Wider products whose
-    /// tiles are no multiple of 16 run slower on the packed product (256 → 256 on 14×14,
-    /// 49 tiles: 1.29 → 1.50 ms).
+    /// picks F(4×4, 3×3) (for images known to be large), else F(2×2, 3×3). With the output
+    /// `sides` known, the transformed weights are packed once for the AVX-512 product where
+    /// its products' widths suit it ([`packs`]).
     pub(super) fn prepare(
         layer: &Convolution,
         w: &Tensor,
         large: bool,
-        small: bool,
+        sides: Option<[usize; 2]>,
     ) -> Option<Winograd> {
         let ones = |v: &[i64]| v.len() == 2 && v.iter().all(|&s| s == 1);
         if layer.groups != 1 || !ones(&layer.strides) || !ones(&layer.dilations) {
@@ -113,9 +109,9 @@ impl Winograd {
                 u[xi * plane + oc] = v;
             }
         }
-        let packed = small
-            .then(|| PackedLhs::new(&u, points, out_channels, channels))
-            .flatten();
+        let packed = sides
+            .filter(|&sides| packs(sides))
+            .and_then(|_| PackedLhs::new(&u, points, out_channels, channels));
         if packed.is_some() {
             u = Vec::new();
         }
@@ -215,6 +211,20 @@ impl Winograd {
         }
     }
 }
+
+/// Whether the products of a layer with outputs of `sides` run on the weights packed once:
+/// images of at most [`SMALL_OUTPUTS`] outputs, whose products are one vector of 16 tiles
+/// wide. The gemm crate packs the weights again on every call, which dominates there (3×3
+/// 512 → 512 on 7×7, batch 2, 2 threads: 2.00 → 1.80 ms). Wider products read the
+/// transformed input's rows far apart, which the gemm crate packs and the packed product
+/// reads in place: 256 → 256 on 14×14 (49 tiles, most lanes of the last vector idle) took
+/// 1.29 → 1.50 ms packed, on 56×56 16.2 → 17.4 ms; 64 → 64 on 56×56 gained (1.41 → 1.31).
+fn packs([oh, ow]: [usize; 2]) -> bool {
+    oh * ow <= SMALL_OUTPUTS
+}
+
+/// Outputs per image up to which the products run on weights packed once ([`packs`]).
+const SMALL_OUTPUTS: usize = 64;
 
 /// Tiles per output plane: `rows × cols` tiles of outputs.
 struct Tiles {

@@ -77,8 +77,8 @@ fn build(layer: &Convolution, inputs: &[InferInput<'_>]) -> Result<ConvKernel, S
             let channels = w.shape().get(1).copied().unwrap_or(0);
             let out_channels = w.shape().first().copied().unwrap_or(0);
             let large = large_image(layer, &inputs[0], channels, out_channels);
-            let small = small_image(layer, &inputs[0]);
-            Winograd::prepare(layer, w, large, small)
+            let sides = output_sides(layer, &inputs[0]);
+            Winograd::prepare(layer, w, large, sides)
         }
         _ => None,
     };
@@ -229,24 +229,22 @@ fn large_image(
         .all(|(d, (b, e))| d.as_const().is_some_and(|d| d + b + e - 2 >= least))
 }
 
-/// True when the 2-D input `x` has known spatial dims that give a 3×3 stride-1 `layer` at
-/// most [`SMALL_OUTPUTS`] outputs per image.
-fn small_image(layer: &Convolution, x: &InferInput<'_>) -> bool {
+/// The output sides of a 3×3 stride-1 `layer` over the 2-D input `x`, when its spatial dims
+/// are known.
+fn output_sides(layer: &Convolution, x: &InferInput<'_>) -> Option<[usize; 2]> {
     let [_, _, h, w] = x.shape else {
-        return false;
+        return None;
     };
-    let pads = layer.pads_begin.iter().zip(&layer.pads_end);
-    let sides: Option<Vec<i64>> = [h, w]
-        .iter()
-        .zip(pads)
-        .map(|(d, (b, e))| d.as_const().map(|d| d + b + e - 2))
-        .collect();
-    sides.is_some_and(|s| s.iter().all(|&d| d > 0) && s[0] * s[1] <= SMALL_OUTPUTS)
+    let side = |d: &DimExpr, i: usize| {
+        let pads = layer
+            .pads_begin
+            .get(i)?
+            .checked_add(*layer.pads_end.get(i)?)?;
+        let side = d.as_const()?.checked_add(pads)?.checked_sub(2)?;
+        usize::try_from(side).ok().filter(|&s| s > 0)
+    };
+    Some([side(h, 0)?, side(w, 1)?])
 }
-
-/// Outputs per image up to which Winograd's products run on weights packed once
-/// ([`Winograd::prepare`]).
-const SMALL_OUTPUTS: i64 = 64;
 
 /// Sizes of one convolution call.
 pub(super) struct ConvGeom {
