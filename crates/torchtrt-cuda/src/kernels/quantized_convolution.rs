@@ -87,8 +87,7 @@ impl DeviceKernel for QuantizedConvKernel {
             )),
             _ => Ok(d.to_vec()),
         };
-        let (xd, yd) = (first(&xd)?, first(&yd)?);
-        let (s, k) = shape(2, 1, &self.geo, [&xd, &wd, &yd])?;
+        let (s, k) = shape(2, 1, &self.geo, [&first(&xd)?, &wd, &first(&yd)?])?;
         let p = s.problem(&self.geo, k);
         check_extras(WHAT, inputs, p.m, &yd)?;
         if yd.iter().product::<usize>() == 0 {
