@@ -19,8 +19,8 @@ use torchtrt::{
 };
 
 /// The CPU backend, running depthwise convolutions either way and preferring channels last
-/// for every other convolution of more than three input channels (the CPU runs those through
-/// its channels-first kernel with transposes around).
+/// for every other convolution of more than three input channels and every 8-bit one (the
+/// CPU runs those through its channels-first kernels with transposes around).
 struct ChannelsLastCpu(CpuBackend);
 
 impl Backend for ChannelsLastCpu {
@@ -43,6 +43,13 @@ impl Backend for ChannelsLastCpu {
             Some(c) if c > 3 && layer.groups == 1 => ChannelsLast::Faster,
             _ => ChannelsLast::No,
         }
+    }
+    fn quantized_channels_last(
+        &self,
+        _layer: &QuantizedConvolution,
+        _inputs: &[InferInput<'_>],
+    ) -> ChannelsLast {
+        ChannelsLast::Faster
     }
 }
 
@@ -882,34 +889,6 @@ fn cpu_runs_inverted_residual_blocks_channels_last() {
     );
 }
 
-/// The CPU backend, preferring channels last for every 8-bit convolution (the CPU runs
-/// those between transposes): the layout pass as a device with integer channels-last
-/// kernels sees it.
-struct Int8ChannelsLastCpu(CpuBackend);
-
-impl Backend for Int8ChannelsLastCpu {
-    fn device(&self) -> DeviceKind {
-        self.0.device()
-    }
-    fn name(&self) -> String {
-        "cpu (8-bit channels last)".into()
-    }
-    fn prepare(
-        &self,
-        layer: &LayerKind,
-        inputs: &[InferInput<'_>],
-    ) -> Result<Box<dyn Kernel>, String> {
-        self.0.prepare(layer, inputs)
-    }
-    fn quantized_channels_last(
-        &self,
-        _layer: &QuantizedConvolution,
-        _inputs: &[InferInput<'_>],
-    ) -> ChannelsLast {
-        ChannelsLast::Faster
-    }
-}
-
 /// An 8-bit convolution of `m` filters over `c` channels, `k`×`k` padded to keep the size,
 /// f32 out (or bytes with `output`), with a fused Relu and `residual` when given.
 fn quantized_conv(
@@ -988,7 +967,7 @@ fn chains_of_8_bit_convolutions_and_their_quantizations_run_channels_last() {
             layouts,
             ..BuildConfig::default()
         };
-        let cpu: Arc<dyn Backend> = Arc::new(Int8ChannelsLastCpu(CpuBackend::new()));
+        let cpu: Arc<dyn Backend> = Arc::new(ChannelsLastCpu(CpuBackend::new()));
         torchtrt_core::build(&int8_network(8), &config, &[cpu]).unwrap()
     };
     let engine = build(true);
