@@ -212,9 +212,6 @@ fn large_image(
     channels: usize,
     out_channels: usize,
 ) -> bool {
-    let [_, _, h, w] = x.shape else {
-        return false;
-    };
     let least = if channels >= WIDE_CHANNELS && out_channels >= WIDE_CHANNELS {
         LARGE_OUTPUT
     } else if channels >= 2 * WIDE_CHANNELS {
@@ -222,11 +219,7 @@ fn large_image(
     } else {
         4 * LARGE_OUTPUT
     };
-    let pads = layer.pads_begin.iter().zip(&layer.pads_end);
-    [h, w]
-        .iter()
-        .zip(pads)
-        .all(|(d, (b, e))| d.as_const().is_some_and(|d| d + b + e - 2 >= least))
+    output_sides(layer, x).is_some_and(|sides| sides.iter().all(|&d| d as i64 >= least))
 }
 
 /// The output sides of a 3×3 stride-1 `layer` over the 2-D input `x`, when its spatial dims

@@ -325,6 +325,23 @@ pub(super) fn shape(
     Ok((s, k))
 }
 
+/// The dims of a convolution's input `x` and output `y` channels first: as they are, or, for
+/// a `channels_last` layer, `[N, H, W, C]` read as `[N, C, H, W]` (rank 4 only).
+pub(super) fn channels_first_dims(
+    what: &str,
+    channels_last: bool,
+    x: &[usize],
+    y: &[usize],
+) -> Result<[Vec<usize>; 2], String> {
+    match (channels_last, x, y) {
+        (false, _, _) => Ok([x.to_vec(), y.to_vec()]),
+        (true, &[n, h, w, c], &[yn, yh, yw, yc]) => Ok([vec![n, c, h, w], vec![yn, yc, yh, yw]]),
+        (true, _, _) => Err(format!(
+            "{what}: channels-last x {x:?} and y {y:?} need rank 4"
+        )),
+    }
+}
+
 /// Checks a convolution's optional third and fourth inputs: the bias `[m]` and the residual
 /// shaped like the output `y`.
 pub(super) fn check_extras(
@@ -769,17 +786,8 @@ impl DeviceKernel for ConvKernel {
             dims(&inputs[1].desc)?,
             dims(&outputs[0].desc)?,
         );
-        let (s, k) = if self.channels_last {
-            let first = |d: &[usize]| match d {
-                &[n, h, w, c] => Ok(vec![n, c, h, w]),
-                _ => Err(format!(
-                    "{WHAT}: channels-last x {xd:?} and y {yd:?} need rank 4"
-                )),
-            };
-            self.shape(&first(&xd)?, &wd, &first(&yd)?)?
-        } else {
-            self.shape(&xd, &wd, &yd)?
-        };
+        let [x_first, y_first] = channels_first_dims(WHAT, self.channels_last, &xd, &yd)?;
+        let (s, k) = self.shape(&x_first, &wd, &y_first)?;
         check_extras(WHAT, inputs, s.m, &yd)?;
         if s.n * s.m * s.oh * s.ow == 0 {
             return Ok(());

@@ -1,14 +1,15 @@
 //! 8-bit convolution ([`QuantizedConvolution`]) on integer tensor cores: the implicit GEMM of
 //! `implicit_gemm` over bytes (`mma.m16n8k32`, exact 32-bit sums), its input copied channels
-//! last unless the layout pass made the layer channels last, each output channel's sums scaled to f16 or f32 with the bias, residual and
-//! activation fused, or quantized to bytes as they are written. Layers the kernel does not
+//! last unless the layout pass made the layer channels last, each output channel's sums
+//! scaled to f16 or f32 with the bias, residual and activation fused, or quantized to bytes
+//! as they are written. Layers the kernel does not
 //! take ([`takes_int8`]: a non-zero input zero point, several groups, channels not a multiple
 //! of 64, 1-D or 3-D windows) are declined and run on the host.
 
 use torchtrt_core::layers::{InferInput, LayerKind, QuantizedConvolution};
 use torchtrt_plugin_api::{DType, DeviceTensor};
 
-use super::convolution::{Geometry, check_extras, geometry, shape};
+use super::convolution::{Geometry, channels_first_dims, check_extras, geometry, shape};
 use super::implicit_gemm::{ImplicitGemm, takes_int8};
 use super::operands::{dims, expect_dtype, expect_inputs};
 use super::{DeviceKernel, PrepareCtx};
@@ -80,14 +81,8 @@ impl DeviceKernel for QuantizedConvKernel {
             dims(&inputs[1].desc)?,
             dims(&outputs[0].desc)?,
         );
-        let first = |d: &[usize]| match *d {
-            [n, h, w, c] if self.channels_last => Ok(vec![n, c, h, w]),
-            _ if self.channels_last => Err(format!(
-                "{WHAT}: channels-last x {xd:?} and y {yd:?} need rank 4"
-            )),
-            _ => Ok(d.to_vec()),
-        };
-        let (s, k) = shape(2, 1, &self.geo, [&first(&xd)?, &wd, &first(&yd)?])?;
+        let [x_first, y_first] = channels_first_dims(WHAT, self.channels_last, &xd, &yd)?;
+        let (s, k) = shape(2, 1, &self.geo, [&x_first, &wd, &y_first])?;
         let p = s.problem(&self.geo, k);
         check_extras(WHAT, inputs, p.m, &yd)?;
         if yd.iter().product::<usize>() == 0 {
