@@ -523,3 +523,158 @@ fn silu_after_a_convolution_becomes_its_epilogue() {
         assert_silu(outs[0].as_slice::<f32>().unwrap(), c, &what);
     }
 }
+
+/// How the scale after a linear layer is applied in [`scaled_linear_network`].
+#[derive(Clone, Copy, Debug)]
+enum Scale {
+    /// `Mul(product, γ)` with γ of this shape.
+    After(&'static [usize]),
+    /// `Mul(γ, product)`, γ `[1, 1, 9]`.
+    Before,
+    /// `Div(product, γ)`, γ `[1]`.
+    Divided,
+    /// `Mul(product, γ)` with γ `[5, 1]`: one value per row, which does not fold.
+    PerRow,
+}
+
+/// x[2,5,12] → MatMul with constant W ([12,9], or [9,12] read transposed) → + bias (when
+/// `biased`) → scale → + r (an input) → y; with `tap`, the product is also an output.
+/// Returns the network and γ's values.
+fn scaled_linear_network(
+    scale: Scale,
+    [transposed, biased, tap]: [bool; 3],
+) -> (NetworkDefinition, Vec<f32>) {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input("x", DType::F32, &[2, 5, 12].map(Dim::Fixed))
+        .unwrap();
+    let r = net
+        .add_input("r", DType::F32, &[2, 5, 9].map(Dim::Fixed))
+        .unwrap();
+    let w_shape = if transposed { [9, 12] } else { [12, 9] };
+    let w = net
+        .add_constant("w", Tensor::from_vec(&w_shape, values(108, 5)).unwrap())
+        .unwrap();
+    let b = net
+        .add_constant("b", Tensor::from_vec(&[9], values(9, 9)).unwrap())
+        .unwrap();
+    let product = torchtrt_core::layers::MatMul {
+        transpose_b: transposed,
+        ..Default::default()
+    };
+    let m = net.add("mm", product, &[x, w]).unwrap();
+    let product = match biased {
+        true => net
+            .add("bias", Elementwise::new(ElementwiseOp::Add), &[m, b])
+            .unwrap(),
+        false => m,
+    };
+    let shape: &[usize] = match scale {
+        Scale::After(s) => s,
+        Scale::Before => &[1, 1, 9],
+        Scale::Divided => &[1],
+        Scale::PerRow => &[5, 1],
+    };
+    let n: usize = shape.iter().product();
+    let gamma: Vec<f32> = values(n, 31).iter().map(|v| v + 1.5).collect();
+    let g = net
+        .add_constant("gamma", Tensor::from_vec(shape, gamma.clone()).unwrap())
+        .unwrap();
+    let (op, pair) = match scale {
+        Scale::Before => (ElementwiseOp::Mul, [g, product]),
+        Scale::Divided => (ElementwiseOp::Div, [product, g]),
+        _ => (ElementwiseOp::Mul, [product, g]),
+    };
+    let scaled = net.add("scale", Elementwise::new(op), &pair).unwrap();
+    let y = net
+        .add(
+            "residual",
+            Elementwise::new(ElementwiseOp::Add),
+            &[scaled, r],
+        )
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    if tap {
+        net.mark_output(product, "m").unwrap();
+    }
+    (net, gamma)
+}
+
+/// A constant scale per output column after a linear layer (ConvNeXt's layer scale) folds
+/// into the layer's weights and bias, whichever side of the `Mul` it is on, as a divisor,
+/// by one value or one per column, with W read transposed or not, in f32 and f16 (the CPU
+/// fuses a bias in f32 only: an f16 bias `Add` stays between the product and its scale); a
+/// scale per row, or a product something else reads, stays a layer. Each result is checked
+/// against the f64 reference.
+#[test]
+fn a_scale_per_column_after_a_linear_layer_folds_into_its_weights() {
+    let x = values(120, 13);
+    let r = values(90, 17);
+    let (w, bias) = (values(108, 5), values(9, 9));
+    let inputs = [
+        Tensor::from_vec(&[2, 5, 12], x.clone()).unwrap(),
+        Tensor::from_vec(&[2, 5, 9], r.clone()).unwrap(),
+    ];
+    let backends: Vec<Arc<dyn Backend>> = vec![Arc::new(CpuBackend::new())];
+    let cases = [
+        (Scale::After(&[9]), [false, true, false], true),
+        (Scale::After(&[9]), [false, false, false], true),
+        (Scale::After(&[1, 1, 9]), [true, true, false], true),
+        (Scale::Before, [false, false, false], true),
+        (Scale::Divided, [true, true, false], true),
+        (Scale::After(&[1]), [true, false, false], true),
+        (Scale::After(&[9]), [false, true, true], false),
+        (Scale::After(&[9]), [false, false, true], false),
+        (Scale::PerRow, [false, false, false], false),
+    ];
+    for (scale, flags @ [transposed, biased, tap], folds) in cases {
+        let (net, gamma) = scaled_linear_network(scale, flags);
+        for (precision, tol) in [(DType::F32, 1e-5), (DType::F16, 2e-2)] {
+            let folds = folds && !(biased && precision == DType::F16);
+            let what = format!("{scale:?} {flags:?} {precision}");
+            let config = BuildConfig {
+                precision,
+                ..BuildConfig::default()
+            };
+            let engine = build(&net, &config, &backends).unwrap();
+            let kinds = plan_kinds(&engine);
+            let scales = engine
+                .plan()
+                .layers
+                .iter()
+                .filter(|l| l.name == "scale")
+                .count();
+            assert_eq!(scales == 0, folds, "{what}: {kinds:?}");
+            let got = engine
+                .create_context()
+                .unwrap()
+                .execute(&[&inputs[0], &inputs[1]]);
+            let y = got.unwrap()[0].to_f64_vec();
+            for (i, g) in y.iter().enumerate() {
+                let (row, j) = (i / 9, i % 9);
+                let wk = |k: usize| match transposed {
+                    true => w[j * 12 + k],
+                    false => w[k * 9 + j],
+                };
+                let product = f64::from(if biased { bias[j] } else { 0.0 })
+                    + (0..12)
+                        .map(|k| f64::from(x[row * 12 + k]) * f64::from(wk(k)))
+                        .sum::<f64>();
+                let s = f64::from(match scale {
+                    Scale::After(&[9]) | Scale::After(&[1, 1, 9]) | Scale::Before => gamma[j],
+                    Scale::PerRow => gamma[row % 5],
+                    _ => gamma[0],
+                });
+                let scaled = match scale {
+                    Scale::Divided => product / s,
+                    _ => product * s,
+                };
+                let want = scaled + f64::from(r[i]);
+                assert!(
+                    (g - want).abs() <= tol * (1.0 + want.abs()),
+                    "{what} [{i}]: {g} vs {want}"
+                );
+            }
+        }
+    }
+}

@@ -379,33 +379,41 @@ fn cuda_engines_run_chains_of_convolutions_channels_last() {
 
 /// Two ConvNeXt blocks on `[n, c, 6, 6]` images: a depthwise 7×7 convolution, a transpose
 /// channels last, a linear layer over the channels and an activation, a transpose back, a
-/// per-channel scale and the residual add.
-fn convnext_blocks(c: usize) -> NetworkDefinition {
+/// per-channel scale and the residual add. With `timm`, as timm writes them: a second
+/// linear layer with a bias after the activation, and the scale `γ [C]` over the last axis
+/// before the transpose back.
+fn convnext_blocks(c: usize, timm: bool) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
     let mut x = images(&mut net, c as i64, 6);
+    let mm = MatMul {
+        transpose_a: false,
+        transpose_b: false,
+    };
     for i in 0..2u64 {
         let name = |s: &str| format!("block{i}_{s}");
         let dw = depthwise(&mut net, &name("dw"), x, [c, 7], 60 + i);
         let t = transpose(&mut net, &name("to_last"), dw, [0, 2, 3, 1]);
         let w = Tensor::from_vec(&[c, c], random_f32(c * c, 70 + i)).unwrap();
         let w = net.add_constant(&name("w"), w).unwrap();
-        let mm = MatMul {
-            transpose_a: false,
-            transpose_b: false,
+        let lin = net.add(&name("linear"), mm.clone(), &[t, w]).unwrap();
+        let softmax = Softmax {
+            axis: -1,
+            log: false,
         };
-        let lin = net.add(&name("linear"), mm, &[t, w]).unwrap();
-        let act = net
-            .add(
-                &name("softmax"),
-                Softmax {
-                    axis: -1,
-                    log: false,
-                },
-                &[lin],
-            )
-            .unwrap();
+        let mut act = net.add(&name("softmax"), softmax, &[lin]).unwrap();
+        if timm {
+            let w = Tensor::from_vec(&[c, c], random_f32(c * c, 74 + i)).unwrap();
+            let w = net.add_constant(&name("w2"), w).unwrap();
+            let lin = net.add(&name("linear2"), mm.clone(), &[act, w]).unwrap();
+            let (add, mul) = (ElementwiseOp::Add, ElementwiseOp::Mul);
+            let biased = constant_operand(&mut net, &name("bias"), lin, add, [1, 1, c], 84 + i);
+            act = constant_operand(&mut net, &name("gamma"), biased, mul, [1, 1, c], 88 + i);
+        }
         let back = transpose(&mut net, &name("to_first"), act, [0, 3, 1, 2]);
-        let scaled = scale(&mut net, &name("gamma"), back, c, 80 + i);
+        let scaled = match timm {
+            true => back,
+            false => scale(&mut net, &name("gamma"), back, c, 80 + i),
+        };
         x = net
             .add(
                 &name("residual"),
@@ -420,7 +428,6 @@ fn convnext_blocks(c: usize) -> NetworkDefinition {
 
 #[test]
 fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
-    let net = convnext_blocks(8);
     let cpu = || -> Arc<dyn Backend> { Arc::new(ChannelsLastCpu(CpuBackend::new())) };
     let transposes = |plan: &torchtrt::EnginePlan| {
         plan.layers
@@ -430,8 +437,10 @@ fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
     };
     // Folding makes the per-channel scale a 1×1 depthwise convolution with the residual
     // fused; without it the scale stays an element-wise layer whose `[1, C, 1, 1]` constant
-    // is retyped channels last.
-    for fold_constants in [true, false] {
+    // is retyped channels last. timm's scale over the last axis folds into the linear layer
+    // before it.
+    for (timm, fold_constants) in [(false, true), (false, false), (true, true)] {
+        let net = convnext_blocks(8, timm);
         let config = |layouts| BuildConfig {
             layouts,
             fold_constants,
@@ -454,6 +463,15 @@ fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
             "the network's four transposes gone; one reformat in, one out: {:?}",
             plan.reformats
         );
+        if timm {
+            let elementwise: Vec<&str> = plan
+                .layers
+                .iter()
+                .filter(|l| matches!(l.kind, LayerKind::Elementwise(_)))
+                .map(|l| l.name.as_str())
+                .collect();
+            assert_eq!(elementwise, ["block0_residual", "block1_residual"]);
+        }
         let plain = torchtrt_core::build(&net, &config(false), &[cpu()]).unwrap();
         assert_eq!(transposes(plain.plan()), 4);
         for n in [1, 3] {
@@ -477,9 +495,12 @@ fn cuda_depthwise_blocks_run_channels_last_without_their_transposes() {
         println!("skipped: no CUDA device");
         return;
     }
-    let net = convnext_blocks(32);
-    let cpu = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
-    for precision in [DType::F32, DType::F16] {
+    for (timm, precision) in [false, true]
+        .into_iter()
+        .flat_map(|t| [(t, DType::F32), (t, DType::F16)])
+    {
+        let net = convnext_blocks(32, timm);
+        let cpu = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
         let config = BuildConfig {
             precision,
             ..BuildConfig::default()
@@ -500,6 +521,24 @@ fn cuda_depthwise_blocks_run_channels_last_without_their_transposes() {
         assert!(depthwise_last, "{summary}");
         assert_eq!(transposes, 2, "one reformat in, one out: {summary}");
         assert!(summary.layers.iter().all(|l| !l.host_fallback), "{summary}");
+        if timm {
+            let elementwise = plan
+                .layers
+                .iter()
+                .filter(|l| matches!(l.kind, LayerKind::Elementwise(_)))
+                .count();
+            assert_eq!(
+                (
+                    plan.layers
+                        .iter()
+                        .filter(|l| l.name.ends_with("_linear2") && l.inputs.len() == 4)
+                        .count(),
+                    elementwise
+                ),
+                (2, 0),
+                "the scale folded and the residual fused into the second linear layers: {summary}"
+            );
+        }
         for n in [1, 3] {
             let input =
                 Tensor::from_vec(&[n, 32, 6, 6], random_f32(n * 1152, 95 + n as u64)).unwrap();

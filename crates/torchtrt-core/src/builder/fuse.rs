@@ -107,22 +107,8 @@ pub(crate) fn fold_into_conv(
         match b_id {
             Some(b) => replace_constant(work, b, bias),
             None => {
-                let t = work.new_tensor(format!("{}/bias", work.layers[pos].name));
-                let value = Arc::new(bias);
-                work.tensors[t.index()].value = Some(value.clone());
-                work.tensors[t.index()].ty =
-                    Some(TypeShape::new(DType::F32, vec![(m as i64).into()]));
                 let name = format!("{}/bias", work.layers[pos].name);
-                work.layers.insert(
-                    pos,
-                    Layer {
-                        name,
-                        kind: LayerKind::Constant(Constant { value, slot: 0 }),
-                        inputs: vec![],
-                        outputs: vec![t],
-                    },
-                );
-                work.devices.insert(pos, DeviceKind::Cpu);
+                let t = work.insert_constant(pos, name, bias);
                 work.layers[pos + 1].inputs.push(t);
             }
         }
@@ -449,8 +435,9 @@ pub(crate) fn fuse_matmul_bias(
         }
         let mut value = Tensor::clone(&bias);
         value.reshape(&[bias.numel()])?;
-        return absorb_into_matmul(work, pos, layer, types, |w, name| {
-            vec![w.emit_constant(format!("{name}/bias"), value)]
+        return move_matmul(work, pos, layer, types, |w, mm| {
+            let bias = w.emit_constant(format!("{}/bias", mm.name), value);
+            mm.inputs.push(bias);
         });
     }
     Ok(false)
@@ -470,9 +457,8 @@ pub(crate) fn fuse_matmul_residual(
     uses: &[usize],
 ) -> Result<bool> {
     let dtype = types[0].dtype;
-    let on_cuda = |d: &DeviceKind, t| *d == DeviceKind::Cuda && fuses_matmul_bias(d, t);
     for (m, r) in add_sides(kind, inputs) {
-        let Some(pos) = linear_producer(work, m, uses, dtype, on_cuda) else {
+        let Some(pos) = linear_producer(work, m, uses, dtype, fuses_matmul_residual) else {
             continue;
         };
         let n = types[0].shape.last().and_then(|d| d.as_const());
@@ -483,14 +469,13 @@ pub(crate) fn fuse_matmul_residual(
             continue;
         }
         let unbiased = work.layers[pos].inputs.len() == 2;
-        return absorb_into_matmul(work, pos, layer, types, |w, name| {
-            let mut extra = Vec::new();
+        return move_matmul(work, pos, layer, types, |w, mm| {
             if unbiased {
                 let zeros = Tensor::zeros(dtype, &[n as usize]);
-                extra.push(w.emit_constant(format!("{name}/bias"), zeros));
+                let bias = w.emit_constant(format!("{}/bias", mm.name), zeros);
+                mm.inputs.push(bias);
             }
-            extra.push(r);
-            extra
+            mm.inputs.push(r);
         });
     }
     Ok(false)
@@ -498,7 +483,7 @@ pub(crate) fn fuse_matmul_residual(
 
 /// The operands of an `Add` of two different tensors, each way round; none for anything
 /// else.
-fn add_sides(kind: &LayerKind, inputs: &[TensorId]) -> Vec<(TensorId, TensorId)> {
+pub(super) fn add_sides(kind: &LayerKind, inputs: &[TensorId]) -> Vec<(TensorId, TensorId)> {
     match (kind, inputs) {
         (LayerKind::Elementwise(e), &[x, y]) if e.op == ElementwiseOp::Add && x != y => {
             vec![(x, y), (y, x)]
@@ -507,27 +492,27 @@ fn add_sides(kind: &LayerKind, inputs: &[TensorId]) -> Vec<(TensorId, TensorId)>
     }
 }
 
-/// Moves the MatMul at `pos` to the place of `layer` (the `Add` it absorbs), writing its
-/// outputs, with the inputs `extra` emits appended. Always `Ok(true)`: it fused.
-fn absorb_into_matmul(
+/// Moves the MatMul at `pos` to the place of `layer` (the layer it absorbs), writing its
+/// outputs, after `edit` has changed its inputs (emitting the constants they need). Always
+/// `Ok(true)`: it fused.
+pub(super) fn move_matmul(
     work: &mut Work,
     pos: usize,
     layer: &Layer,
     types: &[TypeShape],
-    extra: impl FnOnce(&mut Work, &str) -> Vec<TensorId>,
+    edit: impl FnOnce(&mut Work, &mut Layer),
 ) -> Result<bool> {
     let mut mm = work.layers.remove(pos);
     let device = work.devices.remove(pos);
-    let more = extra(work, &mm.name);
-    mm.inputs.extend(more);
+    edit(work, &mut mm);
     mm.outputs = layer.outputs.clone();
     work.emit(mm, types.to_vec(), device);
     Ok(true)
 }
 
 /// The position of the MatMul producing `t` that a bias or residual can ride on: `t` has
-/// one reader, A is not transposed, B is a constant matrix, and `fuses(device, dtype)`.
-fn linear_producer(
+/// one reader, and the MatMul is [`is_linear`].
+pub(super) fn linear_producer(
     work: &Work,
     t: TensorId,
     uses: &[usize],
@@ -535,6 +520,17 @@ fn linear_producer(
     fuses: impl Fn(&DeviceKind, DType) -> bool,
 ) -> Option<usize> {
     let pos = sole_producer(work, t, uses)?;
+    is_linear(work, pos, dtype, fuses).then_some(pos)
+}
+
+/// Whether the layer at `pos` is a MatMul whose A is not transposed and whose B is a
+/// constant matrix, on a device where `fuses(device, dtype)`.
+pub(super) fn is_linear(
+    work: &Work,
+    pos: usize,
+    dtype: DType,
+    fuses: impl Fn(&DeviceKind, DType) -> bool,
+) -> bool {
     let mm = &work.layers[pos];
     let weights_2d = mm.inputs.get(1).is_some_and(|&w| {
         work.tensors[w.index()]
@@ -542,10 +538,14 @@ fn linear_producer(
             .as_ref()
             .is_some_and(|v| v.rank() == 2)
     });
-    let fits = matches!(&mm.kind, LayerKind::MatMul(l) if !l.transpose_a)
+    matches!(&mm.kind, LayerKind::MatMul(l) if !l.transpose_a)
         && weights_2d
-        && work.devices.get(pos).is_some_and(|d| fuses(d, dtype));
-    fits.then_some(pos)
+        && work.devices.get(pos).is_some_and(|d| fuses(d, dtype))
+}
+
+/// Whether a MatMul on `device` adds a residual of `dtype` as it writes its product.
+pub(super) fn fuses_matmul_residual(device: &DeviceKind, dtype: DType) -> bool {
+    *device == DeviceKind::Cuda && fuses_matmul_bias(device, dtype)
 }
 
 /// Whether MatMuls on `device` add a bias of `dtype` as they write their product.

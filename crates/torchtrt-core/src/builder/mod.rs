@@ -8,6 +8,8 @@ mod fold_transpose;
 mod fuse;
 mod fuse_attention;
 mod fuse_elementwise;
+mod fuse_matmul_scale;
+mod fuse_residual_late;
 mod layouts;
 mod memory;
 mod negotiate;
@@ -180,6 +182,27 @@ impl Work {
         }
         self.layers.push(layer);
         self.devices.push(device);
+    }
+
+    /// Inserts a constant layer `name` holding `value` at position `pos` (on the CPU, as
+    /// constants are) and returns its tensor.
+    pub fn insert_constant(&mut self, pos: usize, name: String, value: Tensor) -> TensorId {
+        let t = self.new_tensor(name.clone());
+        let shape = value.shape().iter().map(|&d| (d as i64).into()).collect();
+        let value = Arc::new(value);
+        self.tensors[t.index()].ty = Some(TypeShape::new(value.dtype(), shape));
+        self.tensors[t.index()].value = Some(value.clone());
+        self.layers.insert(
+            pos,
+            Layer {
+                name,
+                kind: LayerKind::Constant(Constant { value, slot: 0 }),
+                inputs: vec![],
+                outputs: vec![t],
+            },
+        );
+        self.devices.insert(pos, DeviceKind::Cpu);
+        t
     }
 
     /// Emits a constant layer `name` holding `value` and returns its tensor.

@@ -6,7 +6,7 @@ use torchtrt_plugin_api::DeviceKind;
 
 use super::{
     BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
-    fuse_elementwise, layouts, quantize, split_products,
+    fuse_elementwise, fuse_matmul_scale, fuse_residual_late, layouts, quantize, split_products,
 };
 use crate::backend::Backend;
 use crate::error::Result;
@@ -62,6 +62,13 @@ const LAYER_PASSES: &[LayerPass] = &[
         name: "fuse_matmul_bias",
         enabled: |_| true,
         run: |w, s| fuse::fuse_matmul_bias(w, s.layer, s.kind, s.inputs, s.types, s.uses),
+    },
+    LayerPass {
+        name: "fold_scale_into_matmul",
+        enabled: |c| c.fold_constants,
+        run: |w, s| {
+            fuse_matmul_scale::fold_scale_into_matmul(w, s.layer, s.kind, s.inputs, s.types, s.uses)
+        },
     },
     LayerPass {
         name: "fuse_matmul_residual",
@@ -126,6 +133,11 @@ const GRAPH_PASSES: &[GraphPass] = &[
         run: |w, outputs, b, _| layouts::run(w, outputs, b),
     },
     GraphPass {
+        name: "fuse_residual_late",
+        enabled: |_, _| true,
+        run: |w, outputs, _, _| fuse_residual_late::run(w, outputs),
+    },
+    GraphPass {
         name: "fold_transpose",
         enabled: |c, b| c.fuse_elementwise && b.fuses_elementwise(),
         run: |w, outputs, _, _| fold_transpose::run(w, outputs),
@@ -180,6 +192,7 @@ mod tests {
                 "affine_as_conv",
                 "fuse_residual",
                 "fuse_matmul_bias",
+                "fold_scale_into_matmul",
                 "fuse_matmul_residual",
                 "fuse_silu",
                 "fuse_activation",
@@ -188,6 +201,7 @@ mod tests {
                 "fuse_attention",
                 "attention_heads",
                 "layouts",
+                "fuse_residual_late",
                 "fold_transpose",
                 "fuse_elementwise",
             ]

@@ -1,0 +1,141 @@
+//! Folding a constant per-column scale into the linear layer before it: `(a·W + b) · s`
+//! becomes `a·(W·s) + b·s`, and `(a·W + b) ÷ s` becomes `a·(W÷s) + b÷s`, where `W` is a
+//! constant matrix and `s` holds one value per output column or one for all. ConvNeXt's
+//! layer scale (`γ · mlp(x)` in every block) is such a `Mul`: after the fold it costs
+//! nothing, and the block's residual `Add` reads the product itself.
+
+use torchtrt_plugin_api::DType;
+
+use super::Work;
+use super::fuse::{linear_producer, move_matmul};
+use crate::error::Result;
+use crate::layers::{ElementwiseOp, LayerKind, TypeShape};
+use crate::network::{Layer, TensorId};
+use crate::tensor::Tensor;
+
+/// Folds the element-wise `layer` (a `Mul`, or a `Div` with the product on the left) into
+/// the MatMul producing one of its inputs when the other is a constant scale per output
+/// column; returns whether it did (the layer is then not emitted and the MatMul takes its
+/// place, reading new constants). The MatMul must be one a bias could ride on (a constant
+/// 2-D `W`, `a` not transposed, nothing else reading its product), carry no residual, and
+/// hold weights that are not quantized.
+pub(crate) fn fold_scale_into_matmul(
+    work: &mut Work,
+    layer: &Layer,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    types: &[TypeShape],
+    uses: &[usize],
+) -> Result<bool> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(false);
+    };
+    let sides: &[(usize, usize)] = match e.op {
+        ElementwiseOp::Mul => &[(0, 1), (1, 0)],
+        ElementwiseOp::Div => &[(0, 1)],
+        _ => return Ok(false),
+    };
+    let dtype = types[0].dtype;
+    if inputs.len() != 2 || !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Ok(false);
+    }
+    for &(product_side, scale_side) in sides {
+        let (m, s) = (inputs[product_side], inputs[scale_side]);
+        let Some(factor) = work.tensors[s.index()].value.clone() else {
+            continue;
+        };
+        let Some(pos) = linear_producer(work, m, uses, dtype, |_, _| true) else {
+            continue;
+        };
+        let mm = &work.layers[pos];
+        let LayerKind::MatMul(product) = &mm.kind else {
+            continue;
+        };
+        if !(2..=3).contains(&mm.inputs.len())
+            || work.ty(m) != &types[0]
+            || mm.inputs[1..].iter().any(|&t| work.ty(t).dtype != dtype)
+            || work.tensors[mm.inputs[1].index()].quantized.is_some()
+        {
+            continue;
+        }
+        let values = |t: TensorId| work.tensors[t.index()].value.clone();
+        let (Some(w), bias) = (values(mm.inputs[1]), mm.inputs.get(2).map(|&b| values(b))) else {
+            continue;
+        };
+        let bias = match bias {
+            Some(Some(b)) => Some(b),
+            Some(None) => continue,
+            None => None,
+        };
+        let n = w.shape()[usize::from(!product.transpose_b)];
+        let Some(mut scale) = per_column(&factor, dtype, types[0].shape.len(), n) else {
+            continue;
+        };
+        if e.op == ElementwiseOp::Div {
+            scale.iter_mut().for_each(|v| *v = 1.0 / *v);
+        }
+        if !scale.iter().all(|v| v.is_finite()) {
+            continue;
+        }
+        let mut wv = w.to_f64_vec();
+        let column = |i: usize| match product.transpose_b {
+            true => i / w.shape()[1],
+            false => i % n,
+        };
+        wv.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v *= scale[column(i)]);
+        let scaled_w = float_tensor(w.dtype(), w.shape(), &wv)?;
+        let scaled_b = match &bias {
+            Some(b) if b.numel() == n => {
+                let bv: Vec<f64> = b
+                    .to_f64_vec()
+                    .iter()
+                    .zip(&scale)
+                    .map(|(x, s)| x * s)
+                    .collect();
+                Some(float_tensor(b.dtype(), b.shape(), &bv)?)
+            }
+            Some(_) => continue,
+            None => None,
+        };
+        return move_matmul(work, pos, layer, types, |w, mm| {
+            mm.inputs[1] = w.emit_constant(format!("{}/scaled", mm.name), scaled_w);
+            if let Some(b) = scaled_b {
+                mm.inputs[2] = w.emit_constant(format!("{}/scaled_bias", mm.name), b);
+            }
+        });
+    }
+    Ok(false)
+}
+
+/// The values of a constant of `dtype` that broadcasts along the last axis of a rank-`rank`
+/// output with `n` columns and is 1 everywhere else, expanded to `n` values.
+fn per_column(t: &Tensor, dtype: DType, rank: usize, n: usize) -> Option<Vec<f64>> {
+    let shape = t.shape();
+    let (&last, rest) = shape.split_last().unwrap_or((&1, &[]));
+    if t.dtype() != dtype || shape.len() > rank || rest.iter().any(|&d| d != 1) {
+        return None;
+    }
+    let v = t.to_f64_vec();
+    match last {
+        1 => Some(vec![*v.first()?; n]),
+        l if l == n => Some(v),
+        _ => None,
+    }
+}
+
+/// A tensor of the float `dtype` holding `values` (rounded to it).
+fn float_tensor(dtype: DType, shape: &[usize], values: &[f64]) -> Result<Tensor> {
+    match dtype {
+        DType::F16 => Tensor::from_vec(
+            shape,
+            values.iter().map(|&v| half::f16::from_f64(v)).collect(),
+        ),
+        DType::BF16 => Tensor::from_vec(
+            shape,
+            values.iter().map(|&v| half::bf16::from_f64(v)).collect(),
+        ),
+        _ => Tensor::from_vec(shape, values.iter().map(|&v| v as f32).collect()),
+    }
+}
