@@ -627,7 +627,7 @@ fn a_scale_per_column_after_a_linear_layer_folds_into_its_weights() {
         (Scale::After(&[9]), [false, false, true], false),
         (Scale::PerRow, [false, false, false], false),
     ];
-    for (scale, flags @ [transposed, biased, tap], folds) in cases {
+    for (scale, flags @ [transposed, biased, _], folds) in cases {
         let (net, gamma) = scaled_linear_network(scale, flags);
         for (precision, tol) in [(DType::F32, 1e-5), (DType::F16, 2e-2)] {
             let folds = folds && !(biased && precision == DType::F16);
