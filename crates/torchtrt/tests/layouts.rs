@@ -379,10 +379,9 @@ fn cuda_engines_run_chains_of_convolutions_channels_last() {
 
 /// Two ConvNeXt blocks on `[n, c, 6, 6]` images: a depthwise 7×7 convolution, a transpose
 /// channels last, a linear layer over the channels and an activation, a transpose back, a
-/// per-channel scale and the residual add. With `timm`, as timm writes them: a second
-/// linear layer with a bias after the activation, and the scale `γ [C]` over the last axis
-/// before the transpose back.
-fn convnext_blocks(c: usize, timm: bool) -> NetworkDefinition {
+/// per-channel scale and the residual add. With `second`, as timm writes them: a second
+/// linear layer after the activation, with a bias where `second` is `Some(true)`.
+fn convnext_blocks(c: usize, second: Option<bool>) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
     let mut x = images(&mut net, c as i64, 6);
     let mm = MatMul {
@@ -401,19 +400,17 @@ fn convnext_blocks(c: usize, timm: bool) -> NetworkDefinition {
             log: false,
         };
         let mut act = net.add(&name("softmax"), softmax, &[lin]).unwrap();
-        if timm {
+        if let Some(biased) = second {
             let w = Tensor::from_vec(&[c, c], random_f32(c * c, 74 + i)).unwrap();
             let w = net.add_constant(&name("w2"), w).unwrap();
-            let lin = net.add(&name("linear2"), mm.clone(), &[act, w]).unwrap();
-            let (add, mul) = (ElementwiseOp::Add, ElementwiseOp::Mul);
-            let biased = constant_operand(&mut net, &name("bias"), lin, add, [1, 1, c], 84 + i);
-            act = constant_operand(&mut net, &name("gamma"), biased, mul, [1, 1, c], 88 + i);
+            act = net.add(&name("linear2"), mm.clone(), &[act, w]).unwrap();
+            if biased {
+                let add = ElementwiseOp::Add;
+                act = constant_operand(&mut net, &name("bias"), act, add, [1, 1, c], 84 + i);
+            }
         }
         let back = transpose(&mut net, &name("to_first"), act, [0, 3, 1, 2]);
-        let scaled = match timm {
-            true => back,
-            false => scale(&mut net, &name("gamma"), back, c, 80 + i),
-        };
+        let scaled = scale(&mut net, &name("gamma"), back, c, 80 + i);
         x = net
             .add(
                 &name("residual"),
@@ -436,14 +433,22 @@ fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
             .count()
     };
     // Folding makes the per-channel scale a 1×1 depthwise convolution with the residual
-    // fused; without it the scale stays an element-wise layer whose `[1, C, 1, 1]` constant
-    // is retyped channels last. timm's scale over the last axis folds into the linear layer
-    // before it.
-    for (timm, fold_constants) in [(false, true), (false, false), (true, true)] {
-        let net = convnext_blocks(8, timm);
+    // fused (in f32); without it the scale stays an element-wise layer whose `[1, C, 1, 1]`
+    // constant is retyped channels last. In f16 (no 1×1 convolution), timm's scale, which the
+    // layout pass puts right after a second linear layer without bias, folds into that
+    // layer's weights.
+    let cases = [
+        (None, true, DType::F32),
+        (None, false, DType::F32),
+        (Some(true), true, DType::F32),
+        (Some(false), true, DType::F16),
+    ];
+    for (second, fold_constants, precision) in cases {
+        let net = convnext_blocks(8, second);
         let config = |layouts| BuildConfig {
             layouts,
             fold_constants,
+            precision,
             ..BuildConfig::default()
         };
         let engine = torchtrt_core::build(&net, &config(true), &[cpu()]).unwrap();
@@ -463,14 +468,18 @@ fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
             "the network's four transposes gone; one reformat in, one out: {:?}",
             plan.reformats
         );
-        if timm {
+        if second.is_some() {
             let elementwise: Vec<&str> = plan
                 .layers
                 .iter()
                 .filter(|l| matches!(l.kind, LayerKind::Elementwise(_)))
                 .map(|l| l.name.as_str())
                 .collect();
-            assert_eq!(elementwise, ["block0_residual", "block1_residual"]);
+            let left: &[&str] = match precision {
+                DType::F32 => &[],
+                _ => &["block0_residual", "block1_residual"],
+            };
+            assert_eq!(elementwise, left, "{precision}");
         }
         let plain = torchtrt_core::build(&net, &config(false), &[cpu()]).unwrap();
         assert_eq!(transposes(plain.plan()), 4);
@@ -479,11 +488,20 @@ fn depthwise_blocks_lose_the_transposes_around_their_channels_last_layers() {
                 Tensor::from_vec(&[n, 8, 6, 6], random_f32(n * 288, 90 + n as u64)).unwrap();
             let (got, want) = (run(&engine, &input), run(&plain, &input));
             assert_eq!(got[0].shape(), want[0].shape());
+            let tol = if precision == DType::F16 { 1e-2 } else { 1e-5 };
             assert_close(
-                got[0].as_slice::<f32>().unwrap(),
-                want[0].as_slice::<f32>().unwrap(),
-                1e-5,
-                1e-5,
+                &got[0]
+                    .to_f64_vec()
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect::<Vec<_>>(),
+                &want[0]
+                    .to_f64_vec()
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect::<Vec<_>>(),
+                tol,
+                tol,
             );
         }
     }
@@ -495,11 +513,11 @@ fn cuda_depthwise_blocks_run_channels_last_without_their_transposes() {
         println!("skipped: no CUDA device");
         return;
     }
-    for (timm, precision) in [false, true]
+    for (second, precision) in [None, Some(true)]
         .into_iter()
         .flat_map(|t| [(t, DType::F32), (t, DType::F16)])
     {
-        let net = convnext_blocks(32, timm);
+        let net = convnext_blocks(32, second);
         let cpu = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
         let config = BuildConfig {
             precision,
@@ -521,7 +539,7 @@ fn cuda_depthwise_blocks_run_channels_last_without_their_transposes() {
         assert!(depthwise_last, "{summary}");
         assert_eq!(transposes, 2, "one reformat in, one out: {summary}");
         assert!(summary.layers.iter().all(|l| !l.host_fallback), "{summary}");
-        if timm {
+        if second.is_some() {
             let elementwise = plan
                 .layers
                 .iter()

@@ -512,7 +512,7 @@ pub(super) fn move_matmul(
 
 /// The position of the MatMul producing `t` that a bias or residual can ride on: `t` has
 /// one reader, and the MatMul is [`is_linear`].
-pub(super) fn linear_producer(
+fn linear_producer(
     work: &Work,
     t: TensorId,
     uses: &[usize],
@@ -558,7 +558,7 @@ fn fuses_matmul_bias(device: &DeviceKind, dtype: DType) -> bool {
 
 /// The position of the layer producing `t`, when `t` has exactly one reader (the layer being
 /// fused): a producer it can absorb.
-fn sole_producer(work: &Work, t: TensorId, uses: &[usize]) -> Option<usize> {
+pub(super) fn sole_producer(work: &Work, t: TensorId, uses: &[usize]) -> Option<usize> {
     if uses.get(t.index()).is_some_and(|&u| u != 1) {
         return None;
     }

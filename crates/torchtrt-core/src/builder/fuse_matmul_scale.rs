@@ -7,18 +7,16 @@
 use torchtrt_plugin_api::DType;
 
 use super::Work;
-use super::fuse::{linear_producer, move_matmul};
+use super::fuse::{is_linear, move_matmul, sole_producer};
 use crate::error::Result;
 use crate::layers::{ElementwiseOp, LayerKind, TypeShape};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
 /// Folds the element-wise `layer` (a `Mul`, or a `Div` with the product on the left) into
-/// the MatMul producing one of its inputs when the other is a constant scale per output
-/// column; returns whether it did (the layer is then not emitted and the MatMul takes its
-/// place, reading new constants). The MatMul must be one a bias could ride on (a constant
-/// 2-D `W`, `a` not transposed, nothing else reading its product), carry no residual, and
-/// hold weights that are not quantized.
+/// the MatMul producing one of its inputs, as it is added, when [`scaled_product`] finds
+/// one; returns whether it did (the layer is then not emitted and the MatMul takes its
+/// place, reading the new constants).
 pub(crate) fn fold_scale_into_matmul(
     work: &mut Work,
     layer: &Layer,
@@ -27,24 +25,58 @@ pub(crate) fn fold_scale_into_matmul(
     types: &[TypeShape],
     uses: &[usize],
 ) -> Result<bool> {
-    let LayerKind::Elementwise(e) = kind else {
+    let producer = |t: TensorId| sole_producer(work, t, uses);
+    let Some(scaled) = scaled_product(work, kind, inputs, &types[0], producer)? else {
         return Ok(false);
+    };
+    move_matmul(work, scaled.pos, layer, types, |w, mm| {
+        mm.inputs[1] = w.emit_constant(format!("{}/scaled", mm.name), scaled.weights);
+        if let Some(b) = scaled.bias {
+            mm.inputs[2] = w.emit_constant(format!("{}/scaled_bias", mm.name), b);
+        }
+    })
+}
+
+/// A linear layer's weights and bias with a scale folded in.
+pub(super) struct Scaled {
+    /// The position of the MatMul.
+    pub pos: usize,
+    pub weights: Tensor,
+    pub bias: Option<Tensor>,
+}
+
+/// The MatMul that an element-wise layer of `kind` over `inputs` with an output of type
+/// `ty` scales, and its weights and bias with that scale folded in: the layer is a `Mul`
+/// (or a `Div` with the product on the left) by a constant holding one value per output
+/// column or one for all, and `producer` gives the position of the MatMul producing its
+/// other input, whose product nothing else reads. The MatMul must be one a bias could ride
+/// on (a constant 2-D `W`, `a` not transposed), of the output's type, carry no residual,
+/// and hold weights that are not quantized; the scale must be finite.
+pub(super) fn scaled_product(
+    work: &Work,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    ty: &TypeShape,
+    producer: impl Fn(TensorId) -> Option<usize>,
+) -> Result<Option<Scaled>> {
+    let LayerKind::Elementwise(e) = kind else {
+        return Ok(None);
     };
     let sides: &[(usize, usize)] = match e.op {
         ElementwiseOp::Mul => &[(0, 1), (1, 0)],
         ElementwiseOp::Div => &[(0, 1)],
-        _ => return Ok(false),
+        _ => return Ok(None),
     };
-    let dtype = types[0].dtype;
+    let dtype = ty.dtype;
     if inputs.len() != 2 || !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Ok(false);
+        return Ok(None);
     }
     for &(product_side, scale_side) in sides {
         let (m, s) = (inputs[product_side], inputs[scale_side]);
         let Some(factor) = work.tensors[s.index()].value.clone() else {
             continue;
         };
-        let Some(pos) = linear_producer(work, m, uses, dtype, |_, _| true) else {
+        let Some(pos) = producer(m).filter(|&p| is_linear(work, p, dtype, |_, _| true)) else {
             continue;
         };
         let mm = &work.layers[pos];
@@ -52,7 +84,7 @@ pub(crate) fn fold_scale_into_matmul(
             continue;
         };
         if !(2..=3).contains(&mm.inputs.len())
-            || work.ty(m) != &types[0]
+            || work.ty(m) != ty
             || mm.inputs[1..].iter().any(|&t| work.ty(t).dtype != dtype)
             || work.tensors[mm.inputs[1].index()].quantized.is_some()
         {
@@ -68,7 +100,7 @@ pub(crate) fn fold_scale_into_matmul(
             None => None,
         };
         let n = w.shape()[usize::from(!product.transpose_b)];
-        let Some(mut scale) = per_column(&factor, dtype, types[0].shape.len(), n) else {
+        let Some(mut scale) = per_column(&factor, dtype, ty.shape.len(), n) else {
             continue;
         };
         if e.op == ElementwiseOp::Div {
@@ -99,14 +131,13 @@ pub(crate) fn fold_scale_into_matmul(
             Some(_) => continue,
             None => None,
         };
-        return move_matmul(work, pos, layer, types, |w, mm| {
-            mm.inputs[1] = w.emit_constant(format!("{}/scaled", mm.name), scaled_w);
-            if let Some(b) = scaled_b {
-                mm.inputs[2] = w.emit_constant(format!("{}/scaled_bias", mm.name), b);
-            }
-        });
+        return Ok(Some(Scaled {
+            pos,
+            weights: scaled_w,
+            bias: scaled_b,
+        }));
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// The values of a constant of `dtype` that broadcasts along the last axis of a rank-`rank`

@@ -6,7 +6,7 @@ use torchtrt_plugin_api::DeviceKind;
 
 use super::{
     BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
-    fuse_elementwise, fuse_matmul_scale, fuse_residual_late, layouts, quantize, split_products,
+    fuse_elementwise, fuse_linear_late, fuse_matmul_scale, layouts, quantize, split_products,
 };
 use crate::backend::Backend;
 use crate::error::Result;
@@ -133,9 +133,9 @@ const GRAPH_PASSES: &[GraphPass] = &[
         run: |w, outputs, b, _| layouts::run(w, outputs, b),
     },
     GraphPass {
-        name: "fuse_residual_late",
+        name: "fuse_linear_late",
         enabled: |_, _| true,
-        run: |w, outputs, _, _| fuse_residual_late::run(w, outputs),
+        run: |w, outputs, _, c| fuse_linear_late::run(w, outputs, c.fold_constants),
     },
     GraphPass {
         name: "fold_transpose",
@@ -201,7 +201,7 @@ mod tests {
                 "fuse_attention",
                 "attention_heads",
                 "layouts",
-                "fuse_residual_late",
+                "fuse_linear_late",
                 "fold_transpose",
                 "fuse_elementwise",
             ]
