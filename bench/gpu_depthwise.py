@@ -88,10 +88,10 @@ def ours_cells(row, count, key="ours"):
                       else row.get(f"{key}{i}_error", "") for i in range(count))
 
 
-def layer_rows(exes, iters, work):
+def layer_rows(exes, iters, work, shapes=SHAPES):
     torch.backends.cudnn.benchmark = True
     rows = []
-    for n, c, size, k, stride in SHAPES:
+    for n, c, size, k, stride in shapes:
         name = f"dw{k}x{k}_s{stride}_{n}x{c}x{size}x{size}"
         model = os.path.join(work, name + ".onnx")
         w, b = onnx_model(model, n, c, size, k, stride)
@@ -139,9 +139,10 @@ def main():
     ap.add_argument("--networks", nargs="*", default=[])
     ap.add_argument("--iterations", type=int, default=200)
     ap.add_argument("--work", default="/tmp/torchtrt_depthwise")
+    ap.add_argument("--first", type=int, default=len(SHAPES), help="time only the first N shapes")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    rows = layer_rows(args.exe, args.iterations, args.work)
+    rows = layer_rows(args.exe, args.iterations, args.work, SHAPES[:args.first])
     count = len(args.exe)
     print("| layer | " + " | ".join(f"torchtrtc {i} NCHW ms" for i in range(count)) + " | "
           + " | ".join(f"torchtrtc {i} NHWC ms" for i in range(count))

@@ -181,19 +181,37 @@ __device__ __forceinline__ void direct_impl(const void* x, const void* w, const 
         OH, OW, planes, code, p0, p1); }
 FOR_EACH_DTYPE(DIRECT)
 
+/* An aligned word of B bytes, and its 32-bit parts. */
 template <int B> struct Word;
-template <> struct Word<4> { typedef unsigned int T; };
-template <> struct Word<8> { typedef unsigned long long T; };
-template <> struct Word<16> { typedef uint4 T; };
+template <> struct Word<4> {
+    typedef unsigned int T;
+    static __device__ __forceinline__ void split(T v, unsigned* w) { w[0] = v; }
+};
+template <> struct Word<8> {
+    typedef unsigned long long T;
+    static __device__ __forceinline__ void split(T v, unsigned* w) {
+        w[0] = (unsigned)v;
+        w[1] = (unsigned)(v >> 32);
+    }
+};
+template <> struct Word<16> {
+    typedef uint4 T;
+    static __device__ __forceinline__ void split(T v, unsigned* w) {
+        w[0] = v.x;
+        w[1] = v.y;
+        w[2] = v.z;
+        w[3] = v.w;
+    }
+};
 
-/* V adjacent elements of D from element i of p (V-aligned), as floats. */
+/* V adjacent elements of D from element i of p (V-aligned), as floats, in one load. */
 template <typename D, int V>
 __device__ __forceinline__ void load_vec(const typename D::T* p, i64 i, float* out) {
-    typedef typename Word<V * sizeof(typename D::T)>::T W;
-    union { W w; typename D::T e[V]; } u;
-    u.w = *reinterpret_cast<const W*>(p + i);
+    typedef Word<V * sizeof(typename D::T)> W;
+    unsigned w[4];
+    W::split(*reinterpret_cast<const typename W::T*>(p + i), w);
 #pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = Elem<D>::load(u.e, j);
+    for (int j = 0; j < V; ++j) out[j] = Packed<D>::get(w, j);
 }
 
 /* One plane's input window (rows from ih0, columns from iw0; IHt × IWt, zero outside the

@@ -34,11 +34,11 @@ static PROGRAM: Program = Program::new("core_depthwise_nhwc", || {
         .flat_map(|&k| {
             STRIDES
                 .iter()
-                .map(move |&s| format!("DWN_CASE(D, {k}, {s}) "))
+                .map(move |&s| format!("DWN_CASE(Sx, D, {k}, {s}) "))
         })
         .collect();
     with_prelude(&format!(
-        "#define DWN_TW {COLUMNS}\n#define DWN_CASES(D) {cases}\n{ACTIVATIONS}{BODY}"
+        "#define DWN_TW {COLUMNS}\n#define DWN_CASES(Sx, D) {cases}\n{ACTIVATIONS}{BODY}"
     ))
 });
 
@@ -154,17 +154,20 @@ __device__ __forceinline__ void dw_nhwc_any(const void* x, const void* w, const 
     }
 }
 
-#define DWN_CASE(D, KK, SS) if (K == KK && S == SS) { \
+/* One entry point per window and stride, so that each is given the registers it needs (in
+   one kernel with every case, all took the largest case's 174 and ran at half the speed). */
+#define DWN_ARGS const void* x, const void* w, const void* bias, const void* res, void* y, \
+    int H, int W, int C, int OH, int OW, int PH, int PW, i64 wc, i64 wk, i64 items, int code, \
+    float p0, float p1, int K, int S
+#define DWN_CASE(Sx, D, KK, SS) extern "C" __global__ void __launch_bounds__(256) \
+    conv_dw_nhwc_##Sx##_k##KK##s##SS(DWN_ARGS) { \
     dw_nhwc<D, KK, SS, Lanes<D>::V>(x, w, bias, res, y, H, W, C, OH, OW, PH, PW, wc, wk, \
-        items, code, p0, p1); \
-    return; }
+        items, code, p0, p1); }
 #define DW_NHWC(Sx, D) extern "C" __global__ void __launch_bounds__(256) \
-    conv_dw_nhwc_##Sx(const void* x, const void* w, const void* bias, const void* res, \
-    void* y, int H, int W, int C, int OH, int OW, int PH, int PW, i64 wc, i64 wk, i64 items, \
-    int code, float p0, float p1, int K, int S, int vec) { \
-    if (!vec) { dw_nhwc_any<D>(x, w, bias, res, y, H, W, C, OH, OW, PH, PW, wc, wk, items, K, \
-        S, code, p0, p1); return; } \
-    DWN_CASES(D) }
+    conv_dw_nhwc_any_##Sx(DWN_ARGS) { \
+    dw_nhwc_any<D>(x, w, bias, res, y, H, W, C, OH, OW, PH, PW, wc, wk, items, K, S, code, p0, \
+        p1); } \
+    DWN_CASES(Sx, D)
 FOR_EACH_DTYPE(DW_NHWC)
 "#;
 
@@ -207,7 +210,10 @@ pub(super) struct Run {
 
 /// The prepared kernel of one layer.
 pub(super) struct DepthwiseNhwc {
-    function: Function,
+    /// The kernel of this window and stride, for channels in vectors.
+    vector: Function,
+    /// The kernel of one output element a thread, for the rest.
+    scalar: Function,
     size: usize,
     k: usize,
     stride: usize,
@@ -229,11 +235,13 @@ impl DepthwiseNhwc {
         let dtype = inputs[0].dtype;
         let suffix = dtype_suffix(dtype)?;
         Some((|| {
-            let name = format!("conv_dw_nhwc_{suffix}");
-            let function = ctx
-                .programs
-                .function(&PROGRAM.source(), &name)
-                .map_err(|e| format!("{WHAT}: loading {name}: {e}"))?;
+            let function = |name: String| {
+                ctx.programs
+                    .function(&PROGRAM.source(), &name)
+                    .map_err(|e| format!("{WHAT}: loading {name}: {e}"))
+            };
+            let vector = function(format!("conv_dw_nhwc_{suffix}_k{k}s{stride}"))?;
+            let scalar = function(format!("conv_dw_nhwc_any_{suffix}"))?;
             let taps = inputs[1]
                 .value
                 .map(|w| {
@@ -245,7 +253,8 @@ impl DepthwiseNhwc {
                 })
                 .transpose()?;
             Ok(DepthwiseNhwc {
-                function,
+                vector,
+                scalar,
                 size: dtype.size(),
                 k,
                 stride,
@@ -306,16 +315,13 @@ impl DepthwiseNhwc {
             .f32(self.epilogue.p0)
             .f32(self.epilogue.p1)
             .i32(i(self.k)?)
-            .i32(i(self.stride)?)
-            .i32(i32::from(vec));
+            .i32(i(self.stride)?);
         let blocks = grid_for(items, THREADS);
-        // SAFETY: the arguments match `conv_dw_nhwc_*`; the caller checked that x, y and
-        // res hold the shapes of `r` channels last and the weights `[C, 1, K, K]`.
-        unsafe {
-            self.function
-                .launch(stream, (blocks, 1, 1), (THREADS, 1, 1), 0, &mut args)
-        }
-        .map_err(|e| format!("{WHAT}: {e}"))
+        let function = if vec { &self.vector } else { &self.scalar };
+        // SAFETY: the arguments match `conv_dw_nhwc_*` (`DWN_ARGS`); the caller checked that
+        // x, y and res hold the shapes of `r` channels last and the weights `[C, 1, K, K]`.
+        unsafe { function.launch(stream, (blocks, 1, 1), (THREADS, 1, 1), 0, &mut args) }
+            .map_err(|e| format!("{WHAT}: {e}"))
     }
 }
 

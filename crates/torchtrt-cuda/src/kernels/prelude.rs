@@ -51,22 +51,52 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     return warp_max(v);
 }
 
+/* Elements of D packed in 32-bit words, in registers: element j of the words w as a float,
+   and word k of the floats v packed as D. A vector load stays one instruction this way:
+   through a union in memory, ptxas split each 16-byte load into 2-byte ones. */
+template <typename D> struct Packed;
+template <> struct Packed<F32> {
+    static __device__ __forceinline__ float get(const unsigned* w, int j) {
+        return __uint_as_float(w[j]);
+    }
+    static __device__ __forceinline__ unsigned word(const float* v, int k) {
+        return __float_as_uint(v[k]);
+    }
+};
+template <> struct Packed<F16> {
+    static __device__ __forceinline__ float get(const unsigned* w, int j) {
+        return h2f((u16)(w[j >> 1] >> ((j & 1) * 16)));
+    }
+    static __device__ __forceinline__ unsigned word(const float* v, int k) {
+        return (unsigned)f2h(v[2 * k]) | ((unsigned)f2h(v[2 * k + 1]) << 16);
+    }
+};
+template <> struct Packed<BF16> {
+    static __device__ __forceinline__ float get(const unsigned* w, int j) {
+        return b2f((u16)(w[j >> 1] >> ((j & 1) * 16)));
+    }
+    static __device__ __forceinline__ unsigned word(const float* v, int k) {
+        return (unsigned)f2b(v[2 * k]) | ((unsigned)f2b(v[2 * k + 1]) << 16);
+    }
+};
+
 /* Elements of a 16-byte vector of D, and its lanes as floats: element `i` of `p` (a multiple
    of V from a 16-byte-aligned base) and the V after it. */
 template <typename D> struct Lanes {
     static const int V = 16 / sizeof(typename D::T);
-    union U { uint4 q; typename D::T e[V]; };
     static __device__ __forceinline__ void load(const void* p, unsigned long long i, float* out) {
-        U u;
-        u.q = *reinterpret_cast<const uint4*>((const typename D::T*)p + i);
+        const uint4 q = *reinterpret_cast<const uint4*>((const typename D::T*)p + i);
+        const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int j = 0; j < V; ++j) out[j] = Elem<D>::load(u.e, j);
+        for (int j = 0; j < V; ++j) out[j] = Packed<D>::get(w, j);
     }
     static __device__ __forceinline__ void store(void* p, unsigned long long i, const float* in) {
-        U u;
-#pragma unroll
-        for (int j = 0; j < V; ++j) Elem<D>::store(u.e, j, in[j]);
-        *reinterpret_cast<uint4*>((typename D::T*)p + i) = u.q;
+        uint4 q;
+        q.x = Packed<D>::word(in, 0);
+        q.y = Packed<D>::word(in, 1);
+        q.z = Packed<D>::word(in, 2);
+        q.w = Packed<D>::word(in, 3);
+        *reinterpret_cast<uint4*>((typename D::T*)p + i) = q;
     }
 };
 
