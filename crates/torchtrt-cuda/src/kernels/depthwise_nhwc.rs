@@ -7,7 +7,7 @@
 //! computes one output element); bias, residual (`y`'s shape) and activation are applied as
 //! it writes. Neighbouring threads take neighbouring channels, so a warp's loads are
 //! contiguous. Constant weights are stored once as `[K·K, C]`, each tap's channels one load;
-//! others are read from the input as they are.
+//! weights given at run time are read as they are, a thread per output element.
 
 use torchtrt_core::layers::{Convolution, InferInput};
 use torchtrt_plugin_api::DType;
@@ -45,13 +45,12 @@ static PROGRAM: Program = Program::new("core_depthwise_nhwc", || {
 const BODY: &str = r#"
 
 /* V = Lanes<D>::V channels a thread. Items (n, oh, column tile, channel group) flattened,
-   channel groups fastest. The
-   weights of tap t for channel c are at w[c·wc + t·wk]: wc = 1, wk = C for the [K·K, C]
-   copy (vector loads), wc = K·K, wk = 1 as the layer's input. */
+   channel groups fastest. The weights are the [K·K, C] copy: tap t of channel c at
+   w[t·C + c], each tap's V channels one load. */
 template <typename D, int K, int S, int V>
 __device__ __forceinline__ void dw_nhwc(const void* x, const void* w, const void* bias,
-    const void* res, void* y, int H, int W, int C, int OH, int OW, int PH, int PW, i64 wc,
-    i64 wk, i64 items, int code, float p0, float p1) {
+    const void* res, void* y, int H, int W, int C, int OH, int OW, int PH, int PW, i64 items,
+    int code, float p0, float p1) {
     const int TW = DWN_TW, NV = (TW - 1) * S + K;
     const int CG = C / V, OWT = (OW + TW - 1) / TW;
     for (i64 it = blockIdx.x * (i64)blockDim.x + threadIdx.x; it < items;
@@ -76,15 +75,7 @@ __device__ __forceinline__ void dw_nhwc(const void* x, const void* w, const void
             if ((unsigned)ih >= (unsigned)H) continue;
             float wr[K][V];
 #pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
-                const i64 tap = kh * K + kw;
-                if (wc == 1) {
-                    Lanes<D>::load(w, tap * wk + c, wr[kw]);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < V; ++j) wr[kw][j] = LOAD(D, w, (c + j) * wc + tap);
-                }
-            }
+            for (int kw = 0; kw < K; ++kw) Lanes<D>::load(w, (i64)(kh * K + kw) * C + c, wr[kw]);
             const i64 row = ((n * H + ih) * W) * (i64)C + c;
 #pragma unroll
             for (int q = 0; q < NV; ++q) {
@@ -125,7 +116,9 @@ __device__ __forceinline__ void dw_nhwc(const void* x, const void* w, const void
 }
 
 /* One output element per item ((n, oh, ow) then channel, channels fastest), for channel
-   counts or pointers the vector loads do not fit. */
+   counts, pointers or weights the vector kernel does not take. The weights of tap t for
+   channel c are at w[c·wc + t·wk]: wc = 1, wk = C for the [K·K, C] copy, wc = K·K, wk = 1
+   as the layer's input. */
 template <typename D>
 __device__ __forceinline__ void dw_nhwc_any(const void* x, const void* w, const void* bias,
     const void* res, void* y, int H, int W, int C, int OH, int OW, int PH, int PW, i64 wc,
@@ -155,14 +148,14 @@ __device__ __forceinline__ void dw_nhwc_any(const void* x, const void* w, const 
 }
 
 /* One entry point per window and stride, so that each is given the registers it needs (in
-   one kernel with every case, all took the largest case's 174 and ran at half the speed). */
+   one kernel with every case, all took the largest case's 174; 7×7 at stride 1 takes 162). */
 #define DWN_ARGS const void* x, const void* w, const void* bias, const void* res, void* y, \
     int H, int W, int C, int OH, int OW, int PH, int PW, i64 wc, i64 wk, i64 items, int code, \
     float p0, float p1, int K, int S
 #define DWN_CASE(Sx, D, KK, SS) extern "C" __global__ void __launch_bounds__(256) \
     conv_dw_nhwc_##Sx##_k##KK##s##SS(DWN_ARGS) { \
-    dw_nhwc<D, KK, SS, Lanes<D>::V>(x, w, bias, res, y, H, W, C, OH, OW, PH, PW, wc, wk, \
-        items, code, p0, p1); }
+    dw_nhwc<D, KK, SS, Lanes<D>::V>(x, w, bias, res, y, H, W, C, OH, OW, PH, PW, items, code, \
+        p0, p1); }
 #define DW_NHWC(Sx, D) extern "C" __global__ void __launch_bounds__(256) \
     conv_dw_nhwc_any_##Sx(DWN_ARGS) { \
     dw_nhwc_any<D>(x, w, bias, res, y, H, W, C, OH, OW, PH, PW, wc, wk, items, K, S, code, p0, \
@@ -274,9 +267,8 @@ impl DepthwiseNhwc {
         let i = |v: usize| arg_i32(v, WHAT);
         let vec_lanes = 16 / self.size;
         let vec = r.c.is_multiple_of(vec_lanes)
-            && [x, y, res, self.taps.as_ref().map_or(w, Weights::ptr)]
-                .iter()
-                .all(|p| p % 16 == 0);
+            && self.taps.as_ref().is_some_and(|t| t.ptr() % 16 == 0)
+            && [x, y, res].iter().all(|p| p % 16 == 0);
         let pixels = r.n * r.output[0];
         let items = match vec {
             true => pixels * r.output[1].div_ceil(COLUMNS) * (r.c / vec_lanes),
