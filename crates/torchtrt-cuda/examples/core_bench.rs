@@ -13,7 +13,7 @@ use torchtrt_core::layers::{
 use torchtrt_core::{LayerKind, Tensor};
 use torchtrt_cuda::kernels::{self, PrepareCtx, Programs};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer, Event};
-use torchtrt_plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc};
+use torchtrt_plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, shape_of_sizes};
 
 type AnyError = Box<dyn std::error::Error>;
 
@@ -209,7 +209,7 @@ fn main() -> Result<(), AnyError> {
             }
             let shapes: Vec<Vec<DimExpr>> = std::iter::once(&xs)
                 .chain(&case.weights)
-                .map(|s| s.iter().map(|&d| DimExpr::Const(d as i64)).collect())
+                .map(|s| shape_of_sizes(s))
                 .collect();
             let infer: Vec<InferInput<'_>> = shapes
                 .iter()

@@ -7,7 +7,7 @@
 //! `shuffle_bench [--iters N]`
 
 use torchtrt_core::layers::*;
-use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc};
+use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, shape_of_sizes};
 use torchtrt_core::{InferInput, LayerKind, Tensor};
 use torchtrt_cuda::kernels::{DeviceKernel, PrepareCtx, Programs, prepare};
 use torchtrt_cuda::{CudaDevice, DeviceBuffer, Event, Stream};
@@ -175,11 +175,8 @@ fn run(device: &CudaDevice, iters: usize) -> Result<(), AnyError> {
         end: Event::new(device)?,
     };
     for c in cases() {
-        let shapes: Vec<Vec<DimExpr>> = c
-            .inputs
-            .iter()
-            .map(|(_, s, _)| s.iter().map(|&d| DimExpr::Const(d as i64)).collect())
-            .collect();
+        let shapes: Vec<Vec<DimExpr>> =
+            c.inputs.iter().map(|(_, s, _)| shape_of_sizes(s)).collect();
         let infer: Vec<InferInput<'_>> = c
             .inputs
             .iter()

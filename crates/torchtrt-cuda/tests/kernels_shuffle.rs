@@ -8,7 +8,7 @@ mod common;
 use common::{device_or_skip, random_f32};
 use half::{bf16, f16};
 use torchtrt_core::layers::*;
-use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc};
+use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, shape_of_sizes};
 use torchtrt_core::{Backend, InferInput, LayerKind, Tensor};
 use torchtrt_cpu::CpuBackend;
 use torchtrt_cuda::kernels::{PrepareCtx, Programs, prepare};
@@ -101,15 +101,7 @@ impl Gpu {
     fn check(&self, layer: impl Into<LayerKind>, inputs: impl AsRef<[Tensor]>, constant: &[usize]) {
         let layer = layer.into();
         let inputs = inputs.as_ref();
-        let shapes: Vec<Vec<DimExpr>> = inputs
-            .iter()
-            .map(|t| {
-                t.shape()
-                    .iter()
-                    .map(|&d| DimExpr::Const(d as i64))
-                    .collect()
-            })
-            .collect();
+        let shapes: Vec<Vec<DimExpr>> = inputs.iter().map(|t| shape_of_sizes(t.shape())).collect();
         let values = layer.op().value_inputs();
         let infer = |all: bool| -> Vec<InferInput<'_>> {
             inputs

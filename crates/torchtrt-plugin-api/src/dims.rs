@@ -250,6 +250,11 @@ pub fn const_shape(dims: &[i64]) -> ShapeExpr {
     dims.iter().map(|&d| DimExpr::Const(d)).collect()
 }
 
+/// A shape of known sizes (a tensor's dims), as expressions.
+pub fn shape_of_sizes(dims: &[usize]) -> ShapeExpr {
+    dims.iter().map(|&d| DimExpr::Const(d as i64)).collect()
+}
+
 /// The known values of a shape, or `None` when any dimension is symbolic.
 pub fn shape_values(shape: &[DimExpr]) -> Option<Vec<i64>> {
     shape.iter().map(DimExpr::as_const).collect()

@@ -37,7 +37,8 @@ pub use converter::{
 pub use cuda_runtime::{CudaProgram, CudaRuntime, KernelLaunch, NoCudaRuntime};
 pub use custom_op::{CUSTOM_OP_VERSION, CustomOp, CustomOpCreator, custom_op_key};
 pub use dims::{
-    DimError, DimExpr, DimOp, ShapeExpr, UNKNOWN_DIM, const_shape, format_shape, shape_values,
+    DimError, DimExpr, DimOp, ShapeExpr, UNKNOWN_DIM, const_shape, format_shape, shape_of_sizes,
+    shape_values,
 };
 pub use dtype::{
     DType, DeviceKind, Element, PortDesc, ShapeDisplay, TensorDesc, TensorFormat, numel,

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use torchtrt_plugin_api::{DType, DeviceKind, DimExpr};
+use torchtrt_plugin_api::{DType, DeviceKind, shape_of_sizes};
 
 use super::uses::Uses;
 use super::{BuildConfig, Work};
@@ -302,11 +302,7 @@ fn runs_integer(
 ) -> bool {
     let (x, dtype, _, _) = plan.source.quantized(work);
     let values = &plan.weights.values;
-    let w_shape: Vec<DimExpr> = values
-        .shape()
-        .iter()
-        .map(|&d| DimExpr::Const(d as i64))
-        .collect();
+    let w_shape = shape_of_sizes(values.shape());
     let mut inputs = work.infer_inputs(&layer.inputs);
     inputs[0] = InferInput {
         dtype,

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 use torchtrt_core::layers::Convolution;
-use torchtrt_core::plugin_api::{DType, DimExpr, shape_values};
+use torchtrt_core::plugin_api::{DType, DimExpr, shape_of_sizes, shape_values};
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use super::conv_channels::{self, conv_channels};
@@ -127,11 +127,7 @@ fn phased(
     for (dim, side) in shape[2..].iter_mut().zip(phases.sides(spatial)) {
         *dim = DimExpr::Const(side as i64);
     }
-    let dims: Vec<DimExpr> = w
-        .shape()
-        .iter()
-        .map(|&d| DimExpr::Const(d as i64))
-        .collect();
+    let dims = shape_of_sizes(w.shape());
     let mut given = vec![
         InferInput {
             shape: &shape,

@@ -4,7 +4,9 @@
 use std::cell::Cell;
 
 use torchtrt_core::layers::{InferInput, LayerKind};
-use torchtrt_core::plugin_api::{DType, DeviceTensor, DimExpr, TensorDesc, bf16, f16};
+use torchtrt_core::plugin_api::{
+    DType, DeviceTensor, DimExpr, TensorDesc, bf16, f16, shape_of_sizes,
+};
 use torchtrt_core::{Backend, Tensor};
 use torchtrt_cpu::CpuBackend;
 use torchtrt_cuda::kernels::{self, ConvTactic, DeviceKernel, PrepareCtx, Programs};
@@ -60,12 +62,7 @@ pub type Input = (Tensor, bool);
 fn infer_shapes(inputs: &[Input]) -> Vec<Vec<DimExpr>> {
     inputs
         .iter()
-        .map(|(t, _)| {
-            t.shape()
-                .iter()
-                .map(|&d| DimExpr::Const(d as i64))
-                .collect()
-        })
+        .map(|(t, _)| shape_of_sizes(t.shape()))
         .collect()
 }
 

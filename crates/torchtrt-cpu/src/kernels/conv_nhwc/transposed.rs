@@ -8,7 +8,7 @@ use torchtrt_core::layers::{
     ACTIVATION_INPUTS as ACTIVATIONS, Convolution, Transpose, channels_first_shapes, permuted,
     to_channels_first, to_channels_last,
 };
-use torchtrt_core::plugin_api::DimExpr;
+use torchtrt_core::plugin_api::shape_of_sizes;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
 use crate::kernels::{convolution, transpose};
@@ -61,11 +61,7 @@ pub(crate) fn around(
 /// `t` with its dims permuted by `perm` into `out` (each tensor through a transpose of its
 /// own dtype: an 8-bit layer reads bytes and writes floats).
 fn permute(t: &Tensor, perm: Vec<usize>, out: &mut [Tensor]) -> Result<(), String> {
-    let dims: Vec<DimExpr> = t
-        .shape()
-        .iter()
-        .map(|&d| DimExpr::Const(d as i64))
-        .collect();
+    let dims = shape_of_sizes(t.shape());
     let x = InferInput {
         dtype: t.dtype(),
         shape: &dims,
