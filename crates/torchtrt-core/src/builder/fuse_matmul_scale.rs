@@ -41,7 +41,9 @@ pub(crate) fn fold_scale_into_matmul(
 pub(super) struct Scaled {
     /// The position of the MatMul.
     pub pos: usize,
+    /// Its weights times the scale of their column.
     pub weights: Tensor,
+    /// Its bias times the scale, where it has one.
     pub bias: Option<Tensor>,
 }
 
@@ -109,25 +111,13 @@ pub(super) fn scaled_product(
         if !scale.iter().all(|v| v.is_finite()) {
             continue;
         }
-        let mut wv = w.to_f64_vec();
         let column = |i: usize| match product.transpose_b {
             true => i / w.shape()[1],
             false => i % n,
         };
-        wv.iter_mut()
-            .enumerate()
-            .for_each(|(i, v)| *v *= scale[column(i)]);
-        let scaled_w = float_tensor(w.dtype(), w.shape(), &wv)?;
+        let scaled_w = scaled(&w, |i| scale[column(i)])?;
         let scaled_b = match &bias {
-            Some(b) if b.numel() == n => {
-                let bv: Vec<f64> = b
-                    .to_f64_vec()
-                    .iter()
-                    .zip(&scale)
-                    .map(|(x, s)| x * s)
-                    .collect();
-                Some(float_tensor(b.dtype(), b.shape(), &bv)?)
-            }
+            Some(b) if b.numel() == n => Some(scaled(b, |i| scale[i])?),
             Some(_) => continue,
             None => None,
         };
@@ -156,17 +146,33 @@ fn per_column(t: &Tensor, dtype: DType, rank: usize, n: usize) -> Option<Vec<f64
     }
 }
 
-/// A tensor of the float `dtype` holding `values` (rounded to it).
-fn float_tensor(dtype: DType, shape: &[usize], values: &[f64]) -> Result<Tensor> {
-    match dtype {
-        DType::F16 => Tensor::from_vec(
-            shape,
-            values.iter().map(|&v| half::f16::from_f64(v)).collect(),
-        ),
-        DType::BF16 => Tensor::from_vec(
-            shape,
-            values.iter().map(|&v| half::bf16::from_f64(v)).collect(),
-        ),
-        _ => Tensor::from_vec(shape, values.iter().map(|&v| v as f32).collect()),
+/// The float tensor `t` with element `i` multiplied by `factor(i)` (in f64, rounded once
+/// to `t`'s dtype).
+fn scaled(t: &Tensor, factor: impl Fn(usize) -> f64) -> Result<Tensor> {
+    let shape = t.shape();
+    match t.dtype() {
+        DType::F16 => {
+            let v = t.as_slice::<half::f16>()?.iter().enumerate();
+            Tensor::from_vec(
+                shape,
+                v.map(|(i, x)| half::f16::from_f64(x.to_f64() * factor(i)))
+                    .collect(),
+            )
+        }
+        DType::BF16 => {
+            let v = t.as_slice::<half::bf16>()?.iter().enumerate();
+            Tensor::from_vec(
+                shape,
+                v.map(|(i, x)| half::bf16::from_f64(x.to_f64() * factor(i)))
+                    .collect(),
+            )
+        }
+        _ => {
+            let v = t.as_slice::<f32>()?.iter().enumerate();
+            Tensor::from_vec(
+                shape,
+                v.map(|(i, &x)| (f64::from(x) * factor(i)) as f32).collect(),
+            )
+        }
     }
 }
