@@ -364,23 +364,29 @@ fn fuses_epilogue(device: &DeviceKind) -> bool {
     matches!(device, DeviceKind::Cpu | DeviceKind::Cuda)
 }
 
-/// The values of a tensor that broadcasts along the channel axis (1) of a rank-`rank`
+/// The f32 values of a tensor that broadcasts along the channel axis (1) of a rank-`rank`
 /// output with `m` channels and is 1 everywhere else, expanded to `m` values.
 fn per_channel(t: &Tensor, rank: usize, m: usize) -> Option<Vec<f32>> {
-    let shape = t.shape();
-    if shape.len() > rank || t.dtype() != DType::F32 {
+    if t.dtype() != DType::F32 {
         return None;
     }
-    let offset = rank - shape.len();
+    let values = along_axis(t, rank, 1, m)?;
+    Some(values.into_iter().map(|v| v as f32).collect())
+}
+
+/// The values of a tensor that broadcasts along `axis` of a rank-`rank` output with `m`
+/// elements on that axis and is 1 on every other, expanded to `m` values.
+pub(super) fn along_axis(t: &Tensor, rank: usize, axis: usize, m: usize) -> Option<Vec<f64>> {
+    let shape = t.shape();
+    let offset = rank.checked_sub(shape.len())?;
     for (i, &d) in shape.iter().enumerate() {
-        let axis = i + offset;
-        if d != 1 && !(axis == 1 && d == m) {
+        if d != 1 && !(i + offset == axis && d == m) {
             return None;
         }
     }
-    let v = t.as_slice::<f32>().ok()?;
+    let v = t.to_f64_vec();
     Some(if v.len() == m {
-        v.to_vec()
+        v
     } else {
         vec![*v.first()?; m]
     })
@@ -468,17 +474,27 @@ pub(crate) fn fuse_matmul_residual(
         if work.ty(m) != &types[0] || work.ty(r) != &types[0] {
             continue;
         }
-        let unbiased = work.layers[pos].inputs.len() == 2;
         return move_matmul(work, pos, layer, types, |w, mm| {
-            if unbiased {
-                let zeros = Tensor::zeros(dtype, &[n as usize]);
-                let bias = w.emit_constant(format!("{}/bias", mm.name), zeros);
-                mm.inputs.push(bias);
-            }
-            mm.inputs.push(r);
+            take_residual(mm, r, dtype, n as usize, |name, v| w.emit_constant(name, v));
         });
     }
     Ok(false)
+}
+
+/// Gives the linear layer `mm` the residual `r` (of `dtype`, `n` columns) as its fourth
+/// input, after a zero bias that `constant` makes from its name and value where it has none.
+pub(super) fn take_residual(
+    mm: &mut Layer,
+    r: TensorId,
+    dtype: DType,
+    n: usize,
+    constant: impl FnOnce(String, Tensor) -> TensorId,
+) {
+    if mm.inputs.len() == 2 {
+        let bias = constant(format!("{}/bias", mm.name), Tensor::zeros(dtype, &[n]));
+        mm.inputs.push(bias);
+    }
+    mm.inputs.push(r);
 }
 
 /// The operands of an `Add` of two different tensors, each way round; none for anything

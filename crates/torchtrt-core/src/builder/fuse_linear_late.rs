@@ -12,11 +12,10 @@
 //! [`fuse_matmul_residual`]: super::fuse::fuse_matmul_residual
 
 use super::Work;
-use super::fuse::{add_sides, fuses_matmul_residual, is_linear};
+use super::fuse::{add_sides, fuses_matmul_residual, is_linear, take_residual};
 use super::fuse_matmul_scale::scaled_product;
 use super::uses::Uses;
 use crate::network::{Layer, TensorId};
-use crate::tensor::Tensor;
 
 /// Folds the scales (where `fold_constants`), then fuses the residuals, of every linear
 /// layer of `work` whose product only that scale or `Add` reads. Each sweep runs from the
@@ -39,12 +38,11 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], fold_constant
             continue;
         };
         let mut mm = work.layers[scaled.pos].clone();
-        mm.inputs[1] = work.insert_constant(q, format!("{}/scaled", mm.name), scaled.weights);
-        let mut at = q + 1;
-        if let Some(b) = scaled.bias {
-            mm.inputs[2] = work.insert_constant(at, format!("{}/scaled_bias", mm.name), b);
+        let mut at = q;
+        scaled.apply(&mut mm, |name, v| {
             at += 1;
-        }
+            work.insert_constant(at - 1, name, v)
+        });
         replace(work, at, mm);
     }
     let uses = Uses::live(work, outputs);
@@ -54,13 +52,11 @@ pub(super) fn run(work: &mut Work, outputs: &[(String, TensorId)], fold_constant
         };
         let mut mm = work.layers[p].clone();
         let mut at = q;
-        if mm.inputs.len() == 2 {
-            let zeros = Tensor::zeros(work.ty(r).dtype, &[n]);
-            mm.inputs
-                .push(work.insert_constant(q, format!("{}/bias", mm.name), zeros));
+        let dtype = work.ty(r).dtype;
+        take_residual(&mut mm, r, dtype, n, |name, v| {
             at += 1;
-        }
-        mm.inputs.push(r);
+            work.insert_constant(q, name, v)
+        });
         replace(work, at, mm);
     }
 }

@@ -4,10 +4,10 @@
 //! layer scale (`γ · mlp(x)` in every block) is such a `Mul`: after the fold it costs
 //! nothing, and the block's residual `Add` reads the product itself.
 
-use torchtrt_plugin_api::DType;
+use torchtrt_plugin_api::{DType, Element};
 
 use super::Work;
-use super::fuse::{is_linear, move_matmul, sole_producer};
+use super::fuse::{along_axis, is_linear, move_matmul, sole_producer};
 use crate::error::Result;
 use crate::layers::{ElementwiseOp, LayerKind, TypeShape};
 use crate::network::{Layer, TensorId};
@@ -30,10 +30,7 @@ pub(crate) fn fold_scale_into_matmul(
         return Ok(false);
     };
     move_matmul(work, scaled.pos, layer, types, |w, mm| {
-        mm.inputs[1] = w.emit_constant(format!("{}/scaled", mm.name), scaled.weights);
-        if let Some(b) = scaled.bias {
-            mm.inputs[2] = w.emit_constant(format!("{}/scaled_bias", mm.name), b);
-        }
+        scaled.apply(mm, |name, v| w.emit_constant(name, v));
     })
 }
 
@@ -45,6 +42,17 @@ pub(super) struct Scaled {
     pub weights: Tensor,
     /// Its bias times the scale, where it has one.
     pub bias: Option<Tensor>,
+}
+
+impl Scaled {
+    /// Makes the MatMul `mm` read the scaled weights and bias, as constants that
+    /// `constant` makes from their names and values (the weights first).
+    pub fn apply(self, mm: &mut Layer, mut constant: impl FnMut(String, Tensor) -> TensorId) {
+        mm.inputs[1] = constant(format!("{}/scaled", mm.name), self.weights);
+        if let Some(b) = self.bias {
+            mm.inputs[2] = constant(format!("{}/scaled_bias", mm.name), b);
+        }
+    }
 }
 
 /// The MatMul that an element-wise layer of `kind` over `inputs` with an output of type
@@ -133,46 +141,32 @@ pub(super) fn scaled_product(
 /// The values of a constant of `dtype` that broadcasts along the last axis of a rank-`rank`
 /// output with `n` columns and is 1 everywhere else, expanded to `n` values.
 fn per_column(t: &Tensor, dtype: DType, rank: usize, n: usize) -> Option<Vec<f64>> {
-    let shape = t.shape();
-    let (&last, rest) = shape.split_last().unwrap_or((&1, &[]));
-    if t.dtype() != dtype || shape.len() > rank || rest.iter().any(|&d| d != 1) {
+    if t.dtype() != dtype {
         return None;
     }
-    let v = t.to_f64_vec();
-    match last {
-        1 => Some(vec![*v.first()?; n]),
-        l if l == n => Some(v),
-        _ => None,
-    }
+    along_axis(t, rank, rank.checked_sub(1)?, n)
 }
 
 /// The float tensor `t` with element `i` multiplied by `factor(i)` (in f64, rounded once
 /// to `t`'s dtype).
 fn scaled(t: &Tensor, factor: impl Fn(usize) -> f64) -> Result<Tensor> {
-    let shape = t.shape();
     match t.dtype() {
-        DType::F16 => {
-            let v = t.as_slice::<half::f16>()?.iter().enumerate();
-            Tensor::from_vec(
-                shape,
-                v.map(|(i, x)| half::f16::from_f64(x.to_f64() * factor(i)))
-                    .collect(),
-            )
-        }
-        DType::BF16 => {
-            let v = t.as_slice::<half::bf16>()?.iter().enumerate();
-            Tensor::from_vec(
-                shape,
-                v.map(|(i, x)| half::bf16::from_f64(x.to_f64() * factor(i)))
-                    .collect(),
-            )
-        }
-        _ => {
-            let v = t.as_slice::<f32>()?.iter().enumerate();
-            Tensor::from_vec(
-                shape,
-                v.map(|(i, &x)| (f64::from(x) * factor(i)) as f32).collect(),
-            )
-        }
+        DType::F16 => rescaled(t, half::f16::to_f64, half::f16::from_f64, factor),
+        DType::BF16 => rescaled(t, half::bf16::to_f64, half::bf16::from_f64, factor),
+        _ => rescaled(t, f64::from, |v| v as f32, factor),
     }
+}
+
+/// [`scaled`] for elements of type `T`, read and written through `to` and `from`.
+fn rescaled<T: Element + Copy>(
+    t: &Tensor,
+    to: impl Fn(T) -> f64,
+    from: impl Fn(f64) -> T,
+    factor: impl Fn(usize) -> f64,
+) -> Result<Tensor> {
+    let values = t.as_slice::<T>()?.iter().enumerate();
+    Tensor::from_vec(
+        t.shape(),
+        values.map(|(i, &x)| from(to(x) * factor(i))).collect(),
+    )
 }
