@@ -117,9 +117,12 @@ pub(super) fn conv_packed(
     let height = row_panels.div_ceil(row_tiles) * MR;
     let per_image_group = col_tiles * row_tiles;
     let tasks = geom.batch * groups * per_image_group;
-    let mut kept = shape
-        .as_ref()
-        .map(|_| (Kept::<Vec<f32>>::take(), Kept::<Vec<usize>>::take()));
+    let mut kept = shape.as_ref().map(|_| {
+        (
+            Kept::<Vec<f32>>::shared("padded image"),
+            Kept::<Vec<usize>>::shared("padded image taps"),
+        )
+    });
     let grid = shape
         .as_ref()
         .zip(kept.as_mut())

@@ -205,7 +205,7 @@ impl Pool {
             && w.output[0] == 1
             && spans[0][0].valid == 1
             && !matches!(self.kind, PoolKind::Lp { .. });
-        let mut plane_counts = Kept::<Vec<T::C>>::take();
+        let mut plane_counts = Kept::<Vec<T::C>>::shared("pooling counts");
         plane_counts.clear();
         if planar {
             plane_counts.extend((0..w.output[1]).flat_map(|r| {
@@ -233,7 +233,7 @@ impl Pool {
                 }
             };
         let init = || {
-            let mut kept = Kept::<(Vec<T::C>, Vec<T::C>, Scratch<T::C>)>::take();
+            let mut kept = Kept::<(Vec<T::C>, Vec<T::C>, Scratch<T::C>)>::take("pooling rows");
             let (a, b, (c, d, e, f)) = &mut *kept;
             a.clear();
             b.clear();

@@ -227,7 +227,7 @@ impl Run<'_> {
             return Ok(());
         }
         let cg4 = cg.div_ceil(4);
-        let mut words = Kept::<Vec<u32>>::take();
+        let mut words = Kept::<Vec<u32>>::shared("interleaved input");
         words.clear();
         words.resize(geom.batch * groups * cg4 * plane + SLACK, 0);
         self.interleave(

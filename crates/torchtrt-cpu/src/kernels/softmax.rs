@@ -88,7 +88,7 @@ fn softmax<C: Real>(x: &[C], out: &mut [C], len: usize, inner: usize, log: bool)
     let threads = rayon::current_num_threads();
     if outer >= threads * 2 || block * outer <= MIN_TASK {
         for_each_rows(out, block, 4 * block, |first, dst| {
-            let mut scratch = Kept::<Vec<C>>::take();
+            let mut scratch = Kept::<Vec<C>>::take("softmax columns");
             for (j, dst) in dst.chunks_exact_mut(block).enumerate() {
                 let src = &x[(first + j) * block..(first + j + 1) * block];
                 for j0 in (0..inner).step_by(BLOCK) {
@@ -133,7 +133,7 @@ fn split_columns<C: Real>(x: &[C], out: &mut [C], len: usize, inner: usize, log:
     }
     items.par_iter_mut().for_each(|(o, j0, rows)| {
         let src = &x[*o * len * inner..(*o + 1) * len * inner];
-        let mut scratch = Kept::<Vec<C>>::take();
+        let mut scratch = Kept::<Vec<C>>::take("softmax columns");
         columns(src, inner, *j0, Sliced(rows), log, &mut scratch);
     });
 }

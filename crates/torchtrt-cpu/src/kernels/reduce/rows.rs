@@ -76,7 +76,7 @@ fn rows<C: Real, F: Fold<C>>(f: F, plan: &ReducePlan, x: &[C], out: &mut [C]) {
         });
         return;
     }
-    let mut partial = Kept::<Vec<C>>::take();
+    let mut partial = Kept::<Vec<C>>::shared("partial reductions");
     partial.clear();
     partial.resize(plan.rows() * parts, f.init());
     for_each_rows(&mut partial, 1, count / parts, |first, dst| {
