@@ -1,6 +1,7 @@
-//! Row-major products with the bias added as cuBLASLt writes them (`CUBLASLT_EPILOGUE_BIAS`):
-//! `C[m×n] = A · B + bias[n] (+ R)` in one kernel, where the bias and a residual `R` would
-//! otherwise cost a pass over C each (the residual enters as cuBLASLt's `C` with β = 1).
+//! Row-major products with their epilogue applied as cuBLASLt writes them
+//! (`CUBLASLT_EPILOGUE_BIAS`, `_RELU_BIAS`, `_RELU`): `C[m×n] = act(A · B + bias[n] + R)` in
+//! one kernel, where the bias, a residual `R` and a ReLU would otherwise cost a pass over C
+//! each (the residual enters as cuBLASLt's `C` with β = 1).
 //! The descriptors are kept per shape, with the algorithm: of cuBLASLt's heuristic's first
 //! [`CANDIDATES`], the fastest when timed on the first run of the shape ([`timing`]) (its top pick can be
 //! far from the best with a residual), the top pick while the stream is being captured.
@@ -50,6 +51,30 @@ fn alignment(ptrs: &[u64]) -> u32 {
     1 << bits.trailing_zeros().min(8)
 }
 
+/// What a product adds to `A · B` as it writes C: device pointers (0: absent).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fused {
+    /// One value per column of C, in the product's element type.
+    pub bias: u64,
+    /// A matrix of C's shape added to the product.
+    pub residual: u64,
+    /// Whether ReLU applies to the sum.
+    pub relu: bool,
+}
+
+impl Fused {
+    /// cuBLASLt's epilogue for the bias and activation.
+    fn epilogue(self) -> sys::cublasLtEpilogue_t {
+        use sys::cublasLtEpilogue_t as E;
+        match (self.bias != 0, self.relu) {
+            (true, true) => E::CUBLASLT_EPILOGUE_RELU_BIAS,
+            (true, false) => E::CUBLASLT_EPILOGUE_BIAS,
+            (false, true) => E::CUBLASLT_EPILOGUE_RELU,
+            (false, false) => E::CUBLASLT_EPILOGUE_DEFAULT,
+        }
+    }
+}
+
 /// What one plan is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Key {
@@ -57,6 +82,8 @@ struct Key {
     align: u32,
     workspace: usize,
     residual: bool,
+    bias: bool,
+    relu: bool,
 }
 
 /// One product's operands (`r` is the residual, or the output when β is 0) and where it
@@ -129,7 +156,12 @@ impl Plan {
             true => cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_T,
             false => cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
         };
-        let epilogue = sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS;
+        let epilogue = Fused {
+            bias: u64::from(key.bias),
+            relu: key.relu,
+            residual: 0,
+        }
+        .epilogue();
         // SAFETY: each attribute gets a value of its documented type and size.
         unsafe {
             plan.set(
@@ -240,7 +272,7 @@ impl Plan {
     /// Queues the product with `algo`, writing `d`.
     ///
     /// # Safety
-    /// As [`Blas::gemm_bias`]; the bias is set on the descriptor for this call.
+    /// As [`Blas::gemm_fused`]; the bias (if any) is set on the descriptor for this call.
     unsafe fn run(
         &self,
         handle: sys::cublasLtHandle_t,
@@ -261,10 +293,12 @@ impl Plan {
         let [la, lb, ld] = self.layouts;
         // SAFETY: per the function's contract; alpha and beta live through the call.
         unsafe {
-            self.set(
-                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                &(bias as *const c_void),
-            )?;
+            if bias != 0 {
+                self.set(
+                    sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                    &(bias as *const c_void),
+                )?;
+            }
             result::matmul(
                 handle,
                 self.desc,
@@ -291,7 +325,7 @@ impl Plan {
     /// ([`timing::fastest`]); algorithms that fail to launch are skipped.
     ///
     /// # Safety
-    /// As [`Blas::gemm_bias`].
+    /// As [`Blas::gemm_fused`].
     unsafe fn fastest(
         &self,
         handle: sys::cublasLtHandle_t,
@@ -344,30 +378,30 @@ impl Drop for Lt {
 }
 
 impl Blas {
-    /// Queues `C = A · B + bias (+ R)` on `stream`, `bias` holding one value per column of C
-    /// in the GEMM's element type, `residual` (`R`, if any) a matrix of C's shape.
+    /// Queues `C = act(A · B + bias + R)` on `stream` with what `fused` adds.
     ///
     /// # Safety
-    /// `a`, `b`, `c`, `bias` and `residual` must be device pointers of this device holding
-    /// `m·k`, `k·n`, `m·n`, `n` and `m·n` elements of `g.ty`, valid until the stream has run
-    /// the product.
-    pub unsafe fn gemm_bias(
+    /// `a`, `b`, `c` and `fused`'s bias and residual (where not 0) must be device pointers of
+    /// this device holding `m·k`, `k·n`, `m·n`, `n` and `m·n` elements of `g.ty`, valid until
+    /// the stream has run the product.
+    pub unsafe fn gemm_fused(
         &self,
         stream: &Stream,
         g: &Gemm,
-        [a, b, c, bias]: [u64; 4],
-        residual: Option<u64>,
+        [a, b, c]: [u64; 3],
+        fused: Fused,
     ) -> CudaResult<()> {
         if g.m == 0 || g.n == 0 {
             return Ok(());
         }
         if g.k == 0 {
             return Err(CudaError::Invalid(
-                "a product with a bias over an empty inner dimension".into(),
+                "a fused product over an empty inner dimension".into(),
             ));
         }
         let size = g.ty.size() as u64;
-        let r = residual.unwrap_or(c);
+        let Fused { bias, residual, .. } = fused;
+        let r = if residual != 0 { residual } else { c };
         if [a, b, c, bias, r].iter().any(|p| p % size != 0) {
             return Err(CudaError::Invalid(format!(
                 "GEMM operands not aligned to their {size}-byte elements"
@@ -379,7 +413,9 @@ impl Blas {
             gemm: *g,
             align: alignment(&[a, b, c, r]),
             workspace: ws_bytes,
-            residual: residual.is_some(),
+            residual: residual != 0,
+            bias: bias != 0,
+            relu: fused.relu,
         };
         let mut lt = self.lt()?;
         let lt = &mut *lt;
@@ -388,7 +424,7 @@ impl Blas {
             b,
             r,
             bias,
-            beta: if residual.is_some() { 1.0 } else { 0.0 },
+            beta: if residual != 0 { 1.0 } else { 0.0 },
             workspace: (ws_ptr, ws_bytes),
             stream,
         };

@@ -39,6 +39,7 @@ mod timing;
 
 pub use backend::CudaBackend;
 pub use blas::{BatchStrides, Blas, Gemm, GemmType};
+pub use blas_lt::Fused;
 pub use context::CudaDeviceContext;
 pub use device::CudaDevice;
 pub use error::{CudaError, CudaResult};

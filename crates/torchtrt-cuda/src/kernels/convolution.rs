@@ -33,6 +33,7 @@ use super::operands::{Weights, arg_i32, dims, expect_dtype, expect_inputs, grid_
 use super::prelude::dtype_suffix;
 use super::{DeviceKernel, PrepareCtx};
 use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
+use crate::blas_lt::Fused;
 use crate::launch::KernelArgs;
 use crate::module::Function;
 use crate::stream::Stream;
@@ -606,7 +607,9 @@ impl ConvKernel {
     }
 
     /// A pointwise channels-last convolution as one product `y [N·H·W, M] = x [N·H·W, C] ·
-    /// wᵀ`, then the epilogue pass in place (each position an image of one pixel).
+    /// wᵀ`: with the bias and the residual, or the bias and ReLU, in cuBLASLt's epilogue,
+    /// else (or where cuBLASLt has no algorithm for that epilogue) followed by the epilogue
+    /// pass in place (each position an image of one pixel).
     fn pointwise_nhwc(
         &self,
         s: &Shape,
@@ -623,6 +626,19 @@ impl ConvKernel {
             ty: self.ty,
         };
         let blas = BlasScope::new(&self.blas, stream, WHAT)?;
+        let relu = self.epilogue.code == 1;
+        if (self.epilogue.code == 0 || relu && res == 0) && s.c > 0 {
+            let fused = Fused {
+                bias,
+                residual: res,
+                relu,
+            };
+            // SAFETY: x holds `[N·H·W, C]`, the weights `[M, C]` (one tap), y and the
+            // residual `[N·H·W, M]`, the bias M values.
+            if unsafe { blas.gemm_fused(stream, &gemm, [x, w, y], fused) }.is_ok() {
+                return Ok(());
+            }
+        }
         let strides = BatchStrides { a: 0, b: 0, c: 0 };
         // SAFETY: x holds `[N·H·W, C]`, the weights `[M, C]` (one tap), y `[N·H·W, M]`.
         unsafe { blas.gemm_strided_batched(stream, &gemm, 1, strides, [x, w, y]) }

@@ -15,6 +15,7 @@ use torchtrt_plugin_api::{DType, DeviceTensor};
 use super::operands::{dims, expect_arity};
 use super::{DeviceKernel, PrepareCtx};
 use crate::blas::{BatchStrides, Blas, Gemm, GemmType};
+use crate::blas_lt::Fused;
 use crate::device::CudaDevice;
 use crate::memory::DeviceBuffer;
 use crate::stream::Stream;
@@ -334,11 +335,15 @@ impl DeviceKernel for MatMulKernel {
             // `count·m` rows (shapes checked above); the bias holds `n` elements, the
             // residual the output's.
             return unsafe {
-                blas.gemm_bias(
+                blas.gemm_fused(
                     stream,
                     &gemm(count * m),
-                    [ptr(0), ptr(1), outputs[0].ptr, ptr(2)],
-                    self.residual.then(|| ptr(3)),
+                    [ptr(0), ptr(1), outputs[0].ptr],
+                    Fused {
+                        bias: ptr(2),
+                        residual: if self.residual { ptr(3) } else { 0 },
+                        relu: false,
+                    },
                 )
             }
             .map_err(err);

@@ -643,3 +643,52 @@ fn implicit_gemm_channels_last_matches_cpu() {
         }
     }
 }
+
+/// Pointwise channels-last convolutions as one cuBLASLt product (the GEMM tactic) with the
+/// bias, the residual and ReLU in its epilogue, every combination of the three, against the
+/// CPU computing in f32; an odd output channel count among them.
+#[test]
+fn pointwise_channels_last_products_fuse_bias_residual_and_relu() {
+    let Some(dev) = device_or_skip() else { return };
+    for dtype in [DType::F16, DType::BF16] {
+        for (i, (x, w)) in [
+            ([2, 9, 7, 64], [72, 64, 1, 1]),
+            ([3, 5, 5, 32], [37, 32, 1, 1]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for act in [None, Some(ActivationKind::Relu)] {
+                let l = LayerKind::Convolution(Convolution {
+                    activation: act,
+                    channels_last: true,
+                    ..Convolution::new(2)
+                });
+                let seed = 7500 + 10 * i as u64;
+                let x = (rand(dtype, &x, seed), false);
+                let w = (rand(dtype, &w, seed + 1), true);
+                let bias = (rand(dtype, &w.0.shape()[..1], seed + 2), true);
+                let out = crate::harness::cpu(&l, &[x.clone(), w.clone(), bias.clone()]);
+                let res = (rand(dtype, out[0].shape(), seed + 3), false);
+                let combos = [
+                    ("", vec![x.clone(), w.clone()]),
+                    (" with bias", vec![x.clone(), w.clone(), bias.clone()]),
+                    (
+                        " with bias and a residual",
+                        vec![x.clone(), w.clone(), bias.clone(), res.clone()],
+                    ),
+                ];
+                for (with, inputs) in combos {
+                    let what = format!(
+                        "pointwise x{:?} w{:?} {act:?} {dtype}{with}",
+                        x.0.shape(),
+                        w.0.shape()
+                    );
+                    forcing(ConvTactic::Gemm, || {
+                        check_against_f32(&dev, &what, &l, &inputs)
+                    });
+                }
+            }
+        }
+    }
+}
