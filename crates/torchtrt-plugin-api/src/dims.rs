@@ -112,12 +112,17 @@ impl DimExpr {
         DimExpr::Sym(Arc::from(name))
     }
 
-    /// Builds `op(a, b)`, folding constants and the identities `x+0`, `x-0`, `x*1`, `x/1`.
+    /// Builds `op(a, b)`, folding constants and the identities `x+0`, `x-0`, `x*1`, `x/1`,
+    /// and gathering constant factors: `(x·c)·d` is `x·(c·d)`, `c·x` is `x·c`, and
+    /// `(x·c) / d` is `x·(c/d)` where `d` divides `c` (the division is then exact).
     pub fn op(op: DimOp, a: DimExpr, b: DimExpr) -> DimExpr {
         if let (Some(x), Some(y)) = (a.as_const(), b.as_const())
             && let Some(v) = op.apply(x, y)
         {
             return DimExpr::Const(v);
+        }
+        if let Some(folded) = DimExpr::factors(op, &a, &b) {
+            return folded;
         }
         match (op, a.as_const(), b.as_const()) {
             (DimOp::Add, Some(0), _) | (DimOp::Mul, Some(1), _) => return b,
@@ -130,6 +135,32 @@ impl DimExpr {
             return a;
         }
         DimExpr::Op(op, Arc::new(a), Arc::new(b))
+    }
+
+    /// `op(a, b)` with the constant factors of a product gathered, when that applies.
+    fn factors(op: DimOp, a: &DimExpr, b: &DimExpr) -> Option<DimExpr> {
+        let scaled = |e: &DimExpr| match e {
+            DimExpr::Op(DimOp::Mul, x, c) => c.as_const().map(|c| ((**x).clone(), c)),
+            _ => None,
+        };
+        match (op, a.as_const(), b.as_const()) {
+            (DimOp::Mul, Some(c), None) if c > 1 => {
+                Some(DimExpr::op(DimOp::Mul, b.clone(), a.clone()))
+            }
+            (DimOp::Mul, None, Some(d)) => {
+                let (x, c) = scaled(a)?;
+                Some(DimExpr::op(
+                    DimOp::Mul,
+                    x,
+                    DimExpr::Const(c.checked_mul(d)?),
+                ))
+            }
+            (DimOp::FloorDiv | DimOp::CeilDiv, None, Some(d)) if d > 0 => {
+                let (x, c) = scaled(a)?;
+                (c % d == 0).then(|| DimExpr::op(DimOp::Mul, x, DimExpr::Const(c / d)))
+            }
+            _ => None,
+        }
     }
 
     /// The value, when it is known without bindings.
@@ -283,6 +314,26 @@ mod tests {
         );
         assert_eq!(DimExpr::from(7).ceil_div(2), DimExpr::Const(4));
         assert_eq!(DimExpr::from(-7).floor_div(2), DimExpr::Const(-4));
+    }
+
+    #[test]
+    fn gathers_constant_factors() {
+        let n = DimExpr::sym("n");
+        assert_eq!((n.clone() * 64 * 4 * 4).floor_div(1024), n);
+        assert_eq!((n.clone() * 17 * 64).ceil_div(1088), n);
+        assert_eq!(DimExpr::from(4) * n.clone(), n.clone() * 4);
+        assert_eq!(
+            (DimExpr::from(3) * n.clone() * 4).floor_div(6),
+            n.clone() * 2
+        );
+        let uneven = (n.clone() * 6).floor_div(4);
+        assert_eq!(uneven.to_string(), "((n*6)/4)");
+        for v in [-7, 0, 1, 5, 13] {
+            let bind = |_: &str| Some(v);
+            assert_eq!(uneven.eval(&bind), Ok((v * 6).div_euclid(4)));
+            let kept = (n.clone() * 10).ceil_div(5) * 3;
+            assert_eq!(kept.eval(&bind), Ok(v * 6), "{kept}");
+        }
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
-    Activation, ActivationKind, Cast, Convolution, Elementwise, ElementwiseOp, LayerKind, MatMul,
-    Reshape, Select, Shape, Softmax, Transpose, Unary, UnaryOp,
+    Activation, ActivationKind, Cast, Concat, Convolution, Elementwise, ElementwiseOp, LayerKind,
+    MatMul, Reshape, Select, Shape, Slice, Softmax, Transpose, Unary, UnaryOp, ValueTest,
+    ValueTestKind,
 };
 use torchtrt::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
@@ -540,7 +541,8 @@ fn per_channel_affine_and_relu_fold_into_the_convolution() {
 /// not attention's order), a causal mask selected, a boolean padding mask selected; with
 /// `split_scale`, the scale's square root multiplies `q` and `kᵀ` instead of the scores (as
 /// the ONNX export of `scaled_dot_product_attention` writes it), the key's before its
-/// transpose when `key_first`.
+/// transpose when `key_first`; with `safe`, the softmax is PyTorch's safe softmax
+/// (`Where(IsNaN(p), 0, p)`, as `torch.export` writes it; `safe_fill` in place of 0).
 #[derive(Clone, Copy, Default)]
 struct Sdpa {
     divide: bool,
@@ -550,6 +552,8 @@ struct Sdpa {
     bool_mask: bool,
     split_scale: bool,
     key_first: bool,
+    safe: bool,
+    safe_fill: f32,
 }
 
 /// `MatMul(Softmax(s), v)`, the softmax over the last axis: the end of an exported attention.
@@ -565,6 +569,36 @@ fn attend(net: &mut NetworkDefinition, s: TensorId, v: TensorId) -> TensorId {
         )
         .unwrap();
     net.add("y", MatMul::default(), &[p, v]).unwrap()
+}
+
+/// `MatMul(Where(IsNaN(p), 0, p), v)` with `p = Softmax(s)`: the end of an attention
+/// exported by `torch.export`, whose safe softmax turns rows of masked keys into zeros
+/// (into `fill` here).
+fn attend_safely(net: &mut NetworkDefinition, s: TensorId, v: TensorId, fill: f32) -> TensorId {
+    let p = net
+        .add(
+            "p",
+            Softmax {
+                axis: -1,
+                log: false,
+            },
+            &[s],
+        )
+        .unwrap();
+    let nan = net
+        .add(
+            "nan",
+            ValueTest {
+                test: ValueTestKind::Nan,
+            },
+            &[p],
+        )
+        .unwrap();
+    let zero = net
+        .add_constant("zero", Tensor::from_vec(&[], vec![fill]).unwrap())
+        .unwrap();
+    let safe = net.add("safe", Select, &[nan, zero, p]).unwrap();
+    net.add("y", MatMul::default(), &[safe, v]).unwrap()
 }
 
 /// `MatMul(Softmax(mask(q · kᵀ / 8)), v)` over `[2, 3, 5, 8]` operands, the key given as
@@ -666,7 +700,11 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
             .unwrap();
         s = net.add("kept", Select, &[keep, s, fill]).unwrap();
     }
-    let y = attend(&mut net, s, v);
+    let y = if form.safe {
+        attend_safely(&mut net, s, v, form.safe_fill)
+    } else {
+        attend(&mut net, s, v)
+    };
     net.mark_output(y, "y").unwrap();
     if leak {
         net.mark_output(qk, "scores").unwrap();
@@ -726,6 +764,12 @@ fn exported_attention_becomes_one_layer() {
             padding: true,
             ..Sdpa::default()
         },
+        Sdpa {
+            split_scale: true,
+            bool_mask: true,
+            safe: true,
+            ..Sdpa::default()
+        },
     ];
     for (i, form) in forms.into_iter().enumerate() {
         let (fused, plain) = fused_and_plain(&sdpa_network(form, false));
@@ -751,7 +795,9 @@ fn exported_attention_becomes_one_layer() {
             .map(|j| if j % 5 == 4 { -1e9 } else { 0.0 })
             .collect();
         let m = Tensor::from_vec(&[2, 1, 1, 5], mask).unwrap();
-        let keep: Vec<u8> = (0..10).map(|j| u8::from(j != 3 && j != 9)).collect();
+        let keep: Vec<u8> = (0..10)
+            .map(|j| u8::from(j != 3 && j != 9 && !(form.safe && j >= 5)))
+            .collect();
         let keep = Tensor::from_bytes(DType::Bool, &[2, 1, 1, 5], &keep).unwrap();
         let mut inputs = vec![&q, &k, &v];
         if form.padding {
@@ -762,6 +808,10 @@ fn exported_attention_becomes_one_layer() {
         }
         let got = fused.create_context().unwrap().execute(&inputs).unwrap();
         let want = plain.create_context().unwrap().execute(&inputs).unwrap();
+        if form.safe {
+            let masked = &want[0].as_slice::<f32>().unwrap()[90..];
+            assert!(masked.iter().all(|&v| v == 0.0), "form {i}: {masked:?}");
+        }
         assert_close(
             got[0].as_slice::<f32>().unwrap(),
             want[0].as_slice::<f32>().unwrap(),
@@ -896,6 +946,24 @@ fn heads_split_and_joined_by_reshapes_fold_into_attention() {
 }
 
 #[test]
+fn a_select_after_the_softmax_other_than_the_safe_softmax_stays_apart() {
+    let net = sdpa_network(
+        Sdpa {
+            safe: true,
+            safe_fill: 1.0,
+            ..Sdpa::default()
+        },
+        false,
+    );
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let ks = kinds(&engine);
+    assert!(
+        !ks.contains(&"Attention") && ks.contains(&"Softmax"),
+        "{ks:?}"
+    );
+}
+
+#[test]
 fn attention_whose_scores_are_read_elsewhere_stays_apart() {
     let net = sdpa_network(
         Sdpa {
@@ -910,4 +978,107 @@ fn attention_whose_scores_are_read_elsewhere_stays_apart() {
         !ks.contains(&"Attention") && ks.contains(&"Softmax"),
         "{ks:?}"
     );
+}
+
+/// `x [batch, 3, 5, 4]` (dynamic batch) through `Reshape(x, [-1, 5, 4])`, `Transpose([0, 2,
+/// 1])` and `Reshape(…, last)`, both shapes computed from `Shape(x)` by `Slice` and `Concat`
+/// as `torch.export` writes `x.transpose(-2, -1)`; `last` lists, per output dim, the dim of
+/// `x` it takes (`None`: a `-1`).
+fn reshaped_transpose_network(last: [Option<usize>; 4]) -> NetworkDefinition {
+    let mut net = NetworkDefinition::new();
+    let batch = Dim::Dynamic {
+        name: "batch".into(),
+        min: 1,
+        opt: 2,
+        max: 4,
+    };
+    let dims = [batch, Dim::Fixed(3), Dim::Fixed(5), Dim::Fixed(4)];
+    let x = net.add_input("x", DType::F32, &dims).unwrap();
+    let all = net
+        .add(
+            "shape",
+            Shape {
+                start: 0,
+                end: None,
+            },
+            &[x],
+        )
+        .unwrap();
+    let dim = |net: &mut NetworkDefinition, name: &str, d: Option<usize>| match d {
+        Some(d) => net
+            .add(
+                name,
+                Slice {
+                    starts: vec![d as i64],
+                    ends: vec![d as i64 + 1],
+                    axes: vec![0],
+                    steps: vec![1],
+                },
+                &[all],
+            )
+            .unwrap(),
+        None => net
+            .add_constant(name, Tensor::from_vec(&[1], vec![-1i64]).unwrap())
+            .unwrap(),
+    };
+    let merged = [None, Some(2), Some(3)]
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| dim(&mut net, &format!("first{i}"), d))
+        .collect::<Vec<_>>();
+    let first = net.add("first", Concat { axis: 0 }, &merged).unwrap();
+    let r = net.add("merge", Reshape::new(vec![]), &[x, first]).unwrap();
+    let t = net
+        .add(
+            "swap",
+            Transpose {
+                perm: vec![0, 2, 1],
+            },
+            &[r],
+        )
+        .unwrap();
+    let split = last
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| dim(&mut net, &format!("last{i}"), d))
+        .collect::<Vec<_>>();
+    let last = net.add("last", Concat { axis: 0 }, &split).unwrap();
+    let y = net.add("split", Reshape::new(vec![]), &[t, last]).unwrap();
+    net.mark_output(y, "y").unwrap();
+    net
+}
+
+#[test]
+fn a_transpose_through_reshapes_becomes_one_transpose() {
+    let x = Tensor::from_vec(&[2, 3, 5, 4], random_f32(120, 90)).unwrap();
+    let xs = x.as_slice::<f32>().unwrap();
+    let swapped: Vec<f32> = (0..120)
+        .map(|i| {
+            let (outer, w, h) = (i / 20, (i % 20) / 5, i % 5);
+            xs[outer * 20 + h * 4 + w]
+        })
+        .collect();
+    let forms = [
+        ([Some(0), Some(1), Some(3), Some(2)], true),
+        ([Some(0), None, Some(3), Some(2)], true),
+        ([Some(0), Some(1), Some(2), Some(3)], false),
+    ];
+    for (last, transposes) in forms {
+        let engine =
+            torchtrt::compile(&reshaped_transpose_network(last), &BuildConfig::default()).unwrap();
+        let ks = kinds(&engine);
+        assert_eq!(!ks.contains(&"Reshape"), transposes, "{last:?}: {ks:?}");
+        let y = engine.create_context().unwrap().execute(&[&x]).unwrap();
+        if transposes {
+            assert_eq!(y[0].shape(), [2, 3, 4, 5]);
+            assert_eq!(y[0].as_slice::<f32>().unwrap(), swapped, "{last:?}");
+        } else {
+            let flat: Vec<f32> = (0..6)
+                .flat_map(|o| (0..4).flat_map(move |w| (0..5).map(move |h| (o, w, h))))
+                .map(|(o, w, h)| xs[o * 20 + h * 4 + w])
+                .collect();
+            assert_eq!(y[0].shape(), [2, 3, 5, 4]);
+            assert_eq!(y[0].as_slice::<f32>().unwrap(), flat, "{last:?}");
+        }
+    }
 }

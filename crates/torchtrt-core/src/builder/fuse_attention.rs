@@ -10,14 +10,16 @@
 //! additive mask (`Add` of a tensor whose last dim is the key count) or a boolean one
 //! (`Where(keep, scores, fill)` with a fill of at most −10⁴); a causal mask (the same
 //! `Where` with a constant lower-triangular condition over equal query and key counts);
-//! softmax over the last axis. The fused layer must infer the MatMul's output type. The
-//! layers bypassed are left unread, for `compact` to drop.
+//! softmax over the last axis, or PyTorch's safe softmax as `torch.export` writes it
+//! (`Where(IsNaN(p), 0, p)` of the softmax `p`: rows where every key is masked become zeros,
+//! as the `Attention` layer makes them). The fused layer must infer the MatMul's output
+//! type. The layers bypassed are left unread, for `compact` to drop.
 
 use torchtrt_plugin_api::{DType, DimExpr};
 
 use super::Work;
 use super::uses::Uses;
-use crate::layers::{Attention, ElementwiseOp, LayerKind, Transpose, TypeShape};
+use crate::layers::{Attention, ElementwiseOp, LayerKind, Transpose, TypeShape, ValueTestKind};
 use crate::network::{Layer, TensorId};
 use crate::tensor::Tensor;
 
@@ -158,6 +160,38 @@ fn scaling(work: &Work, layer: &Layer) -> Option<(f64, TensorId)> {
     }
 }
 
+/// The layer making the attention weights `p` when it is a softmax only they read, directly
+/// or through a safe softmax `Where(IsNaN(s), 0, s)` of a softmax `s` nothing else reads.
+fn softmax_of(work: &Work, uses: &Uses, p: TensorId) -> Option<usize> {
+    let producer = uses.sole(work, p)?;
+    let layer = &work.layers[producer];
+    let LayerKind::Select(_) = layer.kind else {
+        return Some(producer);
+    };
+    let [cond, zero, s] = layer.inputs[..] else {
+        return None;
+    };
+    let test = uses.sole(work, cond)?;
+    let LayerKind::ValueTest(t) = &work.layers[test].kind else {
+        return None;
+    };
+    if t.test != ValueTestKind::Nan
+        || work.layers[test].inputs[..] != [s]
+        || scalar(work, zero) != Some(0.0)
+    {
+        return None;
+    }
+    let mut readers: Vec<usize> = uses.reader_layers(s).collect();
+    readers.sort_unstable();
+    let mut want = vec![test, producer];
+    want.sort_unstable();
+    if readers != want || uses.output[s.index()] {
+        return None;
+    }
+    let softmax = uses.producer[s.index()]?;
+    (work.layers[softmax].outputs.len() == 1).then_some(softmax)
+}
+
 /// The attention ending in the MatMul `m`, if it is one.
 fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
     let layer = &work.layers[m];
@@ -168,7 +202,7 @@ fn find(work: &Work, uses: &Uses, m: usize) -> Option<Found> {
         return None;
     }
     let (p, v) = (layer.inputs[0], layer.inputs[1]);
-    let sm = uses.sole(work, p)?;
+    let sm = softmax_of(work, uses, p)?;
     let LayerKind::Softmax(s) = &work.layers[sm].kind else {
         return None;
     };

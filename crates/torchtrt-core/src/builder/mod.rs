@@ -15,6 +15,8 @@ mod memory;
 mod negotiate;
 mod passes;
 mod quantize;
+mod reshaped_transpose;
+mod shape_values;
 mod split_products;
 mod tactics;
 mod timing_cache;

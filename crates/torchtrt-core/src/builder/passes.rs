@@ -6,7 +6,8 @@ use torchtrt_plugin_api::DeviceKind;
 
 use super::{
     BuildConfig, Work, attention_heads, fold, fold_transpose, fuse, fuse_attention,
-    fuse_elementwise, fuse_linear_late, fuse_matmul_scale, layouts, quantize, split_products,
+    fuse_elementwise, fuse_linear_late, fuse_matmul_scale, layouts, quantize, reshaped_transpose,
+    split_products,
 };
 use crate::backend::Backend;
 use crate::error::Result;
@@ -42,6 +43,11 @@ const LAYER_PASSES: &[LayerPass] = &[
             Some(cpu) => fold::try_fold(w, cpu, s.layer, s.kind, s.inputs, s.types, s.config),
             None => Ok(false),
         },
+    },
+    LayerPass {
+        name: "reshaped_transpose",
+        enabled: |_| true,
+        run: |w, s| reshaped_transpose::run(w, s.layer, s.kind, s.inputs, s.device),
     },
     LayerPass {
         name: "fold_into_conv",
@@ -188,6 +194,7 @@ mod tests {
             super::passes(),
             [
                 "fold_constants",
+                "reshaped_transpose",
                 "fold_into_conv",
                 "affine_as_conv",
                 "fuse_residual",
