@@ -191,6 +191,22 @@ impl DimExpr {
         DimExpr::op(DimOp::Max, self, rhs.into())
     }
 
+    /// Whether the expression, counted as a tree, has more than `nodes` nodes (counting
+    /// stops there, so a deep expression costs at most `nodes` steps).
+    pub fn exceeds(&self, nodes: usize) -> bool {
+        fn over(e: &DimExpr, left: &mut usize) -> bool {
+            if *left == 0 {
+                return true;
+            }
+            *left -= 1;
+            match e {
+                DimExpr::Op(_, a, b) => over(a, left) || over(b, left),
+                _ => false,
+            }
+        }
+        over(self, &mut { nodes })
+    }
+
     /// Evaluates with `bind` giving the value of each symbol.
     pub fn eval(&self, bind: &dyn Fn(&str) -> Option<i64>) -> Result<i64, DimError> {
         match self {
@@ -334,6 +350,21 @@ mod tests {
             let kept = (n.clone() * 10).ceil_div(5) * 3;
             assert_eq!(kept.eval(&bind), Ok(v * 6), "{kept}");
         }
+    }
+
+    #[test]
+    fn counts_nodes_up_to_a_bound() {
+        let n = DimExpr::sym("n");
+        assert!(!n.exceeds(1));
+        assert!((n.clone() + 1).exceeds(2));
+        assert!(!(n.clone() + 1).exceeds(3));
+        let mut doubling = n.clone();
+        for i in 0..64 {
+            doubling = doubling
+                .clone()
+                .max(doubling + DimExpr::sym(&format!("s{i}")));
+        }
+        assert!(doubling.exceeds(1000));
     }
 
     #[test]

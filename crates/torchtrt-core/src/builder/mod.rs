@@ -171,6 +171,7 @@ impl Work {
             message,
         })?;
         crate::layers::name_unknown_dims(op, name, &mut outs);
+        shape_values::sharpen(self, name, kind, inputs, &mut outs);
         Ok(outs)
     }
 

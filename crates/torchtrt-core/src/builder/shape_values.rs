@@ -1,12 +1,15 @@
 //! Shape arithmetic followed at build time: the values of the small integer tensors that
 //! exporters compute from `Shape` (with `Slice` and `Concat`) to feed `Reshape` and `Expand`
-//! under dynamic dims, as dims of the tensors they were read from, so that passes can tell
-//! what such a layer does.
+//! under dynamic dims, as dims of the tensors they were read from. The builder's passes then
+//! see those layers' outputs with the network's dims (`batch`) where inference leaves dims
+//! known only at run time, and can compare them (a ViT's attention scores and its mask, both
+//! `[batch, heads, 197, 197]`). The engine's own inference keeps its rules; at run time every
+//! shape is concrete.
 
 use torchtrt_plugin_api::{DType, DimExpr};
 
 use super::Work;
-use crate::layers::LayerKind;
+use crate::layers::{LayerKind, TypeShape};
 use crate::network::{Layer, TensorId};
 
 /// Layers followed back from a shape value: more is not shape arithmetic worth following.
@@ -56,6 +59,88 @@ pub(super) fn dims_of(work: &Work, t: TensorId, steps: usize) -> Option<Vec<DimE
             };
             let picked = (0..len as i64).map(|i| usize::try_from(start + i * step).ok());
             picked.map(|i| values.get(i?).cloned()).collect()
+        }
+        _ => None,
+    }
+}
+
+/// Gives the output `outs` of the `Reshape` or `Expand` layer `name` of `inputs` the dims
+/// its shape input's values are, where inference left them to run time (`name#0.axis`).
+pub(super) fn sharpen(
+    work: &Work,
+    name: &str,
+    kind: &LayerKind,
+    inputs: &[TensorId],
+    outs: &mut [TypeShape],
+) {
+    let ([x, shape, ..], [out]) = (inputs, outs) else {
+        return;
+    };
+    let known = match kind {
+        LayerKind::Expand(_) | LayerKind::Reshape(_) => dims_of(work, *shape, MOST_STEPS),
+        _ => None,
+    };
+    let Some(dims) = known else {
+        return;
+    };
+    let x = &work.ty(*x).shape;
+    let known = match kind {
+        LayerKind::Expand(_) => expanded(x, &dims),
+        LayerKind::Reshape(r) => reshaped(x, &dims, r.allow_zero),
+        _ => None,
+    };
+    let Some(known) = known.filter(|k| k.len() == out.shape.len()) else {
+        return;
+    };
+    for (axis, (d, k)) in out.shape.iter_mut().zip(known).enumerate() {
+        if *d == DimExpr::sym(&format!("{name}#0.{axis}")) {
+            *d = k;
+        }
+    }
+}
+
+/// `x` broadcast to `dims` (ONNX `Expand`), where each pair of dims is equal or one is 1.
+fn expanded(x: &[DimExpr], dims: &[DimExpr]) -> Option<Vec<DimExpr>> {
+    let rank = x.len().max(dims.len());
+    let one = DimExpr::Const(1);
+    let at = |v: &[DimExpr], i: usize| {
+        (i + v.len())
+            .checked_sub(rank)
+            .map_or(one.clone(), |j| v[j].clone())
+    };
+    (0..rank)
+        .map(|i| match (at(x, i), at(dims, i)) {
+            (a, b) if a == b || b == one => Some(a),
+            (a, b) if a == one => Some(b),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `x` reshaped to `dims` (ONNX `Reshape`: a 0 copies the input's dim unless `allow_zero`,
+/// one −1 takes what the others leave).
+fn reshaped(x: &[DimExpr], dims: &[DimExpr], allow_zero: bool) -> Option<Vec<DimExpr>> {
+    let mut out: Vec<DimExpr> = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d.as_const() {
+            Some(0) if !allow_zero => x.get(i).cloned(),
+            Some(v) if v < -1 => None,
+            _ => Some(d.clone()),
+        })
+        .collect::<Option<_>>()?;
+    let inferred: Vec<usize> = (0..out.len())
+        .filter(|&i| out[i].as_const() == Some(-1))
+        .collect();
+    match inferred[..] {
+        [] => Some(out),
+        [i] => {
+            let numel = x.iter().cloned().fold(DimExpr::Const(1), |a, d| a * d);
+            let rest = (0..out.len())
+                .filter(|&j| j != i)
+                .fold(DimExpr::Const(1), |a, j| a * out[j].clone());
+            out[i] = numel.floor_div(rest);
+            Some(out)
         }
         _ => None,
     }

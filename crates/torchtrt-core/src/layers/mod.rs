@@ -169,10 +169,17 @@ pub fn unknown_dim() -> DimExpr {
     DimExpr::unknown()
 }
 
+/// Nodes of a dimension expression past which the builder stops tracking it: a dim that
+/// broadcasting joins with a structurally different one becomes `max(a, b)`, and through a
+/// transformer's residual chain those double with every block (timm ViT-S under a dynamic
+/// batch reached megabytes of text per dim).
+pub const MOST_DIM_NODES: usize = 1024;
+
 /// The output types of a layer as the layers reading them see them at build time: each
 /// axis that `op` sizes at run time ([`LayerOp::sized_outputs`], whose `infer` gave its
 /// upper bound) becomes unknown, and every [`UNKNOWN_DIM`] is renamed to a symbol unique to
-/// this layer, output and dimension (`layer#0.2`).
+/// this layer, output and dimension (`layer#0.2`), as is every dim of more than
+/// [`MOST_DIM_NODES`] nodes (its value is computed at run time as any shape is).
 pub fn name_unknown_dims(op: &dyn LayerOp, layer: &str, outputs: &mut [TypeShape]) {
     for s in op.sized_outputs() {
         if let Some(dim) = outputs
@@ -184,7 +191,9 @@ pub fn name_unknown_dims(op: &dyn LayerOp, layer: &str, outputs: &mut [TypeShape
     }
     for (o, ty) in outputs.iter_mut().enumerate() {
         for (d, dim) in ty.shape.iter_mut().enumerate() {
-            if dim.symbols().iter().any(|s| &**s == UNKNOWN_DIM) {
+            if dim.exceeds(MOST_DIM_NODES) {
+                *dim = DimExpr::sym(&format!("{layer}#{o}.{d}"));
+            } else if dim.symbols().iter().any(|s| &**s == UNKNOWN_DIM) {
                 let name = format!("{layer}#{o}.{d}");
                 *dim = dim.substitute(&|s| (s == UNKNOWN_DIM).then(|| DimExpr::sym(&name)));
             }
