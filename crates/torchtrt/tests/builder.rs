@@ -1082,3 +1082,60 @@ fn a_transpose_through_reshapes_becomes_one_transpose() {
         }
     }
 }
+
+/// 40 residual blocks `t + Slice(t)` under a dynamic batch: broadcasting joins the batch dim
+/// with the slice's length, an expression that only equals it at run time, into `max(a, b)`,
+/// and each block nests both (2⁴⁰ nodes unbounded). Dims past `MOST_DIM_NODES` become
+/// run-time symbols: the build is quick and every dim small, and the engine runs.
+#[test]
+fn dims_that_double_with_every_block_stay_bounded() {
+    let mut net = NetworkDefinition::new();
+    let batch = Dim::Dynamic {
+        name: "batch".into(),
+        min: 1,
+        opt: 2,
+        max: 4,
+    };
+    let mut t = net
+        .add_input("x", DType::F32, &[batch, Dim::Fixed(3)])
+        .unwrap();
+    for i in 0..40 {
+        let s = net
+            .add(
+                &format!("slice{i}"),
+                Slice {
+                    starts: vec![0],
+                    ends: vec![i64::MAX],
+                    axes: vec![0],
+                    steps: vec![1],
+                },
+                &[t],
+            )
+            .unwrap();
+        t = net
+            .add(
+                &format!("add{i}"),
+                Elementwise::new(ElementwiseOp::Add),
+                &[t, s],
+            )
+            .unwrap();
+    }
+    net.mark_output(t, "y").unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let longest = engine
+        .tensor_types()
+        .iter()
+        .flat_map(|ty| ty.shape.iter().map(|d| d.to_string().len()))
+        .max()
+        .unwrap();
+    assert!(longest < 20_000, "a dim printed as {longest} bytes");
+    let x = Tensor::from_vec(&[2, 3], vec![1.0f32, -2.0, 0.5, 3.0, 0.25, -1.0]).unwrap();
+    let y = engine.create_context().unwrap().execute(&[&x]).unwrap();
+    let want: Vec<f32> = x
+        .as_slice::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v * 2f32.powi(40))
+        .collect();
+    assert_eq!(y[0].as_slice::<f32>().unwrap(), want);
+}

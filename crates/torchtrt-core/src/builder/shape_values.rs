@@ -145,3 +145,46 @@ fn reshaped(x: &[DimExpr], dims: &[DimExpr], allow_zero: bool) -> Option<Vec<Dim
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(v: &[&str]) -> Vec<DimExpr> {
+        v.iter()
+            .map(|d| match d.parse::<i64>() {
+                Ok(c) => DimExpr::Const(c),
+                Err(_) => DimExpr::sym(d),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn expand_takes_the_larger_of_each_pair_where_one_is_one() {
+        let got = expanded(
+            &dims(&["1", "1", "17", "1"]),
+            &dims(&["b", "1", "17", "17"]),
+        );
+        assert_eq!(got, Some(dims(&["b", "1", "17", "17"])));
+        assert_eq!(
+            expanded(&dims(&["64"]), &dims(&["b", "1", "1"])),
+            Some(dims(&["b", "1", "64"]))
+        );
+        assert_eq!(expanded(&dims(&["3", "n"]), &dims(&["3", "m"])), None);
+    }
+
+    #[test]
+    fn reshape_copies_zeros_and_infers_one_dim() {
+        let x = dims(&["b", "4", "17", "16"]);
+        assert_eq!(
+            reshaped(&x, &dims(&["-1", "17", "16"]), false),
+            Some(vec![DimExpr::sym("b") * 4, 17.into(), 16.into()])
+        );
+        assert_eq!(
+            reshaped(&x, &dims(&["0", "0", "272"]), false),
+            Some(dims(&["b", "4", "272"]))
+        );
+        assert_eq!(reshaped(&x, &dims(&["-1", "-1"]), false), None);
+        assert_eq!(reshaped(&x, &dims(&["-2", "4"]), false), None);
+    }
+}
