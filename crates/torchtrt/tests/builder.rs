@@ -556,9 +556,12 @@ struct Sdpa {
     safe_fill: f32,
 }
 
-/// `MatMul(Softmax(s), v)`, the softmax over the last axis: the end of an exported attention.
-fn attend(net: &mut NetworkDefinition, s: TensorId, v: TensorId) -> TensorId {
-    let p = net
+/// `MatMul(Softmax(s), v)`, the softmax over the last axis: the end of an exported attention;
+/// with `safe`, `MatMul(Where(IsNaN(p), safe, p), v)` with `p = Softmax(s)`, the end of one
+/// exported by `torch.export`, whose safe softmax (`safe` 0) turns rows of masked keys into
+/// zeros.
+fn attend(net: &mut NetworkDefinition, s: TensorId, v: TensorId, safe: Option<f32>) -> TensorId {
+    let mut p = net
         .add(
             "p",
             Softmax {
@@ -568,37 +571,22 @@ fn attend(net: &mut NetworkDefinition, s: TensorId, v: TensorId) -> TensorId {
             &[s],
         )
         .unwrap();
+    if let Some(fill) = safe {
+        let nan = net
+            .add(
+                "nan",
+                ValueTest {
+                    test: ValueTestKind::Nan,
+                },
+                &[p],
+            )
+            .unwrap();
+        let fill = net
+            .add_constant("safe_fill", Tensor::from_vec(&[], vec![fill]).unwrap())
+            .unwrap();
+        p = net.add("safe", Select, &[nan, fill, p]).unwrap();
+    }
     net.add("y", MatMul::default(), &[p, v]).unwrap()
-}
-
-/// `MatMul(Where(IsNaN(p), 0, p), v)` with `p = Softmax(s)`: the end of an attention
-/// exported by `torch.export`, whose safe softmax turns rows of masked keys into zeros
-/// (into `fill` here).
-fn attend_safely(net: &mut NetworkDefinition, s: TensorId, v: TensorId, fill: f32) -> TensorId {
-    let p = net
-        .add(
-            "p",
-            Softmax {
-                axis: -1,
-                log: false,
-            },
-            &[s],
-        )
-        .unwrap();
-    let nan = net
-        .add(
-            "nan",
-            ValueTest {
-                test: ValueTestKind::Nan,
-            },
-            &[p],
-        )
-        .unwrap();
-    let zero = net
-        .add_constant("zero", Tensor::from_vec(&[], vec![fill]).unwrap())
-        .unwrap();
-    let safe = net.add("safe", Select, &[nan, zero, p]).unwrap();
-    net.add("y", MatMul::default(), &[safe, v]).unwrap()
 }
 
 /// `MatMul(Softmax(mask(q · kᵀ / 8)), v)` over `[2, 3, 5, 8]` operands, the key given as
@@ -700,11 +688,7 @@ fn sdpa_network(form: Sdpa, leak: bool) -> NetworkDefinition {
             .unwrap();
         s = net.add("kept", Select, &[keep, s, fill]).unwrap();
     }
-    let y = if form.safe {
-        attend_safely(&mut net, s, v, form.safe_fill)
-    } else {
-        attend(&mut net, s, v)
-    };
+    let y = attend(&mut net, s, v, form.safe.then_some(form.safe_fill));
     net.mark_output(y, "y").unwrap();
     if leak {
         net.mark_output(qk, "scores").unwrap();
@@ -866,7 +850,7 @@ fn heads_network(leak_heads: bool, join: &[i64]) -> NetworkDefinition {
     let s = net
         .add("masked", Elementwise::new(ElementwiseOp::Add), &[s, m])
         .unwrap();
-    let y = attend(&mut net, s, v);
+    let y = attend(&mut net, s, v, None);
     let t = net
         .add(
             "join",
