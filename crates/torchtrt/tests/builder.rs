@@ -19,6 +19,16 @@ use torchtrt::{
     BuildConfig, Dim, Engine, Error, NetworkDefinition, OnDuplicate, Tensor, TensorId, registry,
 };
 
+/// A batch dim from 1 to 4, optimised for 2.
+fn dynamic_batch() -> Dim {
+    Dim::Dynamic {
+        name: "batch".into(),
+        min: 1,
+        opt: 2,
+        max: 4,
+    }
+}
+
 fn kinds(engine: &Engine) -> Vec<&'static str> {
     engine
         .plan()
@@ -811,12 +821,7 @@ fn exported_attention_becomes_one_layer() {
 /// `leak_heads`, the attention's `[batch, heads, seq, 6]` output is a network output too.
 fn heads_network(leak_heads: bool, join: &[i64]) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
-    let batch = Dim::Dynamic {
-        name: "batch".into(),
-        min: 1,
-        opt: 2,
-        max: 4,
-    };
+    let batch = dynamic_batch();
     let dims = |rest: &[i64]| {
         std::iter::once(batch.clone())
             .chain(rest.iter().map(|&v| Dim::Fixed(v)))
@@ -929,39 +934,27 @@ fn heads_split_and_joined_by_reshapes_fold_into_attention() {
     }
 }
 
+/// Attention whose scores are read elsewhere, and a `Where` after its softmax other than the
+/// safe softmax (a fill of 1), stay apart.
 #[test]
-fn a_select_after_the_softmax_other_than_the_safe_softmax_stays_apart() {
-    let net = sdpa_network(
-        Sdpa {
-            safe: true,
-            safe_fill: 1.0,
-            ..Sdpa::default()
-        },
-        false,
-    );
-    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
-    let ks = kinds(&engine);
-    assert!(
-        !ks.contains(&"Attention") && ks.contains(&"Softmax"),
-        "{ks:?}"
-    );
-}
-
-#[test]
-fn attention_whose_scores_are_read_elsewhere_stays_apart() {
-    let net = sdpa_network(
-        Sdpa {
-            divide: true,
-            ..Sdpa::default()
-        },
-        true,
-    );
-    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
-    let ks = kinds(&engine);
-    assert!(
-        !ks.contains(&"Attention") && ks.contains(&"Softmax"),
-        "{ks:?}"
-    );
+fn attention_that_is_not_one_stays_apart() {
+    let scores_read = Sdpa {
+        divide: true,
+        ..Sdpa::default()
+    };
+    let unsafe_fill = Sdpa {
+        safe: true,
+        safe_fill: 1.0,
+        ..Sdpa::default()
+    };
+    for (form, leak) in [(scores_read, true), (unsafe_fill, false)] {
+        let engine = torchtrt::compile(&sdpa_network(form, leak), &BuildConfig::default()).unwrap();
+        let ks = kinds(&engine);
+        assert!(
+            !ks.contains(&"Attention") && ks.contains(&"Softmax"),
+            "{ks:?}"
+        );
+    }
 }
 
 /// `x [batch, 3, 5, 4]` (dynamic batch) through `Reshape(x, [-1, 5, 4])`, `Transpose([0, 2,
@@ -970,12 +963,7 @@ fn attention_whose_scores_are_read_elsewhere_stays_apart() {
 /// `x` it takes (`None`: a `-1`).
 fn reshaped_transpose_network(last: [Option<usize>; 4]) -> NetworkDefinition {
     let mut net = NetworkDefinition::new();
-    let batch = Dim::Dynamic {
-        name: "batch".into(),
-        min: 1,
-        opt: 2,
-        max: 4,
-    };
+    let batch = dynamic_batch();
     let dims = [batch, Dim::Fixed(3), Dim::Fixed(5), Dim::Fixed(4)];
     let x = net.add_input("x", DType::F32, &dims).unwrap();
     let all = net
@@ -1074,12 +1062,7 @@ fn a_transpose_through_reshapes_becomes_one_transpose() {
 #[test]
 fn dims_that_double_with_every_block_stay_bounded() {
     let mut net = NetworkDefinition::new();
-    let batch = Dim::Dynamic {
-        name: "batch".into(),
-        min: 1,
-        opt: 2,
-        max: 4,
-    };
+    let batch = dynamic_batch();
     let mut t = net
         .add_input("x", DType::F32, &[batch, Dim::Fixed(3)])
         .unwrap();
