@@ -15,6 +15,9 @@ use crate::network::{Layer, TensorId};
 /// Layers followed back from a shape value: more is not shape arithmetic worth following.
 pub(super) const MOST_STEPS: usize = 8;
 
+/// Values of a shape: more is not a shape.
+const MOST_VALUES: usize = 64;
+
 /// The layer producing `t`.
 pub(super) fn producer(work: &Work, t: TensorId) -> Option<&Layer> {
     work.layers.iter().rev().find(|l| l.outputs.contains(&t))
@@ -26,7 +29,7 @@ pub(super) fn dims_of(work: &Work, t: TensorId, steps: usize) -> Option<Vec<DimE
     let info = &work.tensors[t.index()];
     if let Some(v) = &info.value {
         let int = matches!(v.dtype(), DType::I64 | DType::I32);
-        return (int && v.rank() <= 1).then(|| {
+        return (int && v.rank() <= 1 && v.numel() <= MOST_VALUES).then(|| {
             let values = v.to_f64_vec();
             values.iter().map(|&d| DimExpr::Const(d as i64)).collect()
         });
