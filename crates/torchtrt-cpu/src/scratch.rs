@@ -72,16 +72,16 @@ pub(crate) struct Kept<T: Default + Send + 'static> {
 impl<T: Default + Send + 'static> Kept<T> {
     /// This thread's `T` kept for `what`, or a new one: for the tasks of a parallel loop.
     pub(crate) fn take(what: &'static str) -> Kept<T> {
-        Kept::from(Shelf::Thread, what)
+        Kept::take_from(Shelf::Thread, what)
     }
 
     /// A `T` kept for `what` on the process's shelf, or a new one: for a layer's call, whose
     /// thread work stealing picks. Concurrent calls each get their own.
     pub(crate) fn shared(what: &'static str) -> Kept<T> {
-        Kept::from(Shelf::Shared, what)
+        Kept::take_from(Shelf::Shared, what)
     }
 
-    fn from(shelf: Shelf, what: &'static str) -> Kept<T> {
+    fn take_from(shelf: Shelf, what: &'static str) -> Kept<T> {
         let found = shelf.with(|kept| {
             let i = kept
                 .iter()

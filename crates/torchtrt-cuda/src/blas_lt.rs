@@ -62,16 +62,14 @@ pub struct Fused {
     pub relu: bool,
 }
 
-impl Fused {
-    /// cuBLASLt's epilogue for the bias and activation.
-    fn epilogue(self) -> sys::cublasLtEpilogue_t {
-        use sys::cublasLtEpilogue_t as E;
-        match (self.bias != 0, self.relu) {
-            (true, true) => E::CUBLASLT_EPILOGUE_RELU_BIAS,
-            (true, false) => E::CUBLASLT_EPILOGUE_BIAS,
-            (false, true) => E::CUBLASLT_EPILOGUE_RELU,
-            (false, false) => E::CUBLASLT_EPILOGUE_DEFAULT,
-        }
+/// cuBLASLt's epilogue for a product with or without a bias and ReLU.
+fn epilogue(bias: bool, relu: bool) -> sys::cublasLtEpilogue_t {
+    use sys::cublasLtEpilogue_t as E;
+    match (bias, relu) {
+        (true, true) => E::CUBLASLT_EPILOGUE_RELU_BIAS,
+        (true, false) => E::CUBLASLT_EPILOGUE_BIAS,
+        (false, true) => E::CUBLASLT_EPILOGUE_RELU,
+        (false, false) => E::CUBLASLT_EPILOGUE_DEFAULT,
     }
 }
 
@@ -156,12 +154,7 @@ impl Plan {
             true => cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_T,
             false => cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
         };
-        let epilogue = Fused {
-            bias: u64::from(key.bias),
-            relu: key.relu,
-            residual: 0,
-        }
-        .epilogue();
+        let epilogue = epilogue(key.bias, key.relu);
         // SAFETY: each attribute gets a value of its documented type and size.
         unsafe {
             plan.set(

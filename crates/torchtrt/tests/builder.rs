@@ -993,12 +993,15 @@ fn reshaped_transpose_network(last: [Option<usize>; 4]) -> NetworkDefinition {
             .add_constant(name, Tensor::from_vec(&[1], vec![-1i64]).unwrap())
             .unwrap(),
     };
-    let merged = [None, Some(2), Some(3)]
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| dim(&mut net, &format!("first{i}"), d))
-        .collect::<Vec<_>>();
-    let first = net.add("first", Concat { axis: 0 }, &merged).unwrap();
+    let shape = |net: &mut NetworkDefinition, name: &str, dims: &[Option<usize>]| {
+        let parts: Vec<_> = dims
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| dim(net, &format!("{name}{i}"), d))
+            .collect();
+        net.add(name, Concat { axis: 0 }, &parts).unwrap()
+    };
+    let first = shape(&mut net, "first", &[None, Some(2), Some(3)]);
     let r = net.add("merge", Reshape::new(vec![]), &[x, first]).unwrap();
     let t = net
         .add(
@@ -1009,12 +1012,7 @@ fn reshaped_transpose_network(last: [Option<usize>; 4]) -> NetworkDefinition {
             &[r],
         )
         .unwrap();
-    let split = last
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| dim(&mut net, &format!("last{i}"), d))
-        .collect::<Vec<_>>();
-    let last = net.add("last", Concat { axis: 0 }, &split).unwrap();
+    let last = shape(&mut net, "last", &last);
     let y = net.add("split", Reshape::new(vec![]), &[t, last]).unwrap();
     net.mark_output(y, "y").unwrap();
     net

@@ -79,18 +79,18 @@ pub(super) fn sharpen(
     let ([x, shape, ..], [out]) = (inputs, outs) else {
         return;
     };
-    let known = match kind {
-        LayerKind::Expand(_) | LayerKind::Reshape(_) => dims_of(work, *shape, MOST_STEPS),
-        _ => None,
+    let allow_zero = match kind {
+        LayerKind::Expand(_) => None,
+        LayerKind::Reshape(r) => Some(r.allow_zero),
+        _ => return,
     };
-    let Some(dims) = known else {
+    let Some(dims) = dims_of(work, *shape, MOST_STEPS) else {
         return;
     };
     let x = &work.ty(*x).shape;
-    let known = match kind {
-        LayerKind::Expand(_) => expanded(x, &dims),
-        LayerKind::Reshape(r) => reshaped(x, &dims, r.allow_zero),
-        _ => None,
+    let known = match allow_zero {
+        None => expanded(x, &dims),
+        Some(allow_zero) => reshaped(x, &dims, allow_zero),
     };
     let Some(known) = known.filter(|k| k.len() == out.shape.len()) else {
         return;
