@@ -14,6 +14,7 @@ pub mod limits;
 pub mod network;
 pub mod registry;
 pub mod runtime;
+pub mod shape_arith;
 pub mod tensor;
 
 pub use backend::EngineBlob;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use torchtrt_core::layers::{InferInput, LayerKind, TypeShape};
 use torchtrt_core::plugin_api::{FieldCollection, PluginKey, shape_values};
+use torchtrt_core::shape_arith::ShapeGraph;
 use torchtrt_core::{Backend, NetworkDefinition, PluginRegistry, Tensor, TensorId};
 
 use crate::error::{OnnxError, Result};
@@ -196,6 +197,7 @@ impl Ctx<'_> {
             .infer(&ins)
             .map_err(|m| node.err(format!("layer `{name}` ({}): {m}", op.kind())))?;
         torchtrt_core::layers::name_unknown_dims(op, name, &mut types);
+        torchtrt_core::shape_arith::sharpen(self, name, kind, inputs, &mut types);
         let values = op
             .eval_from_shapes(&ins)
             .or_else(|| self.evaluate(kind, &ins, &types));
@@ -237,6 +239,26 @@ impl Ctx<'_> {
         let kernel = backend.prepare(kind, ins).ok()?;
         kernel.execute(&values, &mut outs).ok()?;
         Some(outs)
+    }
+}
+
+impl ShapeGraph for Ctx<'_> {
+    fn ty(&self, t: TensorId) -> &TypeShape {
+        &self.types[&t]
+    }
+
+    fn value(&self, t: TensorId) -> Option<&Tensor> {
+        self.values.get(&t).map(|v| v.as_ref())
+    }
+
+    fn producer(&self, t: TensorId) -> Option<(&LayerKind, &[TensorId])> {
+        let layer = self
+            .net
+            .layers()
+            .iter()
+            .rev()
+            .find(|l| l.outputs.contains(&t))?;
+        Some((&layer.kind, &layer.inputs[..]))
     }
 }
 

@@ -174,6 +174,58 @@ fn shape_arithmetic_runs_with_dynamic_dims() {
     }
 }
 
+/// `split(reshape(x, [shape(x)[0], shape(x)[1], 3, 4]), 3 equal parts, axis 2)` under a
+/// dynamic batch and sequence, as `torch.export` writes GPT-2's packed q/k/v: the reshape's
+/// dims follow from the shape arithmetic, so the split's axis is known (3) at import.
+#[test]
+fn a_reshape_to_computed_dims_splits_into_known_parts() {
+    let m = model(
+        vec![
+            node("Shape", &["x"], &["s"], vec![int("end", 2)]),
+            node("Concat", &["s", "heads"], &["shape"], vec![int("axis", 0)]),
+            node("Reshape", &["x", "shape"], &["r"], vec![]),
+            node(
+                "Split",
+                &["r"],
+                &["y0", "y1", "y2"],
+                vec![int("axis", 2), int("num_outputs", 3)],
+            ),
+        ],
+        vec![i64_init("heads", &[2], &[3, 4])],
+        vec![value("x", 1, &[2, 5, 12])],
+        ["y0", "y1", "y2"]
+            .map(|y| value(y, 1, &[2, 5, 1, 4]))
+            .to_vec(),
+        18,
+    );
+    let mut opts = options();
+    opts.input_dims.insert(
+        "x".into(),
+        vec![
+            Dim::dynamic("batch", 1, 2, 4),
+            Dim::dynamic("seq", 1, 5, 9),
+            Dim::Fixed(12),
+        ],
+    );
+    let net = import_model(&m, None, torchtrt::registry(), &opts).unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let mut ctx = engine.create_context().unwrap();
+    for (b, t) in [(1usize, 9usize), (3, 2)] {
+        let xs = random_f32(b * t * 12, (b * t) as u64);
+        let out = ctx
+            .execute(&[&Tensor::from_vec(&[b, t, 12], xs.clone()).unwrap()])
+            .unwrap();
+        for (part, y) in out.iter().enumerate() {
+            assert_eq!(y.shape(), &[b, t, 1, 4]);
+            let want: Vec<f32> = xs
+                .chunks(12)
+                .flat_map(|row| row[part * 4..part * 4 + 4].to_vec())
+                .collect();
+            assert_eq!(y.as_slice::<f32>().unwrap(), want.as_slice(), "part {part}");
+        }
+    }
+}
+
 #[test]
 fn unknown_ops_and_bad_files_are_named_errors() {
     let m = model(

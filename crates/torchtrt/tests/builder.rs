@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use common::{assert_close, random_f32};
 use torchtrt::layers::{
-    Activation, ActivationKind, Cast, Concat, Convolution, Elementwise, ElementwiseOp, LayerKind,
-    MatMul, Reshape, Select, Shape, Slice, Softmax, Transpose, Unary, UnaryOp, ValueTest,
-    ValueTestKind,
+    Activation, ActivationKind, Cast, Concat, Convolution, Elementwise, ElementwiseOp, Gather,
+    LayerKind, MatMul, Range, Reshape, Select, Shape, Slice, Softmax, Squeeze, Transpose, Unary,
+    UnaryOp, Unsqueeze, ValueTest, ValueTestKind,
 };
 use torchtrt::plugin_api::{
     DType, DeviceKind, FieldCollection, FieldSpec, Launch, Plugin, PluginCreator, PluginError,
@@ -806,6 +806,98 @@ fn exported_attention_becomes_one_layer() {
             let masked = &want[0].as_slice::<f32>().unwrap()[90..];
             assert!(masked.iter().all(|&v| v == 0.0), "form {i}: {masked:?}");
         }
+        assert_close(
+            got[0].as_slice::<f32>().unwrap(),
+            want[0].as_slice::<f32>().unwrap(),
+            1e-5,
+            1e-4,
+        );
+    }
+}
+
+/// Attention whose padding mask is gathered from the token mask `keep [batch, seq]` by
+/// `Range(0, seq, 1)` indices, `seq` read by `Shape` + `Squeeze` (as `torch.export` writes
+/// HF BERT's and T5's masks), under a dynamic batch and sequence: the builder follows the
+/// range's length back to `seq`, so the mask's keys match the scores' and the chain fuses.
+#[test]
+fn a_mask_gathered_by_a_range_over_the_sequence_fuses() {
+    let mut net = NetworkDefinition::new();
+    let seq = Dim::Dynamic {
+        name: "seq".into(),
+        min: 2,
+        opt: 5,
+        max: 8,
+    };
+    let dims = [dynamic_batch(), Dim::Fixed(2), seq.clone(), Dim::Fixed(4)];
+    let [q, k, v] = ["q", "k", "v"].map(|n| net.add_input(n, DType::F32, &dims).unwrap());
+    let keep = net
+        .add_input("keep", DType::Bool, &[dynamic_batch(), seq])
+        .unwrap();
+    let len = net
+        .add(
+            "len",
+            Shape {
+                start: 1,
+                end: Some(2),
+            },
+            &[keep],
+        )
+        .unwrap();
+    let len = net
+        .add(
+            "n",
+            Squeeze {
+                axes: Some(vec![0]),
+            },
+            &[len],
+        )
+        .unwrap();
+    let [zero, one] = [("zero", 0i64), ("one", 1)].map(|(n, v)| {
+        net.add_constant(n, Tensor::from_vec(&[], vec![v]).unwrap())
+            .unwrap()
+    });
+    let idx = net.add("idx", Range, &[zero, len, one]).unwrap();
+    let kept = net.add("gather", Gather { axis: 1 }, &[keep, idx]).unwrap();
+    let kept = net
+        .add("unsqueeze", Unsqueeze { axes: vec![1, 2] }, &[kept])
+        .unwrap();
+    let kt = net
+        .add(
+            "kt",
+            Transpose {
+                perm: vec![0, 1, 3, 2],
+            },
+            &[k],
+        )
+        .unwrap();
+    let qk = net.add("qk", MatMul::default(), &[q, kt]).unwrap();
+    let [half, neg_inf] = [("half", 0.5f32), ("neg_inf", f32::NEG_INFINITY)].map(|(n, v)| {
+        net.add_constant(n, Tensor::from_vec(&[], vec![v]).unwrap())
+            .unwrap()
+    });
+    let s = net
+        .add("scaled", Elementwise::new(ElementwiseOp::Mul), &[qk, half])
+        .unwrap();
+    let s = net.add("masked", Select, &[kept, s, neg_inf]).unwrap();
+    let y = attend(&mut net, s, v, None);
+    net.mark_output(y, "y").unwrap();
+
+    let (fused, plain) = fused_and_plain(&net);
+    let ks = kinds(&fused);
+    assert!(
+        ks.contains(&"Attention") && !ks.contains(&"Softmax"),
+        "{ks:?}"
+    );
+    for (batch, seq) in [(3, 6), (1, 2)] {
+        let n = batch * 2 * seq * 4;
+        let [q, k, v] = [0, 1, 2]
+            .map(|i| Tensor::from_vec(&[batch, 2, seq, 4], random_f32(n, 70 + i)).unwrap());
+        let keep: Vec<u8> = (0..batch * seq).map(|j| u8::from(j % 3 != 2)).collect();
+        let keep = Tensor::from_bytes(DType::Bool, &[batch, seq], &keep).unwrap();
+        let inputs = [&q, &k, &v, &keep];
+        let got = fused.create_context().unwrap().execute(&inputs).unwrap();
+        let want = plain.create_context().unwrap().execute(&inputs).unwrap();
+        assert_eq!(got[0].shape(), [batch, 2, seq, 4]);
         assert_close(
             got[0].as_slice::<f32>().unwrap(),
             want[0].as_slice::<f32>().unwrap(),

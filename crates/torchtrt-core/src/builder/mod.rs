@@ -16,7 +16,6 @@ mod negotiate;
 mod passes;
 mod quantize;
 mod reshaped_transpose;
-mod shape_values;
 mod split_products;
 mod tactics;
 mod timing_cache;
@@ -126,6 +125,20 @@ pub(crate) struct Work {
     pub opt: HashMap<String, i64>,
 }
 
+impl crate::shape_arith::ShapeGraph for Work {
+    fn ty(&self, t: TensorId) -> &TypeShape {
+        Work::ty(self, t)
+    }
+
+    fn value(&self, t: TensorId) -> Option<&Tensor> {
+        self.tensors[t.index()].value.as_deref()
+    }
+
+    fn producer(&self, t: TensorId) -> Option<(&LayerKind, &[TensorId])> {
+        Work::producer(self, t).map(|l| (&l.kind, &l.inputs[..]))
+    }
+}
+
 impl Work {
     pub fn new_tensor(&mut self, name: String) -> TensorId {
         self.tensors.push(TensorInfo {
@@ -140,6 +153,11 @@ impl Work {
             .ty
             .as_ref()
             .unwrap_or_else(|| unreachable!("tensor {} used before inference", t.0))
+    }
+
+    /// The layer producing `t`.
+    pub fn producer(&self, t: TensorId) -> Option<&Layer> {
+        self.layers.iter().rev().find(|l| l.outputs.contains(&t))
     }
 
     pub fn infer_inputs(&self, inputs: &[TensorId]) -> Vec<InferInput<'_>> {
@@ -171,7 +189,7 @@ impl Work {
             message,
         })?;
         crate::layers::name_unknown_dims(op, name, &mut outs);
-        shape_values::sharpen(self, name, kind, inputs, &mut outs);
+        crate::shape_arith::sharpen(self, name, kind, inputs, &mut outs);
         Ok(outs)
     }
 

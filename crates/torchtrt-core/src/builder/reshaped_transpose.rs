@@ -8,10 +8,10 @@
 use torchtrt_plugin_api::{DeviceKind, DimExpr};
 
 use super::Work;
-use super::shape_values::{MOST_STEPS, dims_of, producer};
 use crate::error::Result;
 use crate::layers::{LayerKind, Transpose};
 use crate::network::{Layer, TensorId};
+use crate::shape_arith::{MOST_STEPS, dims_of};
 
 /// The target dims of a `Reshape` of `inputs` (its shape input's, or its own).
 fn target(work: &Work, kind: &LayerKind, inputs: &[TensorId]) -> Option<Vec<DimExpr>> {
@@ -68,14 +68,14 @@ pub(super) fn run(
 
 /// The 4-D tensor whose last two dims the reshape `kind` of `inputs` ends up swapping.
 fn source(work: &Work, kind: &LayerKind, inputs: &[TensorId]) -> Option<TensorId> {
-    let swapped = producer(work, *inputs.first()?)?;
+    let swapped = work.producer(*inputs.first()?)?;
     let LayerKind::Transpose(t) = &swapped.kind else {
         return None;
     };
     if t.perm != [0, 2, 1] {
         return None;
     }
-    let merged = producer(work, swapped.inputs[0])?;
+    let merged = work.producer(swapped.inputs[0])?;
     let x = *merged.inputs.first()?;
     let d = &work.ty(x).shape;
     if d.len() != 4 || work.ty(inputs[0]).shape.len() != 3 {
