@@ -115,9 +115,44 @@ fn range_len(work: &impl ShapeGraph, inputs: &[TensorId]) -> Option<DimExpr> {
     (start <= 0 && delta > 0).then(|| (limit.clone() - start).ceil_div(delta))
 }
 
-/// Gives the output `outs` of the `Reshape`, `Expand` or `Range` layer `name` of `inputs`
-/// the dims its shape (or limit) input's values give, where inference left them to run time
-/// (`name#0.axis`).
+/// The dims of a `Slice` of `inputs` (data, starts, ends, optional axes and steps) whose
+/// ends follow from shape arithmetic: with constant starts `s ≥ 0`, axes and unit steps,
+/// an axis of `d` elements sliced to an end `e ≥ 0` keeps `min(e, d) − s` of them (never
+/// fewer than 0), as `position_ids[:, :seq]` keeps `min(seq, 512)`.
+fn sliced(work: &impl ShapeGraph, inputs: &[TensorId]) -> Option<Vec<DimExpr>> {
+    let [x, starts, ends, rest @ ..] = inputs else {
+        return None;
+    };
+    let constants = |t: &TensorId| work.value(*t)?.to_i64_vec();
+    let starts = constants(starts)?;
+    let ends = dims_of(work, *ends, MOST_STEPS)?;
+    let mut out = work.ty(*x).shape.clone();
+    let axes = match rest.first() {
+        Some(a) => constants(a)?,
+        None => (0..starts.len() as i64).collect(),
+    };
+    if rest
+        .get(1)
+        .is_some_and(|t| constants(t).is_none_or(|v| v.iter().any(|&s| s != 1)))
+        || starts.len() != ends.len()
+        || axes.len() != ends.len()
+    {
+        return None;
+    }
+    for ((&axis, &start), end) in axes.iter().zip(&starts).zip(ends) {
+        let axis = crate::layers::normalize_axis(axis, out.len()).ok()?;
+        if start < 0 || end.as_const().is_some_and(|e| e < 0) {
+            return None;
+        }
+        let kept = end.min(out[axis].clone()) - start;
+        out[axis] = if start > 0 { kept.max(0) } else { kept };
+    }
+    Some(out)
+}
+
+/// Gives the output `outs` of the `Reshape`, `Expand`, `Range` or `Slice` layer `name` of
+/// `inputs` the dims its shape (limit, or end) input's values give, where inference left
+/// them to run time (`name#0.axis`).
 pub fn sharpen(
     work: &impl ShapeGraph,
     name: &str,
@@ -136,6 +171,7 @@ pub fn sharpen(
         LayerKind::Expand(_) => target().and_then(|(x, dims)| expanded(x, &dims)),
         LayerKind::Reshape(r) => target().and_then(|(x, dims)| reshaped(x, &dims, r.allow_zero)),
         LayerKind::Range(_) if out.dtype.is_integer() => range_len(work, inputs).map(|n| vec![n]),
+        LayerKind::Slice(_) => sliced(work, inputs),
         _ => return,
     };
     let Some(known) = known.filter(|k| k.len() == out.shape.len()) else {
@@ -148,22 +184,10 @@ pub fn sharpen(
     }
 }
 
-/// `x` broadcast to `dims` (ONNX `Expand`), where each pair of dims is equal or one is 1.
+/// `x` broadcast to `dims` (ONNX `Expand`), by the rule inference broadcasts with: equal
+/// or 1 dims broadcast, two different dims not both known become their maximum.
 fn expanded(x: &[DimExpr], dims: &[DimExpr]) -> Option<Vec<DimExpr>> {
-    let rank = x.len().max(dims.len());
-    let one = DimExpr::Const(1);
-    let at = |v: &[DimExpr], i: usize| {
-        (i + v.len())
-            .checked_sub(rank)
-            .map_or(one.clone(), |j| v[j].clone())
-    };
-    (0..rank)
-        .map(|i| match (at(x, i), at(dims, i)) {
-            (a, b) if a == b || b == one => Some(a),
-            (a, b) if a == one => Some(b),
-            _ => None,
-        })
-        .collect()
+    crate::layers::broadcast_shapes(x, dims).ok()
 }
 
 /// `x` reshaped to `dims` (ONNX `Reshape`: a 0 copies the input's dim unless `allow_zero`,
@@ -209,6 +233,81 @@ fn reshaped(x: &[DimExpr], dims: &[DimExpr], allow_zero: bool) -> Option<Vec<Dim
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::{Shape, Slice};
+
+    /// A tensor's type, its value if known, and the layer producing it if any.
+    type Node = (
+        TypeShape,
+        Option<Tensor>,
+        Option<(LayerKind, Vec<TensorId>)>,
+    );
+
+    /// Tensors with a type, maybe a value, and maybe the layer producing them.
+    #[derive(Default)]
+    struct Graph(Vec<Node>);
+
+    impl Graph {
+        fn add(&mut self, ty: TypeShape, value: Option<Tensor>) -> TensorId {
+            self.0.push((ty, value, None));
+            TensorId(self.0.len() as u32 - 1)
+        }
+
+        fn constant(&mut self, v: &[i64]) -> TensorId {
+            let ty = TypeShape::new(DType::I64, vec![(v.len() as i64).into()]);
+            self.add(ty, Some(Tensor::from_vec(&[v.len()], v.to_vec()).unwrap()))
+        }
+
+        fn layer(&mut self, kind: LayerKind, inputs: &[TensorId], ty: TypeShape) -> TensorId {
+            let t = self.add(ty, None);
+            self.0[t.index()].2 = Some((kind, inputs.to_vec()));
+            t
+        }
+    }
+
+    impl ShapeGraph for Graph {
+        fn ty(&self, t: TensorId) -> &TypeShape {
+            &self.0[t.index()].0
+        }
+        fn value(&self, t: TensorId) -> Option<&Tensor> {
+            self.0[t.index()].1.as_ref()
+        }
+        fn producer(&self, t: TensorId) -> Option<(&LayerKind, &[TensorId])> {
+            self.0[t.index()].2.as_ref().map(|(k, i)| (k, &i[..]))
+        }
+    }
+
+    #[test]
+    fn a_slice_to_a_dim_keeps_at_most_the_axis() {
+        let mut g = Graph::default();
+        let table = g.add(TypeShape::new(DType::F32, dims(&["1", "512"])), None);
+        let ids = g.add(TypeShape::new(DType::I64, dims(&["b", "seq"])), None);
+        let seq = g.layer(
+            LayerKind::Shape(Shape {
+                start: 1,
+                end: Some(2),
+            }),
+            &[ids],
+            TypeShape::new(DType::I64, dims(&["1"])),
+        );
+        let axes = g.constant(&[1]);
+        for (start, want) in [
+            (0, DimExpr::sym("seq").min(512)),
+            (2, (DimExpr::sym("seq").min(512) - 2).max(0)),
+        ] {
+            let starts = g.constant(&[start]);
+            assert_eq!(
+                sliced(&g, &[table, starts, seq, axes]),
+                Some(vec![1.into(), want])
+            );
+        }
+        let zero = g.constant(&[0]);
+        let steps = g.constant(&[2]);
+        assert_eq!(sliced(&g, &[table, zero, seq, axes, steps]), None);
+        let mut outs = [TypeShape::new(DType::F32, dims(&["1", "s#0.1"]))];
+        let kind = LayerKind::Slice(Slice::default());
+        sharpen(&g, "s", &kind, &[table, zero, seq, axes], &mut outs);
+        assert_eq!(outs[0].shape, vec![1.into(), DimExpr::sym("seq").min(512)]);
+    }
 
     fn dims(v: &[&str]) -> Vec<DimExpr> {
         v.iter()
@@ -220,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn expand_takes_the_larger_of_each_pair_where_one_is_one() {
+    fn expand_broadcasts_as_inference_does() {
         let got = expanded(
             &dims(&["1", "1", "17", "1"]),
             &dims(&["b", "1", "17", "17"]),
@@ -230,7 +329,11 @@ mod tests {
             expanded(&dims(&["64"]), &dims(&["b", "1", "1"])),
             Some(dims(&["b", "1", "64"]))
         );
-        assert_eq!(expanded(&dims(&["3", "n"]), &dims(&["3", "m"])), None);
+        assert_eq!(
+            expanded(&dims(&["3", "n"]), &dims(&["3", "m"])),
+            Some(vec![3.into(), DimExpr::sym("n").max(DimExpr::sym("m"))])
+        );
+        assert_eq!(expanded(&dims(&["3"]), &dims(&["4"])), None);
     }
 
     #[test]

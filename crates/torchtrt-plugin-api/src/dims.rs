@@ -134,7 +134,27 @@ impl DimExpr {
         if matches!(op, DimOp::Min | DimOp::Max) && a == b {
             return a;
         }
+        if let Some(kept) = DimExpr::absorbed(op, &a, &b) {
+            return kept;
+        }
         DimExpr::Op(op, Arc::new(a), Arc::new(b))
+    }
+
+    /// `max(a, min(a, x))` and `min(a, max(a, x))` (either order) are `a`.
+    fn absorbed(op: DimOp, a: &DimExpr, b: &DimExpr) -> Option<DimExpr> {
+        let inner = match op {
+            DimOp::Max => DimOp::Min,
+            DimOp::Min => DimOp::Max,
+            _ => return None,
+        };
+        let holds = |e: &DimExpr, x: &DimExpr| matches!(e, DimExpr::Op(o, p, q) if *o == inner && (**p == *x || **q == *x));
+        if holds(b, a) {
+            Some(a.clone())
+        } else if holds(a, b) {
+            Some(b.clone())
+        } else {
+            None
+        }
     }
 
     /// `op(a, b)` with the constant factors of a product gathered, when that applies.
@@ -330,6 +350,26 @@ mod tests {
         );
         assert_eq!(DimExpr::from(7).ceil_div(2), DimExpr::Const(4));
         assert_eq!(DimExpr::from(-7).floor_div(2), DimExpr::Const(-4));
+    }
+
+    #[test]
+    fn a_bound_absorbs_its_own_argument() {
+        let (n, m) = (DimExpr::sym("n"), DimExpr::sym("m"));
+        let capped = n.clone().min(512);
+        assert_eq!(n.clone().max(capped.clone()), n);
+        assert_eq!(capped.clone().max(n.clone()), n);
+        assert_eq!(n.clone().min(n.clone().max(m.clone())), n);
+        assert_eq!(
+            m.clone().max(capped.clone()).to_string(),
+            "max(m,min(n,512))"
+        );
+        for v in [1, 511, 512, 513, 4096] {
+            let bind = |_: &str| Some(v);
+            assert_eq!(
+                DimExpr::Op(DimOp::Max, n.clone().into(), capped.clone().into()).eval(&bind),
+                Ok(v)
+            );
+        }
     }
 
     #[test]

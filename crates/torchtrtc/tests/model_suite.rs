@@ -131,6 +131,15 @@ fn bert_with_an_attention_mask() {
     matches_pytorch("bert", 2);
 }
 
+/// BERT's heads are split and joined by shapes computed from its inputs' `Shape`; the
+/// builder follows them (the position table sliced to `min(seq, 512)`, broadcast with `seq`
+/// tokens), so the attention reads and writes the projections in place: no `Transpose` left.
+#[test]
+fn bert_attends_to_its_projections_in_place() {
+    let (_, report) = compiled(&suite(), "bert");
+    assert_eq!(layers_of(&report, "Transpose"), 0, "{report}");
+}
+
 #[test]
 fn gpt2_causal() {
     matches_pytorch("gpt2", 2);
