@@ -4,7 +4,7 @@
 //! [`timing::RUNS`] times between CUDA events on the run's stream, twice, and the faster best
 //! is kept for the shape. A run inside a stream capture cannot wait for events, so it takes
 //! [`Tactic::guess`] without remembering it. A tactic can also be forced
-//! (`PrepareCtx::conv_tactic`, `TORCHTRT_CONV_TACTIC`).
+//! (`PrepareCtx::conv_tactic`, `TORCHTRT_CONV_TACTIC`), down to the implicit GEMM's tile.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -19,15 +19,26 @@ pub enum Tactic {
     Implicit,
     /// im2col (or the input as it is) and cuBLAS, then the epilogue pass.
     Gemm,
+    /// `implicit_gemm` with the tile of this index in its table, not timed (to test or
+    /// measure one tile); an index past the table's end is its last tile.
+    Tile(usize),
 }
 
 impl Tactic {
-    /// The tactic `TORCHTRT_CONV_TACTIC` names (`implicit` or `gemm`), if any.
+    /// The tactic `TORCHTRT_CONV_TACTIC` names (`implicit`, `gemm` or `tile:N`), if any.
     pub fn from_env() -> Option<Tactic> {
         match std::env::var("TORCHTRT_CONV_TACTIC").ok()?.as_str() {
             "implicit" => Some(Tactic::Implicit),
             "gemm" => Some(Tactic::Gemm),
-            _ => None,
+            other => Some(Tactic::Tile(other.strip_prefix("tile:")?.parse().ok()?)),
+        }
+    }
+
+    /// The tactic a convolution chooses between: a tile is the implicit GEMM.
+    fn kind(self) -> Tactic {
+        match self {
+            Tactic::Tile(_) => Tactic::Implicit,
+            t => t,
         }
     }
 
@@ -52,7 +63,7 @@ impl Tactics {
     /// Choices by timing, or always `forced`.
     pub(super) fn new(forced: Option<Tactic>) -> Tactics {
         Tactics {
-            forced,
+            forced: forced.map(Tactic::kind),
             chosen: Mutex::default(),
         }
     }

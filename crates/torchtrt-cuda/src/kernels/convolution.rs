@@ -585,7 +585,7 @@ impl ConvKernel {
         let pointwise = k == [1, 1] && g.stride == [1, 1] && g.pad == [0, 0] && g.pad_end == [0, 0];
         let tactic = if pointwise {
             self.choose(s, k, stream, |t, out| match t {
-                Tactic::Implicit => ig.run(&p, true, [x, bias, res, out], stream),
+                Tactic::Implicit | Tactic::Tile(_) => ig.run(&p, true, [x, bias, res, out], stream),
                 Tactic::Gemm => self
                     .pointwise_nhwc(s, [x, w, bias, res, out], stream)
                     .map(|()| true),
@@ -833,7 +833,7 @@ impl DeviceKernel for ConvKernel {
         };
         let p = self.problem(&s, k);
         let tactic = self.choose(&s, k, stream, |t, out| match t {
-            Tactic::Implicit => ig.run(&p, false, [x, bias, res, out], stream),
+            Tactic::Implicit | Tactic::Tile(_) => ig.run(&p, false, [x, bias, res, out], stream),
             Tactic::Gemm => self
                 .run_gemm(&s, k, x, w, bias, res, out, stream)
                 .map(|()| true),

@@ -3,16 +3,21 @@
 //! `y[m, col] = act(Σ_k w[m, k] · x̂[k, col] + b[m] + r[m, col])`, where a column is an output
 //! position of any image (`image·OH·OW + p`) and `k = (tap, channel)` runs over the taps of
 //! the window, channels innermost. The input is first copied channels last, so that the
-//! [`BK`] channels of one tap at one pixel are 64 contiguous bytes; a block of eight warps
-//! then computes a tile of output channels × columns ([`TILES`]), the weights (packed tap by
-//! tap at prepare time, [`taps_major`]) and the input pixels streaming through [`STAGES`]
-//! shared-memory buffers by `cp.async` (zeros where a window leaves the image) ahead of the
-//! `mma.m16n8k16` products; no im2col matrix or product reaches global memory.
+//! [`BK`] channels of one tap at one pixel are 64 contiguous bytes; a block of four or eight
+//! warps then computes a tile of output channels × columns (one of [`TILES`], the fastest at
+//! each run shape, timed on its first run), the weights (packed tap by tap at prepare time,
+//! [`taps_major`]) and the input pixels streaming through [`STAGES`] shared-memory buffers by
+//! `cp.async` (zeros where a window leaves the image) ahead of the `mma.m16n8k16` products;
+//! no im2col matrix or product reaches global memory.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use torchtrt_core::layers::{InferInput, QuantizedConvolution};
 use torchtrt_plugin_api::DType;
 
 use super::PrepareCtx;
+use super::conv_tactic::Tactic;
 use super::epilogue::{ACTIVATIONS, Epilogue};
 use super::mma::TENSOR_CORES;
 use super::operands::{Weights, arg_i32};
@@ -21,22 +26,18 @@ use super::quantize::QUANTIZE_BYTE;
 use crate::launch::KernelArgs;
 use crate::module::Function;
 use crate::stream::Stream;
+use crate::timing;
 
 /// Channels per step (16-bit elements, or pairs of bytes): the input channel count must be a
 /// multiple.
 pub(super) const BK: usize = 32;
 const WHAT: &str = "Convolution";
-const THREADS: u32 = 256;
 
 static PROGRAM: Program = Program::new("core_implicit_gemm", || {
     let mut entries = String::new();
     for (dt, tag, bf) in [("f16", "F16", 0), ("bf16", "BF16", 1)] {
-        for (mt, nt) in TILES {
-            entries.push_str(&format!(
-                "extern \"C\" __global__ void __launch_bounds__(256, 2) {}(IG_PARAMS) \
-                 {{ igemm<{tag}, {bf}, {mt}, {nt}, {STAGES}>(IG_ARGS); }}\n",
-                entry(dt, (mt, nt))
-            ));
+        for tile in TILES {
+            entries.push_str(&tile.entry_point(dt, &format!("igemm<{tag}, {bf}")));
         }
     }
     source(&entries)
@@ -48,12 +49,9 @@ static PROGRAM_I8: Program = Program::new("core_implicit_gemm_i8", || {
     let mut entries = String::new();
     for (input, u) in [("s8", 0), ("u8", 1)] {
         for (dt, tag) in [("f16", "F16"), ("f32", "F32")] {
-            for (mt, nt) in TILES {
-                entries.push_str(&format!(
-                    "extern \"C\" __global__ void __launch_bounds__(256, 2) {}(IG_PARAMS) \
-                     {{ igemm_i8<{tag}, {u}, {mt}, {nt}, {STAGES}>(IG_ARGS); }}\n",
-                    entry(&format!("{input}_{dt}"), (mt, nt))
-                ));
+            for tile in TILES {
+                let dt = format!("{input}_{dt}");
+                entries.push_str(&tile.entry_point(&dt, &format!("igemm_i8<{tag}, {u}")));
             }
         }
     }
@@ -67,23 +65,77 @@ fn source(entries: &str) -> String {
     ))
 }
 
-/// Tile shapes, largest first, as (m-tiles, n-tiles) of a warp: a block's tile is
-/// `32·mt` output channels × `32·nt` columns.
-const TILES: [(usize, usize); 3] = [(4, 4), (2, 4), (2, 2)];
+/// A block's tile: a grid of warps (along the output channels, along the columns), each
+/// computing `mt` m-tiles of 16 channels × `nt` n-tiles of 8 columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tile {
+    warps: (usize, usize),
+    mt: usize,
+    nt: usize,
+}
+
+impl Tile {
+    const fn new(warps: (usize, usize), mt: usize, nt: usize) -> Tile {
+        Tile { warps, mt, nt }
+    }
+
+    /// Output channels of the block's tile.
+    const fn rows(self) -> usize {
+        self.warps.0 * 16 * self.mt
+    }
+
+    /// Columns of the block's tile.
+    const fn cols(self) -> usize {
+        self.warps.1 * 8 * self.nt
+    }
+
+    const fn threads(self) -> usize {
+        32 * self.warps.0 * self.warps.1
+    }
+
+    /// The entry point of a dtype suffix.
+    fn entry(self, dt: &str) -> String {
+        let warps = self.warps.0 * self.warps.1;
+        format!("igemm_{dt}_{}x{}_w{warps}", self.rows(), self.cols())
+    }
+
+    /// The source of the entry point of `dt` calling `call` (a template and its leading
+    /// arguments) with the tile's: register bounds for two blocks of 256 threads a
+    /// multiprocessor (four of 128).
+    fn entry_point(self, dt: &str, call: &str) -> String {
+        let (threads, (wm, wn), (mt, nt)) = (self.threads(), self.warps, (self.mt, self.nt));
+        format!(
+            "extern \"C\" __global__ void __launch_bounds__({threads}, {}) {}(IG_PARAMS) \
+             {{ {call}, {wm}, {wn}, {mt}, {nt}, {STAGES}>(IG_ARGS); }}\n",
+            512 / threads,
+            self.entry(dt)
+        )
+    }
+
+    /// Dynamic shared memory of a block: [`STAGES`] buffers of its weight and input tiles,
+    /// rows of [`BK`] + 8 elements.
+    const fn shared_bytes(self) -> u32 {
+        (STAGES * (self.rows() + self.cols()) * (BK + 8) * 2) as u32
+    }
+
+    /// Blocks along the channels and in all for `m` channels × `cols` columns.
+    fn blocks(self, m: usize, cols: usize) -> (usize, usize) {
+        let m_tiles = m.div_ceil(self.rows());
+        (m_tiles, m_tiles.saturating_mul(cols.div_ceil(self.cols())))
+    }
+}
+
+/// The tiles, largest first: eight warps of 64 × 32 or 32 × 32, four of 64 × 32 or 32 × 32
+/// (blocks of 128 or 64 channels × 128 or 64 columns).
+const TILES: [Tile; 4] = [
+    Tile::new((2, 4), 4, 4),
+    Tile::new((2, 4), 2, 4),
+    Tile::new((2, 2), 4, 4),
+    Tile::new((2, 2), 2, 4),
+];
 
 /// Steps of the reduction in flight: shared-memory buffers of a block.
 const STAGES: usize = 4;
-
-/// The entry point of a dtype suffix and a tile.
-fn entry(dt: &str, (mt, nt): (usize, usize)) -> String {
-    format!("igemm_{dt}_{}x{}", 32 * mt, 32 * nt)
-}
-
-/// Dynamic shared memory of a block of `tile`: [`STAGES`] buffers of its weight and input
-/// tiles, rows of [`BK`] + 8 elements.
-fn shared_bytes((mt, nt): (usize, usize)) -> u32 {
-    (STAGES * 32 * (mt + nt) * (BK + 8) * 2) as u32
-}
 
 const BODY: &str = r#"
 #define IG_PARAMS const u16* x, const u16* w, const void* bias, const void* res, u16* y, \
@@ -173,35 +225,37 @@ __device__ __forceinline__ void igemm_store_nhwc(float (&acc)[MT][NT][4], const 
 }
 
 /* The products of one block's tile, from x [N, H·W, C] (channels last) and the packed
-   weights [M, KH·KW·C], into `acc`: a block of eight warps (2 × 4) owns BM = 32·MT output
-   channels × BN = 32·NT columns, a warp MT m-tiles of 16 × NT n-tiles of 8; steps of IG_BK
+   weights [M, KH·KW·C], into `acc`: a block of WM × WN warps owns BM = WM·16·MT output
+   channels × BN = WN·8·NT columns, a warp MT m-tiles of 16 × NT n-tiles of 8; steps of IG_BK
    channels of one tap stream through STAGES buffers of shared memory by `cp.async` (16
    bytes: eight channels of a weight row or of an input pixel, zeros where the window leaves
    the image), STAGES − 1 steps ahead of the products (`ig_mma<OP>`). Elements are 16-bit;
    8-bit operands run as pairs of bytes (C and the weight rows counted in pairs), whose
    fragments the byte products read in the same places. */
-template <int OP, int MT, int NT, int STAGES, typename A>
+template <int OP, int WM, int WN, int MT, int NT, int STAGES, typename A>
 __device__ __forceinline__ void igemm_products(A (&acc)[MT][NT][4], const u16* x, const u16* w,
     int C, int H, int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
     int dh, int dw, int cols, int m_tiles) {
-    constexpr int BM = 32 * MT, BN = 32 * NT, A_CH = BM / 64, B_CH = BN / 64;
+    constexpr int ROWS = 8 * WM * WN, BM = WM * 16 * MT, BN = WN * 8 * NT;
+    constexpr int A_CH = BM / ROWS, B_CH = BN / ROWS;
+    static_assert(BM % ROWS == 0 && BN % ROWS == 0, "a tile's rows are whole copy passes");
     extern __shared__ __align__(16) u16 smem[];
     u16 (*as)[BM][IG_P] = reinterpret_cast<u16 (*)[BM][IG_P]>(smem);
     u16 (*bs)[BN][IG_P] = reinterpret_cast<u16 (*)[BN][IG_P]>(smem + STAGES * BM * IG_P);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int wm = warp >> 2, wn = warp & 3, mat = lane >> 3;
+    const int wm = warp / WN, wn = warp % WN, mat = lane >> 3;
     const int m0 = (blockIdx.x % m_tiles) * BM, n0 = (blockIdx.x / m_tiles) * BN;
     const int HW = H * W, OHW = OH * OW, K = KH * KW * C, steps = K / IG_BK;
     const int part = (tid & 3) * 8, row0 = tid >> 2;
 
-    /* The columns this thread copies (rows row0 + 64·i of the tile): the corner of each one's
+    /* The columns this thread copies (rows row0 + ROWS·i of the tile): the corner of each one's
        window and its image. */
     const u16* xb[B_CH];
     int ih0[B_CH], iw0[B_CH];
     bool cok[B_CH];
 #pragma unroll
     for (int i = 0; i < B_CH; ++i) {
-        int col = n0 + row0 + 64 * i, img = 0, pos = 0;
+        int col = n0 + row0 + ROWS * i, img = 0, pos = 0;
         cok[i] = col < cols;
         if (cok[i]) {
             img = col / OHW;
@@ -216,20 +270,20 @@ __device__ __forceinline__ void igemm_products(A (&acc)[MT][NT][4], const u16* x
     bool rok[A_CH];
 #pragma unroll
     for (int i = 0; i < A_CH; ++i) {
-        rok[i] = m0 + row0 + 64 * i < M;
-        wb[i] = w + (rok[i] ? (i64)(m0 + row0 + 64 * i) * K : 0) + part;
+        rok[i] = m0 + row0 + ROWS * i < M;
+        wb[i] = w + (rok[i] ? (i64)(m0 + row0 + ROWS * i) * K : 0) + part;
     }
 
     int c0 = 0, r = 0, s = 0;
     auto load = [&](int kt, int st) {
 #pragma unroll
         for (int i = 0; i < A_CH; ++i)
-            tc_copy16(&as[st][row0 + 64 * i][part], wb[i] + kt * IG_BK, rok[i]);
+            tc_copy16(&as[st][row0 + ROWS * i][part], wb[i] + kt * IG_BK, rok[i]);
 #pragma unroll
         for (int i = 0; i < B_CH; ++i) {
             int ih = ih0[i] + r * dh, iw = iw0[i] + s * dw;
             bool ok = cok[i] && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
-            tc_copy16(&bs[st][row0 + 64 * i][part], ok ? xb[i] + (ih * W + iw) * C + c0 : x, ok);
+            tc_copy16(&bs[st][row0 + ROWS * i][part], ok ? xb[i] + (ih * W + iw) * C + c0 : x, ok);
         }
         c0 += IG_BK;
         if (c0 == C) {
@@ -280,14 +334,14 @@ __device__ __forceinline__ void igemm_products(A (&acc)[MT][NT][4], const u16* x
 /* y = act(w ⋆ x + bias + res) from x [N, H·W, C] (channels last), y and res [N, M, OH·OW]
    (NCHW) or, with `nhwc`, [N, OH·OW, M]: the products of `igemm_products`, then the
    epilogue. */
-template <typename D, int BF, int MT, int NT, int STAGES>
+template <typename D, int BF, int WM, int WN, int MT, int NT, int STAGES>
 __device__ __forceinline__ void igemm(IG_PARAMS) {
 #if __CUDA_ARCH__ >= 800
-    constexpr int BM = 32 * MT, BN = 32 * NT;
+    constexpr int BM = WM * 16 * MT, BN = WN * 8 * NT;
     float acc[MT][NT][4];
-    igemm_products<BF, MT, NT, STAGES>(acc, IG_LOOP_ARGS);
+    igemm_products<BF, WM, WN, MT, NT, STAGES>(acc, IG_LOOP_ARGS);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int wm = warp >> 2, wn = warp & 3;
+    const int wm = warp / WN, wn = warp % WN;
     const int m0 = (blockIdx.x % m_tiles) * BM, n0 = (blockIdx.x / m_tiles) * BN;
     const int OHW = OH * OW;
 
@@ -342,14 +396,14 @@ __device__ __forceinline__ void igemm(IG_PARAMS) {
    bias, the residual and the activation, into y [N, M, OH·OW] (or, with `nhwc`, [N, OH·OW,
    M], as the residual) as D or, with `qout` (1: I8, 2: U8), quantized by qs and qz as
    `Quantize` does. */
-template <typename D, int U, int MT, int NT, int STAGES>
+template <typename D, int U, int WM, int WN, int MT, int NT, int STAGES>
 __device__ __forceinline__ void igemm_i8(IG_PARAMS) {
 #if __CUDA_ARCH__ >= 800
-    constexpr int BM = 32 * MT, BN = 32 * NT;
+    constexpr int BM = WM * 16 * MT, BN = WN * 8 * NT;
     int acc[MT][NT][4];
-    igemm_products<2 + U, MT, NT, STAGES>(acc, IG_LOOP_ARGS);
+    igemm_products<2 + U, WM, WN, MT, NT, STAGES>(acc, IG_LOOP_ARGS);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int wm = warp >> 2, wn = warp & 3;
+    const int wm = warp / WN, wn = warp % WN;
     const int m0 = (blockIdx.x % m_tiles) * BM, n0 = (blockIdx.x / m_tiles) * BN;
     const int OHW = OH * OW;
 #pragma unroll
@@ -465,6 +519,10 @@ pub(super) struct ImplicitGemm {
     sms: usize,
     /// For an 8-bit convolution: its scales and output quantization.
     int8: Option<Int8>,
+    /// The tile chosen per run shape (images, input height and width, channels last).
+    tiles: Mutex<HashMap<[usize; 4], usize>>,
+    /// The tile every run takes (`ConvTactic::Tile`), instead of timing.
+    forced: Option<usize>,
 }
 
 /// What an 8-bit convolution adds to the float one.
@@ -560,8 +618,8 @@ impl ImplicitGemm {
         let functions = TILES
             .iter()
             .map(|&t| {
-                let f = load(&entry(dt, t))?;
-                f.allow_shared(shared_bytes(t))
+                let f = load(&t.entry(dt))?;
+                f.allow_shared(t.shared_bytes())
                     .map_err(|e| format!("{WHAT}: {e}"))?;
                 Ok(f)
             })
@@ -582,6 +640,11 @@ impl ImplicitGemm {
             epilogue,
             sms: sms as usize,
             int8,
+            tiles: Mutex::default(),
+            forced: match ctx.conv_tactic {
+                Some(Tactic::Tile(t)) => Some(t.min(TILES.len() - 1)),
+                _ => None,
+            },
         })
     }
 
@@ -613,10 +676,10 @@ impl ImplicitGemm {
         {
             return Ok(false);
         }
-        let (tile, blocks, m_tiles) = choose_tile(p.m, cols, self.sms);
-        let Some(blocks) = u32::try_from(blocks).ok().filter(|&b| b < i32::MAX as u32) else {
+        let most_blocks = TILES.iter().map(|t| t.blocks(p.m, cols).1).max();
+        if most_blocks.is_none_or(|b| b >= i32::MAX as usize) {
             return Ok(false);
-        };
+        }
         let paired = if channels_last { p.m } else { ohw };
         let pairs = self.int8.is_none() && paired.is_multiple_of(2) && y % 4 == 0 && res % 4 == 0;
         let i = |v: usize| arg_i32(v, what);
@@ -626,15 +689,8 @@ impl ImplicitGemm {
                     "{what}: a channels-last input must be 16-byte aligned"
                 ));
             }
-            return self.launch(
-                p,
-                [x, bias, res, y],
-                (cols, m_tiles, blocks),
-                pairs,
-                true,
-                tile,
-                stream,
-            );
+            self.products(p, [x, bias, res, y], (cols, pairs), true, stream)?;
+            return Ok(true);
         }
         let grid = (
             u32::try_from(hw.div_ceil(32)).map_err(|_| format!("{what}: {hw} positions"))?,
@@ -661,34 +717,79 @@ impl ImplicitGemm {
                 .launch(stream, grid, (32, 8, 1), 0, &mut args)
         }
         .map_err(|e| format!("{what}: {e}"))?;
-        let done = self.launch(
-            p,
-            [nhwc.ptr(), bias, res, y],
-            (cols, m_tiles, blocks),
-            pairs,
-            false,
-            tile,
-            stream,
-        );
+        let done = self.products(p, [nhwc.ptr(), bias, res, y], (cols, pairs), false, stream);
         drop(nhwc);
-        done
+        done.map(|()| true)
     }
 
-    /// Launches the tile's kernel over `x` channels last into `y` (NCHW, or NHWC with
-    /// `nhwc`) on a grid of `blocks` blocks, `m_tiles` of them along the channels.
-    #[allow(clippy::too_many_arguments)]
+    /// Queues the products of `x` (channels last) into `y` (NCHW, or NHWC with `nhwc`) with
+    /// the tile chosen for this run's shape: the fastest of the tiles no taller than the
+    /// channels (rounded up to 64), timed on the shape's first run into a scratch output
+    /// (as convolution tactics are) and remembered; while `stream` is being captured,
+    /// [`choose_tile`]'s guess, not remembered.
+    fn products(
+        &self,
+        p: &Problem,
+        [x, bias, res, y]: [u64; 4],
+        (cols, pairs): (usize, bool),
+        nhwc: bool,
+        stream: &Stream,
+    ) -> Result<(), String> {
+        let key = [p.n, p.input[0], p.input[1], usize::from(nhwc)];
+        let poisoned = || format!("{WHAT}: the tile table's lock was poisoned");
+        let known = match self.forced {
+            Some(tile) => Some(tile),
+            None => self
+                .tiles
+                .lock()
+                .map_err(|_| poisoned())?
+                .get(&key)
+                .copied(),
+        };
+        let err = |e| format!("{WHAT}: timing tiles: {e}");
+        let tile = match known {
+            Some(tile) => tile,
+            None if stream.is_capturing().map_err(err)? => choose_tile(p.m, cols, self.sms),
+            None => {
+                let tall = p.m.next_multiple_of(64);
+                let candidates: Vec<usize> = (0..TILES.len())
+                    .filter(|&t| TILES[t].rows() <= tall)
+                    .collect();
+                let out_bytes = p.n * p.m * p.output[0] * p.output[1] * 4;
+                let scratch = stream.device().allocator().alloc(out_bytes);
+                let scratch = scratch.map_err(|e| format!("{WHAT}: tile scratch: {e}"))?;
+                let into_scratch = [x, bias, res, scratch.ptr()];
+                let best = timing::fastest(
+                    stream,
+                    &candidates,
+                    |&t| self.launch(p, into_scratch, (cols, pairs), nhwc, t, stream),
+                    err,
+                )?;
+                drop(scratch);
+                let tile = best.map_or_else(|| choose_tile(p.m, cols, self.sms), |b| candidates[b]);
+                self.tiles.lock().map_err(|_| poisoned())?.insert(key, tile);
+                tile
+            }
+        };
+        self.launch(p, [x, bias, res, y], (cols, pairs), nhwc, tile, stream)
+    }
+
+    /// Launches the kernel of `TILES[tile]` over `x` channels last into `y` (NCHW, or NHWC
+    /// with `nhwc`); the caller checked that its block count fits 31 bits.
     fn launch(
         &self,
         p: &Problem,
         [x, bias, res, y]: [u64; 4],
-        (cols, m_tiles, blocks): (usize, usize, u32),
-        pairs: bool,
+        (cols, pairs): (usize, bool),
         nhwc: bool,
         tile: usize,
         stream: &Stream,
-    ) -> Result<bool, String> {
+    ) -> Result<(), String> {
         let what = WHAT;
         let i = |v: usize| arg_i32(v, what);
+        let t = TILES[tile];
+        let (m_tiles, blocks) = t.blocks(p.m, cols);
+        let blocks = u32::try_from(blocks).map_err(|_| format!("{what}: {blocks} blocks"))?;
         let mut args = KernelArgs::new()
             .ptr(x)
             .ptr(self.weights.ptr())
@@ -727,31 +828,27 @@ impl ImplicitGemm {
             self.functions[tile].launch(
                 stream,
                 (blocks, 1, 1),
-                (THREADS, 1, 1),
-                shared_bytes(TILES[tile]),
+                (t.threads() as u32, 1, 1),
+                t.shared_bytes(),
                 &mut args,
             )
         }
-        .map_err(|e| format!("{what}: {e}"))?;
-        Ok(true)
+        .map_err(|e| format!("{what}: {e}"))
     }
 }
 
-/// The tile for `m` output channels × `cols` columns on `sms` multiprocessors: the largest
-/// not taller than `m` rounded up to 64 that gives at least two blocks a multiprocessor, the
-/// smallest otherwise; returns its index in [`TILES`], the block count and the blocks along
-/// the channels.
-fn choose_tile(m: usize, cols: usize, sms: usize) -> (usize, usize, usize) {
-    let count = |(mt, nt): (usize, usize)| {
-        let m_tiles = m.div_ceil(32 * mt);
-        (m_tiles.saturating_mul(cols.div_ceil(32 * nt)), m_tiles)
-    };
+/// The tile for `m` output channels × `cols` columns on `sms` multiprocessors when it cannot
+/// be timed: the first of [`TILES`] not taller than `m` rounded up to 64 that gives at least
+/// two blocks of 256 threads (four of 128) a multiprocessor, the last otherwise.
+fn choose_tile(m: usize, cols: usize, sms: usize) -> usize {
+    let tall = m.next_multiple_of(64);
     let last = TILES.len() - 1;
-    let tile = (0..last)
-        .find(|&i| 32 * TILES[i].0 <= m.next_multiple_of(64) && count(TILES[i]).0 >= 2 * sms)
-        .unwrap_or(last);
-    let (blocks, m_tiles) = count(TILES[tile]);
-    (tile, blocks, m_tiles)
+    (0..last)
+        .find(|&i| {
+            let t = TILES[i];
+            t.rows() <= tall && t.blocks(m, cols).1 * t.threads() >= 512 * sms
+        })
+        .unwrap_or(last)
 }
 
 #[cfg(test)]
@@ -766,12 +863,25 @@ mod tests {
 
     #[test]
     fn tiles_shrink_until_the_multiprocessors_are_busy() {
-        assert_eq!(choose_tile(256, 32 * 3136, 132), (0, 2 * 784, 2));
-        assert_eq!(choose_tile(512, 32 * 196, 132), (1, 8 * 49, 8));
-        assert_eq!(choose_tile(512, 32 * 49, 132), (2, 8 * 25, 8));
-        assert_eq!(choose_tile(64, 49, 132), (2, 1, 1));
-        assert_eq!(choose_tile(64, 32 * 3136, 132), (1, 784, 1));
-        assert_eq!(choose_tile(64, 0, 132).1, 0);
+        assert_eq!(choose_tile(256, 32 * 3136, 132), 0);
+        assert_eq!(choose_tile(512, 32 * 196, 132), 1);
+        assert_eq!(choose_tile(512, 32 * 49, 132), 3);
+        assert_eq!(choose_tile(64, 49, 132), 3);
+        assert_eq!(choose_tile(64, 32 * 3136, 132), 1);
+        assert_eq!(TILES[1].blocks(512, 32 * 196), (8, 8 * 49));
+        assert_eq!(TILES[3].blocks(64, 0), (1, 0));
+    }
+
+    #[test]
+    fn tiles_are_whole_copy_passes_of_their_threads() {
+        for t in TILES {
+            let rows = t.threads() / 4;
+            assert!(
+                t.rows().is_multiple_of(rows) && t.cols().is_multiple_of(rows),
+                "{t:?}"
+            );
+            assert!(t.shared_bytes() <= 227 * 1024, "{t:?}");
+        }
     }
 
     #[test]

@@ -448,8 +448,8 @@ fn depthwise_channels_last_matches_cpu() {
 /// 32), the tactic forced: output channels and columns that leave partial tiles, odd and
 /// even output planes (single and paired stores), 1×1 at strides 1 and 2, 3×3 with padding,
 /// stride and dilation, uneven padding, a 7×7 window of 49 taps, 1-D, and problems large
-/// enough for each of the three tiles; each with and without bias, then with a residual,
-/// through every activation.
+/// enough for each tile; each with and without bias, then with a residual, through every
+/// activation, every case and activation with another tile forced (`ConvTactic::Tile`).
 #[test]
 fn implicit_gemm_matches_cpu() {
     let Some(dev) = device_or_skip() else { return };
@@ -556,14 +556,13 @@ fn implicit_gemm_matches_cpu() {
                     "implicit GEMM case {i} x{:?} w{:?} {act:?} {dtype}",
                     c.x, c.w
                 );
-                forcing(ConvTactic::Implicit, || {
-                    check_against_f32(&dev, &what, &l, &inputs)
-                });
+                let tile = ConvTactic::Tile(i + j);
+                forcing(tile, || check_against_f32(&dev, &what, &l, &inputs));
                 if j % 2 == 1 {
                     inputs.push((rand(dtype, &[c.w[0]], seed + 2), true));
                 }
                 inputs.push((rand(dtype, out[0].shape(), seed + 3), false));
-                forcing(ConvTactic::Implicit, || {
+                forcing(tile, || {
                     check_against_f32(&dev, &format!("{what} with a residual"), &l, &inputs)
                 });
             }
@@ -627,7 +626,8 @@ fn implicit_gemm_channels_last_matches_cpu() {
             let what =
                 format!("channels-last implicit GEMM case {i} x{x:?} w{w:?} {act:?} {dtype}");
             let check = |what: &str, inputs: &[(Tensor, bool)]| {
-                for tactic in [ConvTactic::Implicit, ConvTactic::Gemm] {
+                let tiles = (0..4).map(ConvTactic::Tile);
+                for tactic in tiles.chain([ConvTactic::Implicit, ConvTactic::Gemm]) {
                     let what = format!("{what} ({tactic:?})");
                     forcing(tactic, || check_against_f32(&dev, &what, &l, inputs));
                 }
