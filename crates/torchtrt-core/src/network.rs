@@ -114,6 +114,8 @@ pub struct Layer {
 #[derive(Clone, Debug, Default)]
 pub struct NetworkDefinition {
     tensor_names: Vec<String>,
+    /// Per tensor, the index of the layer producing it (`None` for inputs).
+    producers: Vec<Option<usize>>,
     inputs: Vec<NetworkInput>,
     layers: Vec<Layer>,
     outputs: Vec<(String, TensorId)>,
@@ -128,6 +130,7 @@ impl NetworkDefinition {
 
     fn new_tensor(&mut self, name: String) -> TensorId {
         self.tensor_names.push(name);
+        self.producers.push(None);
         TensorId(self.tensor_names.len() as u32 - 1)
     }
 
@@ -219,6 +222,9 @@ impl NetworkDefinition {
                 self.new_tensor(tname)
             })
             .collect::<Vec<_>>();
+        for t in &outputs {
+            self.producers[t.index()] = Some(self.layers.len());
+        }
         self.names.insert(name.to_string(), self.layers.len());
         self.layers.push(Layer {
             name: name.to_string(),
@@ -299,6 +305,12 @@ impl NetworkDefinition {
         &self.layers
     }
 
+    /// The layer producing `t`; `None` for inputs and unknown tensors.
+    pub fn producer(&self, t: TensorId) -> Option<&Layer> {
+        let layer = (*self.producers.get(t.index())?)?;
+        self.layers.get(layer)
+    }
+
     /// The outputs: name and tensor.
     pub fn outputs(&self) -> &[(String, TensorId)] {
         &self.outputs
@@ -312,5 +324,42 @@ impl NetworkDefinition {
     /// A tensor's name (the input name, or the producing layer's name).
     pub fn tensor_name(&self, t: TensorId) -> &str {
         self.tensor_names.get(t.index()).map_or("?", String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::{Elementwise, ElementwiseOp, TopK};
+
+    #[test]
+    fn every_output_knows_its_producer() {
+        let mut net = NetworkDefinition::new();
+        let x = net.add_input("x", DType::F32, &[Dim::Fixed(4)]).unwrap();
+        let two = net
+            .add_constant("two", Tensor::from_vec(&[1], vec![2.0f32]).unwrap())
+            .unwrap();
+        let y = net
+            .add("y", Elementwise::new(ElementwiseOp::Mul), &[x, two])
+            .unwrap();
+        let k = net
+            .add_constant("k", Tensor::from_vec(&[1], vec![2i64]).unwrap())
+            .unwrap();
+        let top = TopK {
+            axis: 0,
+            largest: true,
+            sorted: true,
+        };
+        let top = net.add_layer("top", top, &[y, k]).unwrap();
+        assert!(net.producer(x).is_none());
+        assert_eq!(net.producer(two).map(|l| l.name.as_str()), Some("two"));
+        assert_eq!(
+            net.producer(y).map(|l| l.inputs.clone()),
+            Some(vec![x, two])
+        );
+        for t in top {
+            assert_eq!(net.producer(t).map(|l| l.name.as_str()), Some("top"));
+        }
+        assert!(net.producer(TensorId(99)).is_none());
     }
 }

@@ -252,12 +252,7 @@ impl ShapeGraph for Ctx<'_> {
     }
 
     fn producer(&self, t: TensorId) -> Option<(&LayerKind, &[TensorId])> {
-        let layer = self
-            .net
-            .layers()
-            .iter()
-            .rev()
-            .find(|l| l.outputs.contains(&t))?;
+        let layer = self.net.producer(t)?;
         Some((&layer.kind, &layer.inputs[..]))
     }
 }
