@@ -11,7 +11,12 @@ f32 outputs:
 One markdown table (model, case, output, errors, verdict, engine build time) and a JSON
 file of the same rows. Exit status 1 when any row fails.
 
-    python3 bench/gpu_model_suite.py --exe .device-bin/torchtrtc --suite DIR [--generate] [NAME...]
+By default each case is compiled at its own shapes (`torchtrtc run model.onnx`). With
+`--dynamic`, each model is compiled once per precision with its dynamic dims (batch, and
+sequence for text: `torchtrtc compile`, as a user deploys it) and every case runs on that
+one engine (`torchtrtc run model.engine`); the run time column is then the case's run alone.
+
+    python3 bench/gpu_model_suite.py --exe .device-bin/torchtrtc --suite DIR [--generate] [--dynamic] [NAME...]
 """
 
 import argparse
@@ -27,8 +32,21 @@ import numpy as np
 F16_FACTOR = 3.0
 
 
-def run_engine(exe, device, model_dir, entry, case, precision, out_dir):
-    args = [exe, "run", os.path.join(model_dir, "model.onnx"), "--device", device, "--precision", precision]
+def compile_engine(exe, device, model_dir, precision, engine):
+    """`model.onnx` compiled with its dynamic dims into `engine`; the last line of the error
+    when it does not compile."""
+    args = [exe, "compile", os.path.join(model_dir, "model.onnx"), "-o", engine, "--device", device, "--precision", precision, "-q"]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        return (done.stderr or done.stdout).strip().splitlines()[-1:]
+    return []
+
+
+def run_engine(exe, device, model_dir, entry, case, precision, out_dir, engine=None):
+    if engine is None:
+        args = [exe, "run", os.path.join(model_dir, "model.onnx"), "--device", device, "--precision", precision]
+    else:
+        args = [exe, "run", engine]
     for name in entry["inputs"]:
         args += ["--input", f"{name}={os.path.join(model_dir, case, 'inputs', name + '.npy')}"]
     args += ["--output-dir", out_dir, "--quiet"]
@@ -48,35 +66,49 @@ def compare(got, want, atol, relative):
     return worst, inside
 
 
-def check_model(exe, device, root, entry, precisions, relative, f16_cases, f16_start):
+def check_model(exe, device, root, entry, precisions, relative, f16_cases, f16_start, dynamic):
     rows = []
     model_dir = os.path.join(root, entry["name"])
-    for precision in precisions:
-        if precision == "f16":
-            cases = entry["cases"][f16_start:][:f16_cases]
-        else:
-            cases = entry["cases"]
-        for case in cases:
-            with tempfile.TemporaryDirectory() as tmp:
-                out, seconds, error = run_engine(exe, device, model_dir, entry, case, precision, tmp)
-                for o in entry["outputs"]:
-                    row = {"model": entry["name"], "case": case, "output": o["name"], "precision": precision, "seconds": seconds}
-                    if out is None:
-                        row.update(error=" ".join(error), ok=False)
-                        rows.append(row)
-                        continue
-                    want = np.load(os.path.join(model_dir, case, "outputs", o["name"] + ".npy"))
-                    got = np.load(os.path.join(out, o["name"] + ".npy"))
-                    if got.shape != want.shape:
-                        row.update(error=f"shape {list(got.shape)}, PyTorch {list(want.shape)}", ok=False)
-                    elif precision == "f32":
-                        worst, inside = compare(got, want, o["atol"], relative)
-                        row.update(error_ours=worst, ok=inside)
-                    else:
-                        worst, _ = compare(got, want, 0.0, 0.0)
-                        torch_error = entry["f16_error"][case][o["name"]]
-                        row.update(error_ours=worst, error_torch=torch_error, ok=bool(worst <= F16_FACTOR * torch_error))
+    with tempfile.TemporaryDirectory() as engines:
+        for precision in precisions:
+            rows += check_precision(exe, device, model_dir, entry, precision, relative, f16_cases, f16_start, dynamic, engines)
+    return rows
+
+
+def check_precision(exe, device, model_dir, entry, precision, relative, f16_cases, f16_start, dynamic, engines):
+    rows = []
+    if precision == "f16":
+        cases = entry["cases"][f16_start:][:f16_cases]
+    else:
+        cases = entry["cases"]
+    engine = None
+    if dynamic:
+        engine = os.path.join(engines, f"{precision}.engine")
+        error = compile_engine(exe, device, model_dir, precision, engine)
+        if error:
+            row = {"model": entry["name"], "case": "compile", "output": "", "precision": precision, "seconds": 0.0}
+            return [dict(row, error=" ".join(error), ok=False)]
+    for case in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            out, seconds, error = run_engine(exe, device, model_dir, entry, case, precision, tmp, engine)
+            for o in entry["outputs"]:
+                row = {"model": entry["name"], "case": case, "output": o["name"], "precision": precision, "seconds": seconds}
+                if out is None:
+                    row.update(error=" ".join(error), ok=False)
                     rows.append(row)
+                    continue
+                want = np.load(os.path.join(model_dir, case, "outputs", o["name"] + ".npy"))
+                got = np.load(os.path.join(out, o["name"] + ".npy"))
+                if got.shape != want.shape:
+                    row.update(error=f"shape {list(got.shape)}, PyTorch {list(want.shape)}", ok=False)
+                elif precision == "f32":
+                    worst, inside = compare(got, want, o["atol"], relative)
+                    row.update(error_ours=worst, ok=inside)
+                else:
+                    worst, _ = compare(got, want, 0.0, 0.0)
+                    torch_error = entry["f16_error"][case][o["name"]]
+                    row.update(error_ours=worst, error_torch=torch_error, ok=bool(worst <= F16_FACTOR * torch_error))
+                rows.append(row)
     return rows
 
 
@@ -104,6 +136,7 @@ def main():
     ap.add_argument("--device", default="cuda", help="torchtrtc's --device (default cuda)")
     ap.add_argument("--f16-cases", type=int, default=None, help="check only N cases in f16")
     ap.add_argument("--f16-start", type=int, default=0, help="the first case checked in f16 (default 0)")
+    ap.add_argument("--dynamic", action="store_true", help="compile each model once with its dynamic dims and run every case on that engine")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
@@ -119,7 +152,7 @@ def main():
     for entry in manifest["models"]:
         if args.names and entry["name"] not in args.names:
             continue
-        rows += check_model(args.exe, args.device, args.suite, entry, precisions, manifest["relative"], args.f16_cases, args.f16_start)
+        rows += check_model(args.exe, args.device, args.suite, entry, precisions, manifest["relative"], args.f16_cases, args.f16_start, args.dynamic)
         print(table([r for r in rows if r["model"] == entry["name"]]).split("\n", 2)[-1], flush=True)
         if args.json:
             with open(args.json, "w") as f:

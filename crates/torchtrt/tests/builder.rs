@@ -1196,3 +1196,92 @@ fn dims_that_double_with_every_block_stay_bounded() {
         .collect();
     assert_eq!(y[0].as_slice::<f32>().unwrap(), want);
 }
+
+/// `Conv(x) + Reshape(x, Shape(x))`: the builder's shape arithmetic knows the reshape keeps
+/// `x`'s shape and fuses the sum into the convolution as its residual; the plan read back
+/// (at the end of the build and when an engine is loaded), which names the reshape's dims
+/// after the reshape, still takes the residual, and the engine adds it.
+#[test]
+fn a_residual_whose_shape_only_shape_arithmetic_knows_fuses_and_reloads() {
+    let mut net = NetworkDefinition::new();
+    let x = net
+        .add_input(
+            "x",
+            DType::F32,
+            &[
+                Dim::dynamic("n", 1, 2, 4),
+                Dim::Fixed(4),
+                Dim::Fixed(5),
+                Dim::Fixed(5),
+            ],
+        )
+        .unwrap();
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[4, 4, 3, 3], random_f32(144, 21)).unwrap(),
+        )
+        .unwrap();
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let c = net.add("conv", conv, &[x, w]).unwrap();
+    let shape = net.add("shape", Shape::default(), &[x]).unwrap();
+    let r = net.add("reshape", Reshape::default(), &[x, shape]).unwrap();
+    let y = net
+        .add("sum", Elementwise::new(ElementwiseOp::Add), &[c, r])
+        .unwrap();
+    net.mark_output(y, "y").unwrap();
+    let engine = torchtrt::compile(&net, &BuildConfig::default()).unwrap();
+    let convs: Vec<usize> = engine
+        .plan()
+        .layers
+        .iter()
+        .filter(|l| l.kind.op().kind() == "Convolution")
+        .map(|l| l.inputs.len())
+        .collect();
+    assert_eq!(convs, [4], "{:?}", kinds(&engine));
+    let xs = random_f32(3 * 100, 22);
+    let input = Tensor::from_vec(&[3, 4, 5, 5], xs.clone()).unwrap();
+    let got = torchtrt::Runtime::new()
+        .unwrap()
+        .deserialize(&engine.serialize())
+        .unwrap()
+        .create_context()
+        .unwrap()
+        .execute(&[&input])
+        .unwrap();
+    let mut plain = NetworkDefinition::new();
+    let x = plain
+        .add_input(
+            "x",
+            DType::F32,
+            &[Dim::Fixed(3), Dim::Fixed(4), Dim::Fixed(5), Dim::Fixed(5)],
+        )
+        .unwrap();
+    let w = plain
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[4, 4, 3, 3], random_f32(144, 21)).unwrap(),
+        )
+        .unwrap();
+    let mut conv = Convolution::new(2);
+    conv.pads_begin = vec![1, 1];
+    conv.pads_end = vec![1, 1];
+    let c = plain.add("conv", conv, &[x, w]).unwrap();
+    plain.mark_output(c, "c").unwrap();
+    let c = torchtrt::compile(&plain, &BuildConfig::default())
+        .unwrap()
+        .create_context()
+        .unwrap()
+        .execute(&[&input])
+        .unwrap();
+    let want: Vec<f32> = c[0]
+        .as_slice::<f32>()
+        .unwrap()
+        .iter()
+        .zip(&xs)
+        .map(|(c, x)| c + x)
+        .collect();
+    assert_close(got[0].as_slice::<f32>().unwrap(), &want, 1e-5, 1e-5);
+}

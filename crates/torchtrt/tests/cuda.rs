@@ -262,3 +262,82 @@ fn layers_without_device_kernels_run_on_the_host_of_a_cuda_engine() {
         &[2, 14, 0, u32::MAX - 1, 80, 0]
     );
 }
+
+/// `x·W + b + Reshape(x', Shape(x'))` over `[batch, seq, 8]`: on CUDA the sum rides on the
+/// product as its residual, whose shape only the builder's shape arithmetic knows to be the
+/// product's (the dynamo exports of BERT, T5 and ViT write their residuals so). The engine
+/// builds, reloads and matches the CPU's.
+#[test]
+fn a_cuda_product_takes_a_residual_known_by_shape_arithmetic() {
+    if !torchtrt::cuda::probe::available() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let mut net = NetworkDefinition::new();
+    let dims = [
+        Dim::dynamic("batch", 1, 2, 4),
+        Dim::dynamic("seq", 1, 5, 9),
+        8.into(),
+    ];
+    let x = net.add_input("x", DType::F32, &dims).expect("x");
+    let w = net
+        .add_constant(
+            "w",
+            Tensor::from_vec(&[8, 8], random_f32(64, 31)).expect("w"),
+        )
+        .expect("w");
+    let b = net
+        .add_constant("b", Tensor::from_vec(&[8], random_f32(8, 32)).expect("b"))
+        .expect("b");
+    let m = net
+        .add_layer("mm", layers::MatMul::default(), &[x, w])
+        .expect("mm")[0];
+    let add = || layers::Elementwise::new(layers::ElementwiseOp::Add);
+    let m = net.add_layer("bias", add(), &[m, b]).expect("bias")[0];
+    let g = net
+        .add_layer(
+            "sin",
+            layers::Unary {
+                op: layers::UnaryOp::Sin,
+            },
+            &[x],
+        )
+        .expect("sin")[0];
+    let shape = net
+        .add_layer("shape", layers::Shape::default(), &[g])
+        .expect("shape")[0];
+    let r = net
+        .add_layer("view", layers::Reshape::default(), &[g, shape])
+        .expect("view")[0];
+    let y = net.add_layer("sum", add(), &[m, r]).expect("sum")[0];
+    net.mark_output(y, "y").expect("y");
+    let engine = torchtrt::compile_for(&net, &BuildConfig::default(), "cuda").expect("compiles");
+    let fused = engine
+        .plan()
+        .layers
+        .iter()
+        .any(|l| l.kind.op().kind() == "MatMul" && l.inputs.len() == 4);
+    assert!(fused, "the residual rides on the product");
+    let reloaded = torchtrt::Runtime::new()
+        .expect("runtime")
+        .deserialize(&engine.serialize())
+        .expect("reloads");
+    let cpu = torchtrt::compile_for(&net, &BuildConfig::default(), "cpu").expect("cpu");
+    let x = Tensor::from_vec(&[3, 7, 8], random_f32(168, 33)).expect("x");
+    let want = cpu
+        .create_context()
+        .unwrap()
+        .execute(&[&x])
+        .expect("cpu runs");
+    let got = reloaded
+        .create_context()
+        .expect("context")
+        .execute(&[&x])
+        .expect("cuda runs");
+    assert_close(
+        got[0].as_slice::<f32>().expect("f32"),
+        want[0].as_slice::<f32>().expect("f32"),
+        1e-5,
+        1e-4,
+    );
+}

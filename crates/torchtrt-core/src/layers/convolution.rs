@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DimExpr, format_shape};
 
-use super::{ActivationKind, InferInput, LayerOp, TypeShape, require_float};
+use super::{ActivationKind, InferInput, LayerOp, TypeShape, may_equal, require_float};
 
 /// Cross-correlation of `x [N, C, *S]` with `w [M, C/groups, *K]`, plus an optional bias
 /// `[M]` as third input (ONNX `Conv`). A fourth input, a residual of the output's shape, is
@@ -214,7 +214,7 @@ impl LayerOp for Convolution {
             shape.push(o);
         }
         if let Some(r) = residual
-            && r != shape.as_slice()
+            && !may_equal(r, &shape)
         {
             return Err(format!(
                 "residual must have the output's shape {}, got {}",

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use torchtrt_plugin_api::{DimExpr, format_shape};
 
-use super::{InferInput, LayerOp, TypeShape, broadcast_shapes, require_float};
+use super::{InferInput, LayerOp, TypeShape, broadcast_shapes, may_equal, require_float};
 
 /// `op(A) · op(B)` where `op` optionally swaps the last two dims. Rank-1 operands are
 /// promoted as in `numpy.matmul` (and the promoted dim removed from the result); leading
@@ -83,7 +83,7 @@ impl LayerOp for MatMul {
             shape.push(bn);
         }
         if let Some(r) = inputs.get(3)
-            && (r.dtype != a.dtype || r.shape != shape.as_slice())
+            && (r.dtype != a.dtype || !may_equal(r.shape, &shape))
         {
             return Err(format!(
                 "MatMul residual {}{} is not the result's {}{}",
@@ -94,5 +94,57 @@ impl LayerOp for MatMul {
             ));
         }
         Ok(vec![TypeShape::new(a.dtype, shape)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use torchtrt_plugin_api::DType;
+
+    use super::*;
+
+    fn input(shape: &[DimExpr]) -> InferInput<'_> {
+        InferInput {
+            dtype: DType::F32,
+            shape,
+            value: None,
+        }
+    }
+
+    fn linear_with_residual(a: &[DimExpr], residual: &[DimExpr]) -> Result<Vec<TypeShape>, String> {
+        let (w, bias) = ([DimExpr::Const(8), DimExpr::Const(4)], [DimExpr::Const(4)]);
+        MatMul::default().infer(&[input(a), input(&w), input(&bias), input(residual)])
+    }
+
+    #[test]
+    fn a_residual_named_otherwise_may_still_be_the_result() {
+        let a = [
+            DimExpr::sym("layer#0.0"),
+            DimExpr::sym("layer#0.1"),
+            DimExpr::Const(8),
+        ];
+        let residual = [
+            DimExpr::sym("batch"),
+            DimExpr::sym("seq"),
+            DimExpr::Const(4),
+        ];
+        let out = linear_with_residual(&a, &residual).unwrap();
+        assert_eq!(
+            out[0].shape,
+            [a[0].clone(), a[1].clone(), DimExpr::Const(4)]
+        );
+    }
+
+    #[test]
+    fn a_residual_that_cannot_be_the_result_is_refused() {
+        let a = [DimExpr::sym("batch"), DimExpr::Const(3), DimExpr::Const(8)];
+        for residual in [
+            vec![DimExpr::sym("batch"), DimExpr::Const(5), DimExpr::Const(4)],
+            vec![DimExpr::sym("batch"), DimExpr::Const(3), DimExpr::Const(8)],
+            vec![DimExpr::Const(3), DimExpr::Const(4)],
+        ] {
+            let err = linear_with_residual(&a, &residual).unwrap_err();
+            assert!(err.contains("MatMul residual"), "{err}");
+        }
     }
 }

@@ -97,7 +97,7 @@ pub use scatter_elements::{ScatterElements, ScatterReduction};
 pub use scatter_nd::ScatterNd;
 pub use select::Select;
 pub use shape::Shape;
-pub use shape_util::{broadcast_shapes, normalize_axis};
+pub use shape_util::{broadcast_shapes, may_equal, normalize_axis};
 pub use size::Size;
 pub use slice::{Slice, resolve_slice};
 pub use softmax::Softmax;
