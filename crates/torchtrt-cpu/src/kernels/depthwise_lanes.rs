@@ -1,15 +1,18 @@
 //! Depthwise 2-D convolution of f32 planes with sixteen channels along the vector lanes,
-//! for small planes (7×7 and 14×14 outputs), on AVX-512. Plane by plane
+//! for small planes (7×7 and 14×14 outputs; up to 56×56 on AVX2), on AVX-512. Plane by plane
 //! ([`super::conv_direct`]) such planes fill under half of each vector and pay a padded copy
 //! and a call per plane; here a block of sixteen channels is gathered once into a
 //! zero-padded, channel-interleaved buffer, every output position is one vector of its
 //! sixteen channels (each tap one aligned load and one product with that tap's sixteen
 //! weights, up to eight positions of a row sharing the weight load), and the results are
 //! gathered back into the channels' planes. Any kernel, stride, dilation and padding.
+//! Without AVX-512 (AVX2 and FMA), [`super::depthwise_octets`] runs the same blocking with
+//! eight channels per block.
 
 use rayon::prelude::*;
 
 use super::convolution::ConvGeom;
+use super::depthwise_octets;
 use crate::linalg::Epilogue;
 use crate::simd::first_lanes;
 
@@ -17,25 +20,42 @@ use crate::simd::first_lanes;
 const LANES: usize = 16;
 /// Output positions of one row computed at once.
 const GROUP: usize = 8;
-/// Most output positions per plane this kernel takes (14×14 = 196).
+/// Most output positions per plane this kernel takes on AVX-512 (14×14 = 196).
 const MOST_OUTPUTS: usize = 256;
-/// Most taps per kernel (7×7 = 49); larger kernels stay with the plane kernel.
-const MOST_TAPS: usize = 64;
+/// Most output positions per plane on AVX2 (56×56): there the plane kernel's rows of eight
+/// lanes lose to blocks of eight channels up to 56×56 (EfficientNet-B0's layers at batch 2
+/// on a 2-core Zen 3: 5×5 on 28×28 with 240 channels 1.87 → 0.49 ms, 3×3 on 56×56 with 144
+/// channels 0.96 → 0.72 ms) but not on 112×112 (3×3, 32 channels: 0.52 ms by planes, 0.78
+/// in blocks).
+const MOST_OUTPUTS_AVX2: usize = 56 * 56;
 
-/// Whether [`run`] convolves this layer on this CPU: depthwise (one input and one output
-/// channel per group), 2-D, small output planes, more than one tap. A one-tap layer is a
-/// per-channel affine map, which the plane kernel computes as the separate multiply and add
-/// it was fused from (the same roundings; a fused multiply-add would round once).
+/// The most output positions per plane this kernel takes on this CPU.
+fn most_outputs() -> usize {
+    if crate::simd::v4() {
+        MOST_OUTPUTS
+    } else {
+        MOST_OUTPUTS_AVX2
+    }
+}
+
+/// Most taps per kernel (7×7 = 49); larger kernels stay with the plane kernel.
+pub(super) const MOST_TAPS: usize = 64;
+
+/// Whether [`run`] convolves this layer on this CPU (AVX2 and FMA at least): depthwise (one
+/// input and one output channel per group), 2-D, small output planes, more than one tap. A
+/// one-tap layer is a per-channel affine map, which the plane kernel computes as the
+/// separate multiply and add it was fused from (the same roundings; a fused multiply-add
+/// would round once).
 pub(super) fn applies(geom: &ConvGeom) -> bool {
     let w = &geom.window;
-    crate::simd::v4()
+    crate::simd::v3()
         && geom.groups == geom.channels
         && geom.out_channels == geom.channels
         && w.input[0] == 1
         && w.kernel[0] == 1
         && w.output[0] == 1
         && w.pad_begin[0] == 0
-        && (1..=MOST_OUTPUTS).contains(&w.output_len())
+        && (1..=most_outputs()).contains(&w.output_len())
         && (2..=MOST_TAPS).contains(&w.kernel_len())
         && w.input_len() <= i32::MAX as usize / LANES
 }
@@ -59,9 +79,56 @@ pub(super) fn run(
     epilogue: Epilogue,
     out: &mut [f32],
 ) {
+    if !crate::simd::v4() {
+        let layer = depthwise_octets::Layer {
+            geom,
+            w,
+            bias,
+            epilogue,
+        };
+        let lanes = depthwise_octets::LANES;
+        return blocks(geom, x, out, lanes, |scratch, first, image, dst| {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `applies` checked that the CPU has AVX2 and FMA; `dst` is the planes
+            // of channels `first..` of this image and `image` the image's input planes.
+            unsafe {
+                depthwise_octets::block(&layer, image, first, dst, scratch)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (&layer, first, dst, scratch, image);
+        });
+    }
+    blocks(
+        geom,
+        x,
+        out,
+        LANES,
+        |scratch: &mut Scratch, first, image, dst| {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `v4()` holds only when the CPU has AVX-512 F; `dst` is the planes of
+            // channels `first..` of this image and `image` the image's input planes.
+            unsafe {
+                block(geom, image, w, bias, epilogue, first, dst, scratch)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (first, dst, scratch, image);
+        },
+    )
+}
+
+/// Runs `f(scratch, first, image, dst)` for every block of `lanes` channels of every
+/// image, in parallel: `image` is the image's input planes, `dst` the output planes of its
+/// channels `first..first + lanes` (fewer for an image's last block).
+fn blocks<S: Default>(
+    geom: &ConvGeom,
+    x: &[f32],
+    out: &mut [f32],
+    lanes: usize,
+    f: impl Fn(&mut S, usize, &[f32], &mut [f32]) + Sync + Send,
+) {
     let c = geom.channels;
     let (plane_in, plane_out) = (geom.window.input_len(), geom.window.output_len());
-    let block_out = LANES * plane_out;
+    let block_out = lanes * plane_out;
     let work = (block_out * geom.window.kernel_len()).max(1);
     let min_blocks = (1 << 16) / work + 1;
     out.par_chunks_mut(c * plane_out)
@@ -71,15 +138,8 @@ pub(super) fn run(
                 .par_chunks_mut(block_out)
                 .enumerate()
                 .with_min_len(min_blocks)
-                .for_each_init(Scratch::default, |scratch, (b, dst)| {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `applies` checked that the CPU has AVX-512 F; `dst` is block
-                    // `b`'s planes of this image and `image` the image's input planes.
-                    unsafe {
-                        block(geom, image, w, bias, epilogue, b * LANES, dst, scratch)
-                    };
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let _ = (b, dst, scratch, image);
+                .for_each_init(S::default, |scratch, (b, dst)| {
+                    f(scratch, b * lanes, image, dst)
                 });
         });
 }

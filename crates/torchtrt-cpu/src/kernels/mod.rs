@@ -21,6 +21,7 @@ mod cum_sum;
 mod deconvolution;
 mod depth_to_space;
 mod depthwise_lanes;
+mod depthwise_octets;
 mod dequantize;
 mod einsum;
 mod einsum_matmul;

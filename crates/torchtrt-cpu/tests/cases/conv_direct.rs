@@ -84,7 +84,8 @@ proptest! {
     /// kernel columns are added in two unrolled pieces), padding half the kernel, stride 1 and 2, on 7×7 to 113×113 planes (rows of one to four vectors and
     /// more, with and without a partial last vector) with many channels (parallel tasks),
     /// f32, with and without a fused SiLU. Planes of up to 14×14 outputs take the
-    /// channels-in-lanes kernel, here with a partial last block of channels (16 to 47).
+    /// channels-in-lanes kernel (blocks of 16 channels on AVX-512, 8 on AVX2), here with a
+    /// partial last block of channels (16 to 47).
     #[test]
     fn network_shapes(hw in prop::sample::select(vec![7usize, 14, 28, 56, 57, 112, 113]),
                       kernel in prop::sample::select(vec![3usize, 5, 7, 9]), stride in 1usize..=2,
