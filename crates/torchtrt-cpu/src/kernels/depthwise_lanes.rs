@@ -60,6 +60,44 @@ pub(super) fn applies(geom: &ConvGeom) -> bool {
         && w.input_len() <= i32::MAX as usize / LANES
 }
 
+/// The runs of at most [`GROUP`] positions of each output row of an `output` plane, in
+/// order: where the first one's window starts in the padded input of rows `width`
+/// positions long, the first one's index among the outputs, and how many there are.
+pub(super) fn row_groups(
+    output: [usize; 2],
+    stride: [usize; 2],
+    width: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> {
+    let ([oh, ow], [sh, sw]) = (output, stride);
+    (0..oh).flat_map(move |oy| {
+        (0..ow).step_by(GROUP).map(move |ox| {
+            (
+                oy * sh * width + ox * sw,
+                oy * ow + ox,
+                (ow - ox).min(GROUP),
+            )
+        })
+    })
+}
+
+/// `$rows.group::<N>($at, $into)` for the run length `$n` (1 to [`GROUP`]), each length its
+/// own unrolled loop.
+macro_rules! groups {
+    ($rows:expr, $n:expr, $at:expr, $into:expr) => {
+        match $n {
+            1 => $rows.group::<1>($at, $into),
+            2 => $rows.group::<2>($at, $into),
+            3 => $rows.group::<3>($at, $into),
+            4 => $rows.group::<4>($at, $into),
+            5 => $rows.group::<5>($at, $into),
+            6 => $rows.group::<6>($at, $into),
+            7 => $rows.group::<7>($at, $into),
+            _ => $rows.group::<8>($at, $into),
+        }
+    };
+}
+pub(super) use groups;
+
 /// A block's buffers: the padded, channel-interleaved input (its padding zeroed once: a
 /// task's blocks share one geometry), the interleaved outputs and the taps' weights.
 #[derive(Default)]
@@ -230,28 +268,11 @@ unsafe fn block(
         epilogue,
         step: sw * LANES,
     };
-    for oy in 0..oh {
-        let mut ox = 0;
-        while ox < ow {
-            let n = (ow - ox).min(GROUP);
-            let at = (oy * sh * width + ox * sw) * LANES;
-            let into = &mut outputs[(oy * ow + ox) * LANES..(oy * ow + ox + n) * LANES];
-            // SAFETY: positions `ox..ox + n` of output row `oy` read their windows inside
-            // `padded` (its sides cover every window).
-            unsafe {
-                match n {
-                    1 => rows.group::<1>(at, into),
-                    2 => rows.group::<2>(at, into),
-                    3 => rows.group::<3>(at, into),
-                    4 => rows.group::<4>(at, into),
-                    5 => rows.group::<5>(at, into),
-                    6 => rows.group::<6>(at, into),
-                    7 => rows.group::<7>(at, into),
-                    _ => rows.group::<GROUP>(at, into),
-                }
-            }
-            ox += n;
-        }
+    for (at, first, n) in row_groups([oh, ow], [sh, sw], width) {
+        let into = &mut outputs[first * LANES..(first + n) * LANES];
+        // SAFETY: the `n` positions from output `first` read their windows inside `padded`
+        // (its sides cover every window).
+        unsafe { groups!(rows, n, at * LANES, into) };
     }
     for (l, plane) in dst.chunks_exact_mut(plane_out).enumerate() {
         for p in (0..plane_out).step_by(LANES) {

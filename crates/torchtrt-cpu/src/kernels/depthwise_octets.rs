@@ -7,13 +7,11 @@
 //! de-interleaved back into the channels' planes.
 
 use super::convolution::ConvGeom;
-use super::depthwise_lanes::MOST_TAPS;
+use super::depthwise_lanes::{MOST_TAPS, groups, row_groups};
 use crate::linalg::Epilogue;
 
 /// Channels per block: the lanes of one AVX2 vector of f32.
 pub(super) const LANES: usize = 8;
-/// Output positions of one row computed at once.
-const GROUP: usize = 8;
 
 /// One position's values for the block's channels.
 type Lanes = [f32; LANES];
@@ -147,28 +145,11 @@ pub(super) unsafe fn block(
         bias: b,
         step: sw,
     };
-    for oy in 0..oh {
-        let mut ox = 0;
-        while ox < ow {
-            let n = (ow - ox).min(GROUP);
-            let at = oy * sh * width + ox * sw;
-            let into = &mut outputs[oy * ow + ox..oy * ow + ox + n];
-            // SAFETY: positions `ox..ox + n` of output row `oy` read their windows inside
-            // `padded` (its sides cover every window).
-            unsafe {
-                match n {
-                    1 => rows.group::<1>(at, into),
-                    2 => rows.group::<2>(at, into),
-                    3 => rows.group::<3>(at, into),
-                    4 => rows.group::<4>(at, into),
-                    5 => rows.group::<5>(at, into),
-                    6 => rows.group::<6>(at, into),
-                    7 => rows.group::<7>(at, into),
-                    _ => rows.group::<GROUP>(at, into),
-                }
-            }
-            ox += n;
-        }
+    for (at, first, n) in row_groups([oh, ow], [sh, sw], width) {
+        let into = &mut outputs[first..first + n];
+        // SAFETY: the `n` positions from output `first` read their windows inside `padded`
+        // (its sides cover every window).
+        unsafe { groups!(rows, n, at, into) };
     }
     epilogue.apply(outputs.as_flattened_mut());
     for (l, plane) in dst.chunks_exact_mut(plane_out).enumerate() {
