@@ -1197,25 +1197,9 @@ fn dims_that_double_with_every_block_stay_bounded() {
     assert_eq!(y[0].as_slice::<f32>().unwrap(), want);
 }
 
-/// `Conv(x) + Reshape(x, Shape(x))`: the builder's shape arithmetic knows the reshape keeps
-/// `x`'s shape and fuses the sum into the convolution as its residual; the plan read back
-/// (at the end of the build and when an engine is loaded), which names the reshape's dims
-/// after the reshape, still takes the residual, and the engine adds it.
-#[test]
-fn a_residual_whose_shape_only_shape_arithmetic_knows_fuses_and_reloads() {
-    let mut net = NetworkDefinition::new();
-    let x = net
-        .add_input(
-            "x",
-            DType::F32,
-            &[
-                Dim::dynamic("n", 1, 2, 4),
-                Dim::Fixed(4),
-                Dim::Fixed(5),
-                Dim::Fixed(5),
-            ],
-        )
-        .unwrap();
+/// A 3×3 convolution of `x` (`[n, 4, 5, 5]`) to four channels with padding 1, seeded
+/// weights: its output has `x`'s shape.
+fn same_padded_conv(net: &mut NetworkDefinition, x: TensorId) -> TensorId {
     let w = net
         .add_constant(
             "w",
@@ -1225,7 +1209,24 @@ fn a_residual_whose_shape_only_shape_arithmetic_knows_fuses_and_reloads() {
     let mut conv = Convolution::new(2);
     conv.pads_begin = vec![1, 1];
     conv.pads_end = vec![1, 1];
-    let c = net.add("conv", conv, &[x, w]).unwrap();
+    net.add("conv", conv, &[x, w]).unwrap()
+}
+
+/// `Conv(x) + Reshape(x, Shape(x))`: the builder's shape arithmetic knows the reshape keeps
+/// `x`'s shape and fuses the sum into the convolution as its residual; the plan read back
+/// (at the end of the build and when an engine is loaded), which names the reshape's dims
+/// after the reshape, still takes the residual, and the engine adds it.
+#[test]
+fn a_residual_whose_shape_only_shape_arithmetic_knows_fuses_and_reloads() {
+    let dims = [
+        Dim::dynamic("n", 1, 2, 4),
+        Dim::Fixed(4),
+        Dim::Fixed(5),
+        Dim::Fixed(5),
+    ];
+    let mut net = NetworkDefinition::new();
+    let x = net.add_input("x", DType::F32, &dims).unwrap();
+    let c = same_padded_conv(&mut net, x);
     let shape = net.add("shape", Shape::default(), &[x]).unwrap();
     let r = net.add("reshape", Reshape::default(), &[x, shape]).unwrap();
     let y = net
@@ -1252,23 +1253,8 @@ fn a_residual_whose_shape_only_shape_arithmetic_knows_fuses_and_reloads() {
         .execute(&[&input])
         .unwrap();
     let mut plain = NetworkDefinition::new();
-    let x = plain
-        .add_input(
-            "x",
-            DType::F32,
-            &[Dim::Fixed(3), Dim::Fixed(4), Dim::Fixed(5), Dim::Fixed(5)],
-        )
-        .unwrap();
-    let w = plain
-        .add_constant(
-            "w",
-            Tensor::from_vec(&[4, 4, 3, 3], random_f32(144, 21)).unwrap(),
-        )
-        .unwrap();
-    let mut conv = Convolution::new(2);
-    conv.pads_begin = vec![1, 1];
-    conv.pads_end = vec![1, 1];
-    let c = plain.add("conv", conv, &[x, w]).unwrap();
+    let x = plain.add_input("x", DType::F32, &dims).unwrap();
+    let c = same_padded_conv(&mut plain, x);
     plain.mark_output(c, "c").unwrap();
     let c = torchtrt::compile(&plain, &BuildConfig::default())
         .unwrap()

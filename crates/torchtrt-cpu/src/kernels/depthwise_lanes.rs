@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use super::convolution::ConvGeom;
 use super::depthwise_octets;
-use crate::linalg::Epilogue;
+use crate::linalg::{Epilogue, Window};
 use crate::simd::first_lanes;
 
 /// Lanes of one vector: channels per block.
@@ -78,6 +78,41 @@ pub(super) fn row_groups(
             )
         })
     })
+}
+
+/// The zero-padded plane a block of channels is interleaved into: its rows and row length in
+/// positions, which cover every window of the layer, and each tap's offset from its window's
+/// first position in elements ([`PaddedPlane::of`]'s `unit` to a position).
+pub(super) struct PaddedPlane {
+    pub(super) height: usize,
+    pub(super) width: usize,
+    pub(super) offsets: [usize; MOST_TAPS],
+}
+
+impl PaddedPlane {
+    /// The padded plane of the 2-D window `win` of at most [`MOST_TAPS`] taps, its tap
+    /// offsets scaled by `unit` (the elements of one position).
+    pub(super) fn of(win: &Window, unit: usize) -> PaddedPlane {
+        let [_, ih, iw] = win.input;
+        let [_, kh, kw] = win.kernel;
+        let [_, oh, ow] = win.output;
+        let [_, sh, sw] = win.stride;
+        let [_, dh, dw] = win.dilation;
+        let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
+        let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
+        let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + iw);
+        let mut offsets = [0; MOST_TAPS];
+        for ky in 0..kh {
+            for kx in 0..kw {
+                offsets[ky * kw + kx] = (ky * dh * width + kx * dw) * unit;
+            }
+        }
+        PaddedPlane {
+            height,
+            width,
+            offsets,
+        }
+    }
 }
 
 /// `$rows.group::<N>($at, $into)` for the run length `$n` (1 to [`GROUP`]), each length its
@@ -206,13 +241,15 @@ unsafe fn block(
     let [_, kh, kw] = win.kernel;
     let [_, oh, ow] = win.output;
     let [_, sh, sw] = win.stride;
-    let [_, dh, dw] = win.dilation;
     let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
     let (plane_in, plane_out, taps) = (ih * iw, oh * ow, kh * kw);
     let lanes = dst.len() / plane_out;
     let mask = first_lanes(lanes);
-    let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
-    let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + iw);
+    let PaddedPlane {
+        height,
+        width,
+        offsets,
+    } = PaddedPlane::of(win, LANES);
     let Scratch {
         padded,
         outputs,
@@ -254,12 +291,6 @@ unsafe fn block(
         Some(bias) => unsafe { _mm512_maskz_loadu_ps(mask, bias.as_ptr().add(first)) },
         None => zero,
     };
-    let mut offsets = [0; MOST_TAPS];
-    for ky in 0..kh {
-        for kx in 0..kw {
-            offsets[ky * kw + kx] = (ky * dh * width + kx * dw) * LANES;
-        }
-    }
     let rows = Rows {
         padded,
         weights,

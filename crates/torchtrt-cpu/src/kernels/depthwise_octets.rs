@@ -7,7 +7,7 @@
 //! de-interleaved back into the channels' planes.
 
 use super::convolution::ConvGeom;
-use super::depthwise_lanes::{MOST_TAPS, groups, row_groups};
+use super::depthwise_lanes::{PaddedPlane, groups, row_groups};
 use crate::linalg::Epilogue;
 
 /// Channels per block: the lanes of one AVX2 vector of f32.
@@ -99,12 +99,14 @@ pub(super) unsafe fn block(
     let [_, kh, kw] = win.kernel;
     let [_, oh, ow] = win.output;
     let [_, sh, sw] = win.stride;
-    let [_, dh, dw] = win.dilation;
     let (pt, pl) = (win.pad_begin[1], win.pad_begin[2]);
     let (plane_in, plane_out, taps) = (ih * iw, oh * ow, kh * kw);
     let lanes = dst.len() / plane_out;
-    let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
-    let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + iw);
+    let PaddedPlane {
+        height,
+        width,
+        offsets,
+    } = PaddedPlane::of(win, 1);
     let Scratch {
         padded,
         outputs,
@@ -131,12 +133,6 @@ pub(super) unsafe fn block(
             weights[t][l] = v;
         }
         b[l] = bias.map_or(0.0, |bias| bias[c]);
-    }
-    let mut offsets = [0; MOST_TAPS];
-    for ky in 0..kh {
-        for kx in 0..kw {
-            offsets[ky * kw + kx] = ky * dh * width + kx * dw;
-        }
     }
     let rows = Rows {
         padded,
