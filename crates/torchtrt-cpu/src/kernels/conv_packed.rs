@@ -1,4 +1,4 @@
-//! f32 convolution through the packed AVX-512 product: each task takes one (image, group),
+//! f32 convolution through the packed product (AVX-512 or AVX2): each task takes one (image, group),
 //! a tile of output positions (a multiple of [`NR`]) and a range of output channels,
 //! reads its columns in place (1×1 layers; stride-1 layers from their padded image, see
 //! [`Grid`]) or unfolds them with im2col, and writes its outputs with bias, residual and
@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::conv_grid::GridShape;
 use super::convolution::{ConvGeom, SendPtr};
-use crate::linalg::{Block, Epilogue, Grid, MR, NR, PackedLhs, Rhs, im2col, run_block};
+use crate::linalg::{Block, Epilogue, Grid, MR, NR, PackedLhs, Rhs, grids, im2col, run_block};
 use crate::scratch::{Kept, with_scratch};
 
 const WHAT: &str = "Convolution";
@@ -71,7 +71,9 @@ pub(super) fn conv_packed(
         return Ok(());
     }
     let pointwise = win.is_pointwise();
-    let shape = (!pointwise).then(|| GridShape::of(win)).flatten();
+    let shape = (!pointwise && grids())
+        .then(|| GridShape::of(win))
+        .flatten();
     let columns = shape.as_ref().map_or(outputs, |g| g.len);
     let threads = rayon::current_num_threads();
     let wanted = if threads > 1 {

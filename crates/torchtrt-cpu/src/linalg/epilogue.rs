@@ -85,6 +85,28 @@ impl Epilogue {
         }
     }
 
+    /// The function on each lane of one AVX2 vector (SiLU through
+    /// [`crate::math::avx2::silu`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) fn vector8(self, x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        let zero = _mm256_setzero_ps();
+        match self {
+            Epilogue::Identity => x,
+            Epilogue::Relu => _mm256_max_ps(zero, x),
+            Epilogue::LeakyRelu(alpha) => {
+                let neg = _mm256_cmp_ps::<_CMP_LT_OQ>(x, zero);
+                _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(alpha as f32)), neg)
+            }
+            Epilogue::Clip(lo, hi) => _mm256_min_ps(
+                _mm256_set1_ps(hi as f32),
+                _mm256_max_ps(_mm256_set1_ps(lo as f32), x),
+            ),
+            Epilogue::Silu => crate::math::avx2::silu(x),
+        }
+    }
+
     /// Applies the function to every element of `xs`. Every element is stored, computed as
     /// a select whose arms are not the loaded value itself (`v + 0` instead of `v`): LLVM
     /// turns a select that may keep the loaded value into a conditional store, which

@@ -10,12 +10,14 @@ mod gemm;
 pub(crate) mod gemm_i8;
 mod im2col;
 mod packed;
+#[cfg(target_arch = "x86_64")]
+mod packed_avx2;
 mod packed_rhs;
 mod window;
 
 pub(crate) use epilogue::Epilogue;
 pub(crate) use gemm::{GemmElem, MatRef, gemm, gemm_into, via_f32};
 pub(crate) use im2col::im2col;
-pub(crate) use packed::{Block, Grid, MR, NR, PackedLhs, Rhs, run_block};
+pub(crate) use packed::{Block, Grid, MR, NR, PackedLhs, Rhs, grids, run_block};
 pub(crate) use packed_rhs::{Finish, PackedRhs};
 pub(crate) use window::{Window, WindowParams};

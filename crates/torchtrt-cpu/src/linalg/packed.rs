@@ -1,4 +1,4 @@
-//! f32 products for convolution on AVX-512, after MLAS: the weights (the left operand) are
+//! f32 products for convolution on AVX-512 (and on AVX2, [`super::packed_avx2`]), after MLAS: the weights (the left operand) are
 //! packed once into panels of [`MR`] rows, the right operand (an im2col tile, a 1×1
 //! layer's input, or a stride-1 layer's padded image as a [`Grid`]) is read in place, and
 //! tiles of [`MR`] rows × up to [`NR`] columns accumulate in registers over blocks of at
@@ -8,6 +8,8 @@
 use std::ops::Range;
 
 use super::Epilogue;
+#[cfg(target_arch = "x86_64")]
+use super::packed_avx2;
 
 /// Rows (output channels) of one packed panel and one register tile.
 pub(crate) const MR: usize = 8;
@@ -21,8 +23,21 @@ pub(crate) const NR: usize = 3 * LANES;
 #[cfg(target_arch = "x86_64")]
 const KC: usize = 256;
 
-/// True when this CPU runs the packed kernels.
+/// True when this CPU runs the packed kernels: with AVX-512 in the tiles below, with AVX2
+/// in [`super::packed_avx2`]'s.
 pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::simd::v3()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// True when this CPU reads a padded image in place ([`Rhs::Grid`]): it has AVX-512.
+pub(crate) fn grids() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         crate::simd::v4()
@@ -45,7 +60,7 @@ pub(crate) struct PackedLhs {
 
 impl PackedLhs {
     /// Packs `w` (`groups · rows` rows of `depth` elements, row-major); `None` when the CPU
-    /// lacks AVX-512 or `w` has another size.
+    /// lacks AVX2 or `w` has another size.
     pub(crate) fn new(w: &[f32], groups: usize, rows: usize, depth: usize) -> Option<PackedLhs> {
         if !available() || depth == 0 || w.len() != groups * rows * depth {
             return None;
@@ -204,7 +219,11 @@ pub(crate) unsafe fn run_block(
     #[cfg(target_arch = "x86_64")]
     {
         if !available() {
-            return Err("packed gemm: this CPU lacks AVX-512".into());
+            return Err("packed gemm: this CPU lacks AVX2".into());
+        }
+        let wide = crate::simd::v4();
+        if !wide && matches!(block.rhs, Rhs::Grid(_)) {
+            return Err("packed gemm: reading a padded image in place needs AVX-512".into());
         }
         let grid_stores = match block.rhs {
             Rhs::Grid(g) => grid_stores(&g, n),
@@ -221,14 +240,57 @@ pub(crate) unsafe fn run_block(
             row_of += r.len();
         }
         let last = blocks.len() - 1;
+        if let (false, Rhs::Rows { data, ldb }) = (wide, block.rhs) {
+            for (index, &(k0, kc, b_row)) in blocks.iter().enumerate() {
+                for j0 in (0..n).step_by(packed_avx2::COLS) {
+                    for r0 in rows.clone().step_by(MR) {
+                        let i = r0 - rows.start;
+                        let panel = group * lhs.panels + r0 / MR;
+                        let panel = packed_avx2::Panel {
+                            a: lhs.data[(panel * depth + k0) * MR..].as_ptr(),
+                            b: data[b_row * ldb + j0..].as_ptr(),
+                            ldb,
+                            kc,
+                            c: dst.wrapping_add(i * ldc + j0),
+                            ldc,
+                            rows: MR.min(rows.end - r0),
+                            width: packed_avx2::COLS.min(n - j0),
+                            start: match (index, block.bias) {
+                                (0, Some(b)) => Start::Bias(b[r0..].as_ptr()),
+                                (0, None) => Start::Zero,
+                                _ => Start::Dst,
+                            },
+                            finish: (index == last).then(|| {
+                                (
+                                    block.epilogue,
+                                    residual.map(|r| r.wrapping_add(i * ldc + j0)),
+                                )
+                            }),
+                        };
+                        // SAFETY: the checks above keep every read of `a` and `b` inside the
+                        // packed panel and the right operand; the caller's contract covers
+                        // the tile's rows and columns of `c` and the residual; `v3()` holds.
+                        unsafe { packed_avx2::panel(&panel) };
+                    }
+                }
+            }
+            return Ok(());
+        }
         for (index, &(k0, kc, b_row)) in blocks.iter().enumerate() {
             for r0 in rows.clone().step_by(MR) {
                 for j0 in (0..n).step_by(NR) {
                     let width = NR.min(n - j0);
-                    let vectors = width.div_ceil(LANES);
-                    let mask = u16::MAX >> (vectors * LANES - width);
                     let panel = group * lhs.panels + r0 / MR;
                     let i = r0 - rows.start;
+                    let start = if index > 0 {
+                        Start::Dst
+                    } else {
+                        block
+                            .bias
+                            .map_or(Start::Zero, |b| Start::Bias(b[r0..].as_ptr()))
+                    };
+                    let vectors = width.div_ceil(LANES);
+                    let mask = u16::MAX >> (vectors * LANES - width);
                     let (b, (ldb, table), stores, at) = match block.rhs {
                         Rhs::Rows { data, ldb } => {
                             let stores = std::array::from_fn(|v| {
@@ -243,13 +305,6 @@ pub(crate) unsafe fn run_block(
                             let table = g.offsets[k0..].as_ptr();
                             (g.data[g.start + j0..].as_ptr(), (0, table), stores, at)
                         }
-                    };
-                    let start = if index > 0 {
-                        Start::Dst
-                    } else {
-                        block
-                            .bias
-                            .map_or(Start::Zero, |b| Start::Bias(b[r0..].as_ptr()))
                     };
                     let a = lhs.data[(panel * depth + k0) * MR..].as_ptr();
                     let step = Step {
@@ -298,7 +353,7 @@ pub(crate) unsafe fn run_block(
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (dst, residual, ldc);
-        Err("packed gemm: this CPU lacks AVX-512".into())
+        Err("packed gemm: this CPU lacks AVX2".into())
     }
 }
 
@@ -324,7 +379,7 @@ fn grid_stores(g: &Grid<'_>, n: usize) -> Vec<([(u16, usize); 3], usize)> {
 /// How a tile's accumulators start.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
-enum Start {
+pub(super) enum Start {
     /// At zero.
     Zero,
     /// At the bias of each row.

@@ -84,7 +84,7 @@ impl PackedRhs {
         row_stride: usize,
         col_stride: usize,
     ) -> Option<PackedRhs> {
-        if !super::packed::available() || depth == 0 || cols == 0 {
+        if !crate::simd::v4() || depth == 0 || cols == 0 {
             return None;
         }
         let last = (depth - 1)
@@ -162,7 +162,7 @@ impl PackedRhs {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            if !super::packed::available() {
+            if !crate::simd::v4() {
                 return Err("packed product: this CPU lacks AVX-512".into());
             }
             let row_tiles = rows.div_ceil(MR);
@@ -445,7 +445,7 @@ mod tests {
     /// panel-major order — against the naive sum in f64.
     #[test]
     fn products_match_the_naive_sum() {
-        if !super::super::packed::available() {
+        if !crate::simd::v4() {
             println!("skipped: no AVX-512");
             return;
         }
@@ -506,7 +506,7 @@ mod tests {
 
     #[test]
     fn sizes_that_do_not_fit_are_errors() {
-        if !super::super::packed::available() {
+        if !crate::simd::v4() {
             return;
         }
         let b = values(12, 1);
