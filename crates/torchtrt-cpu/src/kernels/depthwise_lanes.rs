@@ -1,5 +1,5 @@
 //! Depthwise 2-D convolution of f32 planes with sixteen channels along the vector lanes,
-//! for small planes (7×7 and 14×14 outputs; up to 56×56 on AVX2), on AVX-512. Plane by plane
+//! for small planes (7×7 and 14×14 outputs; up to 112×112 on AVX2), on AVX-512. Plane by plane
 //! ([`super::conv_direct`]) such planes fill under half of each vector and pay a padded copy
 //! and a call per plane; here a block of sixteen channels is gathered once into a
 //! zero-padded, channel-interleaved buffer, every output position is one vector of its
@@ -22,12 +22,11 @@ const LANES: usize = 16;
 const GROUP: usize = 8;
 /// Most output positions per plane this kernel takes on AVX-512 (14×14 = 196).
 const MOST_OUTPUTS: usize = 256;
-/// Most output positions per plane on AVX2 (56×56): there the plane kernel's rows of eight
-/// lanes lose to blocks of eight channels up to 56×56 (EfficientNet-B0's layers at batch 2
-/// on a 2-core Zen 3: 5×5 on 28×28 with 240 channels 1.87 → 0.49 ms, 3×3 on 56×56 with 144
-/// channels 0.96 → 0.72 ms) but not on 112×112 (3×3, 32 channels: 0.52 ms by planes, 0.78
-/// in blocks).
-const MOST_OUTPUTS_AVX2: usize = 56 * 56;
+/// Most output positions per plane on AVX2 (112×112): blocks of eight channels, interleaved
+/// and written back through 8 × 8 transposes, beat the plane kernel's rows of eight lanes on
+/// EfficientNet-B0's layers at batch 2 on a 2-core Zen 3 (with SiLU: 3×3 on 112×112 with 32
+/// channels 1.05–1.12 → 0.84–0.87 ms, 3×3 on 56×56 with 144 channels 0.96 → 0.75–0.86 ms).
+const MOST_OUTPUTS_AVX2: usize = 112 * 112;
 
 /// The most output positions per plane this kernel takes on this CPU.
 fn most_outputs() -> usize {
