@@ -4,7 +4,7 @@
 //! weight (sixteen registers in all). Each step takes seven loads for twelve multiply-adds,
 //! so the two FMA pipes, not the loads, bound it. The caller walks every row panel over one
 //! strip of [`COLS`] columns before the next, so the strip's rows stay in L1 and only the
-//! weights (a third of the bytes a step reads) come from L2.
+//! weights (16 of the 112 bytes a step reads) come from L2.
 
 use std::arch::x86_64::*;
 
