@@ -240,6 +240,11 @@ pub(crate) unsafe fn run_block(
             row_of += r.len();
         }
         let last = blocks.len() - 1;
+        let start = |index: usize, r0: usize| match (index, block.bias) {
+            (0, Some(b)) => Start::Bias(b[r0..].as_ptr()),
+            (0, None) => Start::Zero,
+            _ => Start::Dst,
+        };
         if let (false, Rhs::Rows { data, ldb }) = (wide, block.rhs) {
             for (index, &(k0, kc, b_row)) in blocks.iter().enumerate() {
                 for j0 in (0..n).step_by(packed_avx2::COLS) {
@@ -255,11 +260,7 @@ pub(crate) unsafe fn run_block(
                             ldc,
                             rows: MR.min(rows.end - r0),
                             width: packed_avx2::COLS.min(n - j0),
-                            start: match (index, block.bias) {
-                                (0, Some(b)) => Start::Bias(b[r0..].as_ptr()),
-                                (0, None) => Start::Zero,
-                                _ => Start::Dst,
-                            },
+                            start: start(index, r0),
                             finish: (index == last).then(|| {
                                 (
                                     block.epilogue,
@@ -280,17 +281,10 @@ pub(crate) unsafe fn run_block(
             for r0 in rows.clone().step_by(MR) {
                 for j0 in (0..n).step_by(NR) {
                     let width = NR.min(n - j0);
-                    let panel = group * lhs.panels + r0 / MR;
-                    let i = r0 - rows.start;
-                    let start = if index > 0 {
-                        Start::Dst
-                    } else {
-                        block
-                            .bias
-                            .map_or(Start::Zero, |b| Start::Bias(b[r0..].as_ptr()))
-                    };
                     let vectors = width.div_ceil(LANES);
                     let mask = u16::MAX >> (vectors * LANES - width);
+                    let panel = group * lhs.panels + r0 / MR;
+                    let i = r0 - rows.start;
                     let (b, (ldb, table), stores, at) = match block.rhs {
                         Rhs::Rows { data, ldb } => {
                             let stores = std::array::from_fn(|v| {
@@ -323,7 +317,7 @@ pub(crate) unsafe fn run_block(
                         rows: MR.min(rows.end - r0),
                         mask,
                         stores,
-                        start,
+                        start: start(index, r0),
                         finish: (index == last).then(|| {
                             (
                                 block.epilogue,

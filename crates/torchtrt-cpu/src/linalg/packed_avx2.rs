@@ -18,7 +18,8 @@ const LANES: usize = 8;
 /// Most columns of one tile: three vectors.
 pub(super) const COLS: usize = 3 * LANES;
 
-/// One panel's work: `rows` rows (at most [`MR`]) × `width` columns over `kc` inner steps.
+/// One panel's work on one strip: `rows` rows (at most [`MR`]) × `width` columns (at most
+/// [`COLS`]) over `kc` inner steps.
 pub(super) struct Panel {
     /// `kc` steps of [`MR`] weights (the panel's rows, zero-padded).
     pub(super) a: *const f32,
@@ -39,73 +40,69 @@ pub(super) struct Panel {
     pub(super) finish: Option<(Epilogue, Option<*const f32>)>,
 }
 
-/// One tile of a [`Panel`]: its first row and column, and how many of each.
+/// One tile of a [`Panel`]: its first row and how many rows.
 struct Tile {
     row: usize,
     rows: usize,
-    col: usize,
-    width: usize,
 }
 
-/// Accumulates the panel, tile by tile: for each [`COLS`] columns, both halves of its rows.
+/// Accumulates the panel's strip: each half of its rows as one tile, or, for fewer than
+/// eight columns, all its rows at once ([`narrow`]).
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `p.a` holds `kc · MR` elements; each of the `kc` rows at `p.b`
-/// holds `width` elements; the first `rows` rows of `width` elements at `p.c` (and at the
+/// The CPU has AVX2 and FMA; `p.width ≤ COLS`; `p.a` holds `kc · MR` elements; each of the
+/// `kc` rows at `p.b` holds `width` elements; the first `rows` rows of `width` elements at `p.c` (and at the
 /// residual) are valid, and `p.c`'s only this call's; with [`Start::Bias`], `rows` biases.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn panel(p: &Panel) {
-    for col in (0..p.width).step_by(COLS) {
-        let width = COLS.min(p.width - col);
-        if width < LANES {
-            // SAFETY: as for the tiles below.
-            unsafe { narrow(p, col, width) };
-            continue;
-        }
-        for row in (0..p.rows).step_by(ROWS) {
-            let t = Tile {
-                row,
-                rows: ROWS.min(p.rows - row),
-                col,
-                width,
-            };
-            // SAFETY: the tile lies inside the panel (the caller's contract).
-            unsafe {
-                match (width.div_ceil(LANES), width.is_multiple_of(LANES)) {
-                    (1, true) => tile::<1, true>(p, &t),
-                    (2, true) => tile::<2, true>(p, &t),
-                    (_, true) => tile::<3, true>(p, &t),
-                    (1, false) => tile::<1, false>(p, &t),
-                    (2, false) => tile::<2, false>(p, &t),
-                    (_, false) => tile::<3, false>(p, &t),
-                }
+    let width = p.width;
+    if width < LANES {
+        // SAFETY: as for the tiles below.
+        unsafe { narrow(p) };
+        return;
+    }
+    for row in (0..p.rows).step_by(ROWS) {
+        let t = Tile {
+            row,
+            rows: ROWS.min(p.rows - row),
+        };
+        // SAFETY: the tile lies inside the panel (the caller's contract).
+        unsafe {
+            match (width.div_ceil(LANES), width.is_multiple_of(LANES)) {
+                (1, true) => tile::<1, true>(p, &t),
+                (2, true) => tile::<2, true>(p, &t),
+                (_, true) => tile::<3, true>(p, &t),
+                (1, false) => tile::<1, false>(p, &t),
+                (2, false) => tile::<2, false>(p, &t),
+                (_, false) => tile::<3, false>(p, &t),
             }
         }
     }
 }
 
-/// The panel's last `width` (< 8) columns from `col`, its [`MR`] rows along the lanes: each
+/// A strip of fewer than eight columns, the panel's [`MR`] rows along the lanes: each
 /// step multiplies the step's weights (one vector) by each column's broadcast element, so
 /// every lane does work (a tile of rows would fill `width` of eight).
 ///
 /// # Safety
-/// As [`panel`], for columns `col..col + width`.
+/// As [`panel`], with `p.width < 8`.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn narrow(p: &Panel, col: usize, width: usize) {
+unsafe fn narrow(p: &Panel) {
+    let width = p.width;
     macro_rules! columns {
         ($($w:literal)*) => {
             match width {
-                // SAFETY: `width` columns from `col` lie inside the panel.
-                $($w => unsafe { narrow_sums::<$w>(p, col) },)*
+                // SAFETY: the panel has `width` columns.
+                $($w => unsafe { narrow_sums::<$w>(p) },)*
                 _ => unreachable!("a narrow strip has fewer than eight columns"),
             }
         };
     }
     let sums = columns!(1 2 3 4 5 6 7);
     for (r, sums) in sums.iter().enumerate().take(p.rows) {
-        // SAFETY: row `r` of the panel holds columns `col..col + width` at `c` (the contract).
+        // SAFETY: row `r` of the panel holds `width` columns at `c` (the contract).
         unsafe {
-            let c = p.c.add(r * p.ldc + col);
+            let c = p.c.add(r * p.ldc);
             let mut row = *sums;
             let row = &mut row[..width];
             match p.start {
@@ -119,7 +116,7 @@ unsafe fn narrow(p: &Panel, col: usize, width: usize) {
             }
             if let Some((epilogue, residual)) = p.finish {
                 if let Some(res) = residual {
-                    let res = res.add(r * p.ldc + col);
+                    let res = res.add(r * p.ldc);
                     for (j, x) in row.iter_mut().enumerate() {
                         *x += *res.add(j);
                     }
@@ -136,11 +133,11 @@ unsafe fn narrow(p: &Panel, col: usize, width: usize) {
 /// # Safety
 /// As [`narrow`] with `width = W`.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn narrow_sums<const W: usize>(p: &Panel, col: usize) -> [[f32; LANES]; LANES] {
+unsafe fn narrow_sums<const W: usize>(p: &Panel) -> [[f32; LANES]; LANES] {
     let mut acc = [_mm256_setzero_ps(); W];
     // SAFETY: reads `kc` steps of [`MR`] weights at `a` and `W` elements of each row at `b`.
     unsafe {
-        let (mut a, mut b) = (p.a, p.b.add(col));
+        let (mut a, mut b) = (p.a, p.b);
         for _ in 0..p.kc {
             let w = _mm256_loadu_ps(a);
             for (j, x) in acc.iter_mut().enumerate() {
@@ -159,13 +156,13 @@ unsafe fn narrow_sums<const W: usize>(p: &Panel, col: usize) -> [[f32; LANES]; L
 }
 
 /// Accumulates one `ROWS × 8·NV` tile of `p` over its `kc` steps; the last vector holds
-/// `t.width − 8·(NV − 1)` columns, all eight when `FULL` (then no mask takes a register).
+/// `p.width − 8·(NV − 1)` columns, all eight when `FULL` (then no mask takes a register).
 ///
 /// # Safety
 /// As [`panel`], for the tile `t` of `p`.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
-    let tail = t.width - (NV - 1) * LANES;
+    let tail = p.width - (NV - 1) * LANES;
     let mask = _mm256_cmpgt_epi32(
         _mm256_set1_epi32(tail as i32),
         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -180,7 +177,7 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
                 _mm256_loadu_ps(at.add(v * LANES))
             }
         };
-        let c = p.c.add(t.row * p.ldc + t.col);
+        let c = p.c.add(t.row * p.ldc);
         let zero = _mm256_setzero_ps();
         let mut acc = [[zero; NV]; ROWS];
         match p.start {
@@ -198,7 +195,7 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
                 }
             }
         }
-        let (mut a, mut b) = (p.a.add(t.row), p.b.add(t.col));
+        let (mut a, mut b) = (p.a.add(t.row), p.b);
         if NV == 3 && FULL && p.kc > 0 {
             // SAFETY: with `NV == 3` the accumulators are `[[__m256; 3]; ROWS]`.
             let acc = &mut *(&mut acc as *mut [[__m256; NV]; ROWS]).cast::<[[__m256; 3]; ROWS]>();
@@ -219,7 +216,7 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
             for (v, x) in row.iter_mut().enumerate() {
                 if let Some((epilogue, residual)) = p.finish {
                     if let Some(res) = residual {
-                        let res = res.add((t.row + r) * p.ldc + t.col);
+                        let res = res.add((t.row + r) * p.ldc);
                         *x = _mm256_add_ps(*x, load(v, res));
                     }
                     *x = epilogue.vector8(*x);
