@@ -28,9 +28,11 @@ pub(super) fn takes(groups: usize, out_channels: usize, outputs: usize) -> bool 
     groups == 1 && out_channels >= MIN_OUT_CHANNELS && (1..=MAX_OUTPUTS).contains(&outputs)
 }
 
-/// The f32 weights `w` (`[M, C, k…]`, one group) packed as the right operand (taps × M).
+/// The f32 weights `w` (`[M, C, k…]`, one group) packed as the right operand (taps × M);
+/// `None` without AVX-512: with AVX2 alone, [`super::conv_packed`]'s narrow strips take
+/// these layers' last few positions.
 pub(super) fn pack(w: &[f32], out_channels: usize, taps: usize) -> Option<PackedRhs> {
-    if w.len() != out_channels.checked_mul(taps)? {
+    if !crate::simd::v4() || w.len() != out_channels.checked_mul(taps)? {
         return None;
     }
     PackedRhs::new(w, taps, out_channels, 1, taps)

@@ -13,6 +13,8 @@ mod packed;
 #[cfg(target_arch = "x86_64")]
 mod packed_avx2;
 mod packed_rhs;
+#[cfg(target_arch = "x86_64")]
+mod packed_rhs_avx2;
 mod window;
 
 pub(crate) use epilogue::Epilogue;

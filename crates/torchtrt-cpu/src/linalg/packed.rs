@@ -253,6 +253,8 @@ pub(crate) unsafe fn run_block(
                         let panel = group * lhs.panels + r0 / MR;
                         let panel = packed_avx2::Panel {
                             a: lhs.data[(panel * depth + k0) * MR..].as_ptr(),
+                            a_rows: 1,
+                            a_steps: MR,
                             b: data[b_row * ldb + j0..].as_ptr(),
                             ldb,
                             kc,
@@ -378,6 +380,8 @@ pub(super) enum Start {
     Zero,
     /// At the bias of each row.
     Bias(*const f32),
+    /// At the bias of each column (a product whose right operand holds the weights).
+    Columns(*const f32),
     /// At the destination (a later block of inner steps).
     Dst,
 }
@@ -445,6 +449,13 @@ unsafe fn tile<const NV: usize, const PACKED: bool>(s: &Step) {
                 for (r, row) in acc.iter_mut().enumerate() {
                     if r < s.rows {
                         *row = [_mm512_set1_ps(*bias.add(r)); NV];
+                    }
+                }
+            }
+            Start::Columns(bias) => {
+                for row in acc.iter_mut().take(s.rows) {
+                    for (v, x) in row.iter_mut().enumerate() {
+                        *x = load(v, bias);
                     }
                 }
             }

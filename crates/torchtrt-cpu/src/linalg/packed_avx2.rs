@@ -1,10 +1,14 @@
-//! The packed product's register tiles for CPUs with AVX2 and FMA but no AVX-512: half of
-//! a packed panel's rows ([`ROWS`]) × up to [`COLS`] columns accumulate in twelve 256-bit
+//! The packed products' register tiles for CPUs with AVX2 and FMA but no AVX-512: half of
+//! a panel's rows ([`ROWS`]) × up to [`COLS`] columns accumulate in twelve 256-bit
 //! registers, which leaves room for three vectors of the right operand and one broadcast
-//! weight (sixteen registers in all). Each step takes seven loads for twelve multiply-adds,
-//! so the two FMA pipes, not the loads, bound it. The caller walks every row panel over one
-//! strip of [`COLS`] columns before the next, so the strip's rows stay in L1 and only the
-//! weights (16 of the 112 bytes a step reads) come from L2.
+//! value of the left (sixteen registers in all). Each step takes seven loads for twelve
+//! multiply-adds, so the two FMA pipes, not the loads, bound it. The callers walk every row
+//! panel over one strip of [`COLS`] columns before the next, so the strip's rows stay in L1
+//! and only the left operand (16 of the 112 bytes a step reads) comes from L2.
+//!
+//! The left operand is either packed weights ([`super::PackedLhs`]: a panel's rows side by
+//! side, step after step) or a product's rows read in place ([`super::PackedRhs`], whose
+//! right operand holds the weights); [`Panel::a_rows`] and [`Panel::a_steps`] say which.
 
 use std::arch::x86_64::*;
 
@@ -21,8 +25,12 @@ pub(super) const COLS: usize = 3 * LANES;
 /// One panel's work on one strip: `rows` rows (at most [`MR`]) × `width` columns (at most
 /// [`COLS`]) over `kc` inner steps.
 pub(super) struct Panel {
-    /// `kc` steps of [`MR`] weights (the panel's rows, zero-padded).
+    /// The left operand: row `r`'s value for step `k` is at `r · a_rows + k · a_steps`
+    /// (packed weights: `1` and [`MR`], the panel's rows zero-padded; rows in place: their
+    /// distance and `1`).
     pub(super) a: *const f32,
+    pub(super) a_rows: usize,
+    pub(super) a_steps: usize,
     /// The right operand's first column; row `k` lies `k · ldb` further.
     pub(super) b: *const f32,
     pub(super) ldb: usize,
@@ -47,16 +55,18 @@ struct Tile {
 }
 
 /// Accumulates the panel's strip: each half of its rows as one tile, or, for fewer than
-/// eight columns, all its rows at once ([`narrow`]).
+/// eight columns of packed weights, all its rows at once ([`narrow`]).
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `p.width ≤ COLS`; `p.a` holds `kc · MR` elements; each of the
+/// The CPU has AVX2 and FMA; `p.width ≤ COLS`; `p.a` holds the `kc` steps of the panel's
+/// rows (with `a_rows == 1`, of all [`MR`] rows, the padding included); each of the
 /// `kc` rows at `p.b` holds `width` elements; the first `rows` rows of `width` elements at `p.c` (and at the
-/// residual) are valid, and `p.c`'s only this call's; with [`Start::Bias`], `rows` biases.
+/// residual) are valid, and `p.c`'s only this call's; with [`Start::Bias`], `rows` biases,
+/// with [`Start::Columns`], `width`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn panel(p: &Panel) {
     let width = p.width;
-    if width < LANES {
+    if width < LANES && p.a_rows == 1 {
         // SAFETY: as for the tiles below.
         unsafe { narrow(p) };
         return;
@@ -108,6 +118,11 @@ unsafe fn narrow(p: &Panel) {
             match p.start {
                 Start::Zero => {}
                 Start::Bias(bias) => row.iter_mut().for_each(|x| *x += *bias.add(r)),
+                Start::Columns(bias) => {
+                    for (j, x) in row.iter_mut().enumerate() {
+                        *x += *bias.add(j);
+                    }
+                }
                 Start::Dst => {
                     for (j, x) in row.iter_mut().enumerate() {
                         *x += *c.add(j);
@@ -143,7 +158,7 @@ unsafe fn narrow_sums<const W: usize>(p: &Panel) -> [[f32; LANES]; LANES] {
             for (j, x) in acc.iter_mut().enumerate() {
                 *x = _mm256_fmadd_ps(w, _mm256_broadcast_ss(&*b.add(j)), *x);
             }
-            a = a.add(MR);
+            a = a.add(p.a_steps);
             b = b.wrapping_add(p.ldb);
         }
     }
@@ -187,6 +202,10 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
                     *row = [_mm256_set1_ps(*bias.add(t.row + r)); NV];
                 }
             }
+            Start::Columns(bias) => {
+                let bias: [__m256; NV] = std::array::from_fn(|v| load(v, bias));
+                acc.iter_mut().take(t.rows).for_each(|row| *row = bias);
+            }
             Start::Dst => {
                 for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
                     for (v, x) in row.iter_mut().enumerate() {
@@ -195,21 +214,23 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
                 }
             }
         }
-        let (mut a, mut b) = (p.a.add(t.row), p.b);
-        if NV == 3 && FULL && p.kc > 0 {
+        let (mut a, mut b) = (p.a.add(t.row * p.a_rows), p.b);
+        // Packed weights are zero-padded to whole tiles; rows in place are not.
+        let named = NV == 3 && FULL && (t.rows == ROWS || p.a_rows == 1);
+        if named && p.kc > 0 {
             // SAFETY: with `NV == 3` the accumulators are `[[__m256; 3]; ROWS]`.
             let acc = &mut *(&mut acc as *mut [[__m256; NV]; ROWS]).cast::<[[__m256; 3]; ROWS]>();
-            steps_4x24(acc, a, b, p.ldb, p.kc);
+            steps_4x24(acc, a, [p.a_rows, p.a_steps], b, p.ldb, p.kc);
         }
-        for _ in 0..if NV == 3 && FULL { 0 } else { p.kc } {
+        for _ in 0..if named { 0 } else { p.kc } {
             let bv: [__m256; NV] = std::array::from_fn(|v| load(v, b));
-            for (r, row) in acc.iter_mut().enumerate() {
-                let w = _mm256_broadcast_ss(&*a.add(r));
+            for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
+                let w = _mm256_broadcast_ss(&*a.add(r * p.a_rows));
                 for (x, &bx) in row.iter_mut().zip(&bv) {
                     *x = _mm256_fmadd_ps(w, bx, *x);
                 }
             }
-            a = a.add(MR);
+            a = a.add(p.a_steps);
             b = b.wrapping_add(p.ldb);
         }
         for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
@@ -236,16 +257,18 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
 
 /// The inner steps of a full `4 × 24` tile in named registers: twelve accumulators
 /// (`ymm0`–`ymm11`), the right operand's three vectors (`ymm12`–`ymm14`) and the broadcast
-/// weight (`ymm15`). Written out because LLVM, given the same loop in intrinsics, keeps
-/// one accumulator on the stack (a store and a load every step).
+/// value of the left (`ymm15`). Written out because LLVM, given the same loop in
+/// intrinsics, keeps one accumulator on the stack (a store and a load every step).
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `kc > 0`; `a` holds `kc` steps of [`MR`] weights of which the
-/// first four are read; each of the `kc` rows at `b`, `ldb` apart, holds 24 elements.
+/// The CPU has AVX2 and FMA; `kc > 0`; for `[rows, steps]` = `a_strides`, the left
+/// operand's row `r < 4` at step `k < kc` is `a[r · rows + k · steps]`; each of the `kc`
+/// rows at `b`, `ldb` apart, holds 24 elements.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn steps_4x24(
     acc: &mut [[__m256; 3]; ROWS],
     a: *const f32,
+    a_strides: [usize; 2],
     b: *const f32,
     ldb: usize,
     kc: usize,
@@ -262,15 +285,15 @@ unsafe fn steps_4x24(
             "vfmadd231ps ymm0, ymm15, ymm12",
             "vfmadd231ps ymm1, ymm15, ymm13",
             "vfmadd231ps ymm2, ymm15, ymm14",
-            "vbroadcastss ymm15, [{a} + 4]",
+            "vbroadcastss ymm15, [{a} + {rs}]",
             "vfmadd231ps ymm3, ymm15, ymm12",
             "vfmadd231ps ymm4, ymm15, ymm13",
             "vfmadd231ps ymm5, ymm15, ymm14",
-            "vbroadcastss ymm15, [{a} + 8]",
+            "vbroadcastss ymm15, [{a} + {rs} * 2]",
             "vfmadd231ps ymm6, ymm15, ymm12",
             "vfmadd231ps ymm7, ymm15, ymm13",
             "vfmadd231ps ymm8, ymm15, ymm14",
-            "vbroadcastss ymm15, [{a} + 12]",
+            "vbroadcastss ymm15, [{a} + {rs3}]",
             "vfmadd231ps ymm9, ymm15, ymm12",
             "vfmadd231ps ymm10, ymm15, ymm13",
             "vfmadd231ps ymm11, ymm15, ymm14",
@@ -282,7 +305,9 @@ unsafe fn steps_4x24(
             b = inout(reg) b => _,
             k = inout(reg) kc => _,
             ldb = in(reg) ldb * 4,
-            step = const MR * 4,
+            rs = in(reg) a_strides[0] * 4,
+            rs3 = in(reg) a_strides[0] * 12,
+            step = in(reg) a_strides[1] * 4,
             inout("ymm0") *c0,
             inout("ymm1") *c1,
             inout("ymm2") *c2,

@@ -1,10 +1,11 @@
-//! f32 products whose right operand is a constant (a MatMul's weights) on AVX-512: the
-//! weights `B` (`depth × cols`) are packed once, when the engine is prepared, into panels of
-//! [`NR`] columns stored step-major (`[panel][k][NR]`, the last panel zero-padded); the left
-//! operand's rows are read in place. Each register tile of [`MR`] rows × [`NR`] columns
-//! keeps its sums in registers over the whole depth, one broadcast of `A` per row and step
-//! against the panel's vectors, and is stored once, with the bias added. Nothing is packed
-//! or allocated per call, unlike a general product that packs both operands every time.
+//! f32 products whose right operand is a constant (a MatMul's weights): the weights `B`
+//! (`depth × cols`) are packed once, when the engine is prepared, into panels of [`NR`]
+//! columns (on AVX2, [`super::packed_avx2::COLS`]) stored step-major (`[panel][k][NR]`, the
+//! last panel zero-padded); the left operand's rows are read in place. On AVX-512 each
+//! register tile of [`MR`] rows × [`NR`] columns keeps its sums in registers over the whole
+//! depth, one broadcast of `A` per row and step against the panel's vectors, and is stored
+//! once, with the bias added; AVX2 runs [`super::packed_rhs_avx2`]. Nothing is packed or
+//! allocated per call, unlike a general product that packs both operands every time.
 
 use rayon::prelude::*;
 
@@ -69,6 +70,8 @@ pub(crate) struct PackedRhs {
     depth: usize,
     cols: usize,
     panels: usize,
+    /// Columns per panel: [`NR`] with AVX-512, fewer with AVX2 only.
+    panel_cols: usize,
     data: Vec<f32>,
     /// Whether products run tile by tile ([`TILE_MAJOR_BYTES`]) rather than panel by panel.
     tile_major: bool,
@@ -76,7 +79,7 @@ pub(crate) struct PackedRhs {
 
 impl PackedRhs {
     /// Packs `b`, whose element `(k, j)` is `b[k · row_stride + j · col_stride]`; `None`
-    /// when the CPU lacks AVX-512, a size is zero, or `b` is too short.
+    /// when the CPU lacks AVX2, a size is zero, or `b` is too short.
     pub(crate) fn new(
         b: &[f32],
         depth: usize,
@@ -84,7 +87,8 @@ impl PackedRhs {
         row_stride: usize,
         col_stride: usize,
     ) -> Option<PackedRhs> {
-        if !crate::simd::v4() || depth == 0 || cols == 0 {
+        let panel_cols = panel_cols()?;
+        if depth == 0 || cols == 0 {
             return None;
         }
         let last = (depth - 1)
@@ -93,12 +97,12 @@ impl PackedRhs {
         if last >= b.len() {
             return None;
         }
-        let panels = cols.div_ceil(NR);
-        let mut data = vec![0f32; panels.checked_mul(depth)?.checked_mul(NR)?];
-        for (p, panel) in data.chunks_exact_mut(depth * NR).enumerate() {
-            for (k, step) in panel.chunks_exact_mut(NR).enumerate() {
+        let panels = cols.div_ceil(panel_cols);
+        let mut data = vec![0f32; panels.checked_mul(depth)?.checked_mul(panel_cols)?];
+        for (p, panel) in data.chunks_exact_mut(depth * panel_cols).enumerate() {
+            for (k, step) in panel.chunks_exact_mut(panel_cols).enumerate() {
                 for (c, x) in step.iter_mut().enumerate() {
-                    let j = p * NR + c;
+                    let j = p * panel_cols + c;
                     if j < cols {
                         *x = b[k * row_stride + j * col_stride];
                     }
@@ -110,6 +114,7 @@ impl PackedRhs {
             depth,
             cols,
             panels,
+            panel_cols,
             data,
             tile_major,
         })
@@ -162,8 +167,20 @@ impl PackedRhs {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            if !crate::simd::v4() {
-                return Err("packed product: this CPU lacks AVX-512".into());
+            if panel_cols() != Some(self.panel_cols) {
+                return Err("packed product: the weights were packed for another CPU".into());
+            }
+            if self.panel_cols != NR {
+                let product = super::packed_rhs_avx2::Product {
+                    weights: &self.data,
+                    depth,
+                    cols,
+                    a,
+                    lda,
+                    rows,
+                    finish,
+                };
+                return product.run(out, threads);
             }
             let row_tiles = rows.div_ceil(MR);
             let work = self.panels * row_tiles;
@@ -246,17 +263,33 @@ impl PackedRhs {
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = threads;
-            Err("packed product: this CPU lacks AVX-512".into())
+            Err("packed product: this CPU lacks AVX2".into())
         }
     }
 }
 
+/// Columns per packed panel on this CPU: [`NR`] with AVX-512, three AVX2 vectors without;
+/// `None` without AVX2.
+fn panel_cols() -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::simd::v4() {
+            return Some(NR);
+        }
+        if crate::simd::v3() {
+            return Some(super::packed_avx2::COLS);
+        }
+    }
+    None
+}
+
+/// The output of a product, shared by tasks that write disjoint tiles of it.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub(super) struct SendPtr(pub(super) *mut f32);
 
 impl SendPtr {
     /// The address `offset` elements on (not dereferenced here).
-    fn at(self, offset: usize) -> *mut f32 {
+    pub(super) fn at(self, offset: usize) -> *mut f32 {
         self.0.wrapping_add(offset)
     }
 }
@@ -440,18 +473,19 @@ mod tests {
     use super::*;
     use torchtrt_testing::values;
 
-    /// Every tile shape — rows 1..2·MR+1, columns across vector and panel edges, depth 1 and
-    /// long, transposed weights, a bias, a residual and a ReLU, strided left rows, tile- and
-    /// panel-major order — against the naive sum in f64.
+    /// Every tile shape — rows 1..2·MR+1, columns across vector, strip and panel edges,
+    /// depth 1 and long (blocks of the depth), transposed weights, a bias, a residual and a
+    /// ReLU, strided left rows, tile- and panel-major order — against the naive sum in f64,
+    /// on this CPU's level (AVX-512's panels, or AVX2's strips and tiles).
     #[test]
     fn products_match_the_naive_sum() {
-        if !crate::simd::v4() {
-            println!("skipped: no AVX-512");
+        if panel_cols().is_none() {
+            println!("skipped: no AVX2");
             return;
         }
         let mut case = 0u64;
-        for rows in [1, 5, 6, 7, 13] {
-            for cols in [1, 15, 16, 17, 64, 65, 100, 200] {
+        for rows in [1, 4, 5, 6, 7, 9, 13] {
+            for cols in [1, 7, 8, 15, 16, 17, 23, 24, 25, 49, 64, 65, 100, 200] {
                 for depth in [1, 3, 70, 300] {
                     for transposed in [false, true] {
                         case += 1;
@@ -506,7 +540,7 @@ mod tests {
 
     #[test]
     fn sizes_that_do_not_fit_are_errors() {
-        if !crate::simd::v4() {
+        if panel_cols().is_none() {
             return;
         }
         let b = values(12, 1);
