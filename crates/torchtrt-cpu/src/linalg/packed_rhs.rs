@@ -538,6 +538,52 @@ mod tests {
         }
     }
 
+    /// Products large enough to be cut into chunks of depth blocks and groups of rows on
+    /// AVX2 (and into blocks on AVX-512), on one and two threads, against the naive sum.
+    #[test]
+    fn large_products_match_the_naive_sum() {
+        if panel_cols().is_none() {
+            return;
+        }
+        for (case, (rows, depth, cols)) in [(120, 600, 200), (400, 256, 200), (37, 3000, 30)]
+            .into_iter()
+            .enumerate()
+        {
+            let case = case as u64 * 10;
+            let a = values(rows * depth, case);
+            let b = values(depth * cols, case + 1);
+            let bias = values(cols, case + 2);
+            let residual = values(rows * cols, case + 3);
+            let packed = PackedRhs::new(&b, depth, cols, cols, 1).expect("packs");
+            let finish = Finish {
+                bias: Some(&bias),
+                residual: Some(&residual),
+                epilogue: Epilogue::Relu,
+            };
+            let want: Vec<f64> = (0..rows * cols)
+                .map(|e| {
+                    let (i, j) = (e / cols, e % cols);
+                    let sum: f64 = (0..depth)
+                        .map(|k| f64::from(a[i * depth + k]) * f64::from(b[k * cols + j]))
+                        .sum();
+                    (sum + f64::from(bias[j]) + f64::from(residual[e])).max(0.0)
+                })
+                .collect();
+            for threads in [1, 2] {
+                let mut out = vec![f32::NAN; rows * cols];
+                packed
+                    .product(&a, depth, rows, finish, &mut out, threads)
+                    .expect("runs");
+                for (e, (&got, &want)) in out.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "{rows}×{depth}×{cols} on {threads}: element {e} {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn sizes_that_do_not_fit_are_errors() {
         if panel_cols().is_none() {

@@ -1,12 +1,15 @@
 //! The product with a packed constant right operand ([`super::PackedRhs`]) on CPUs with
 //! AVX2 and FMA but no AVX-512: the weights' strips of [`COLS`] columns meet the left
 //! operand's rows, read in place, in [`super::packed_avx2`]'s register tiles (four rows ×
-//! 24 columns). Every row panel of a task passes over one strip's block of at most [`KC`]
-//! steps (24 KiB, in L1) before the next block; the partial sums wait in the output between
-//! blocks, and the bias starts the first. The weights are read once per run, mostly from
-//! memory, so each panel call first asks L2 for its share of the block that comes next.
+//! 24 columns). The depth is cut into blocks of at most [`KC`] steps. Every row panel of a
+//! task passes over one strip's block (24 KiB, in L1) before the next; a task takes all its
+//! strips through a few blocks ([`ROWS_BYTES`] of the rows, in L2) before the next blocks,
+//! the partial sums waiting in the output, so that the rows are not read again from L3 for
+//! each strip. The bias starts the first block. The weights are read once per run, mostly
+//! from memory, so each panel call first asks L2 for its share of the block that comes next.
 
 use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -17,6 +20,9 @@ use super::packed_rhs::{Finish, SendPtr};
 /// Most inner steps of one block: a strip's block of `KC × COLS` values (24 KiB) stays in
 /// Zen 3's 32 KiB L1 beside the rows' values.
 const KC: usize = 256;
+/// Most bytes of the left operand's rows a task's strips pass over before the next blocks
+/// (of a 512 KiB L2, which the weights stream through).
+const ROWS_BYTES: usize = 192 * 1024;
 /// f32 values in one cache line.
 const LINE: usize = 16;
 /// Tasks per thread, so that a thread slowed by other work hands its share to the others.
@@ -35,6 +41,32 @@ pub(super) struct Product<'a> {
     pub(super) finish: Finish<'a>,
 }
 
+/// How a call is cut: blocks of the depth, groups of row panels, and units (a strip of
+/// one group), `units` in `tasks` runs of consecutive units.
+struct Plan {
+    blocks: usize,
+    kc: usize,
+    /// Blocks a task's units pass through before the next ones.
+    chunk: usize,
+    panels: usize,
+    groups: usize,
+    strips: usize,
+    tasks: usize,
+}
+
+impl Plan {
+    fn units(&self) -> usize {
+        self.strips * self.groups
+    }
+
+    /// The strip and row panels of unit `u`: units run strip after strip within a group.
+    fn unit(&self, u: usize) -> (usize, Range<usize>) {
+        let (group, strip) = (u / self.strips, u % self.strips);
+        let first = self.panels * group / self.groups;
+        (strip, first..self.panels * (group + 1) / self.groups)
+    }
+}
+
 impl Product<'_> {
     /// Writes the product into `out` (`rows × cols`, row-major) on up to `threads` workers.
     /// The caller has checked the sizes: `weights` holds every strip, `a` every row
@@ -47,85 +79,133 @@ impl Product<'_> {
         if !crate::simd::v3() {
             return Err("packed product: this CPU lacks AVX2".into());
         }
+        let blocks = self.depth.div_ceil(KC);
+        let kc = self.depth.div_ceil(blocks);
         let panels = self.rows.div_ceil(MR);
+        let block_bytes = |panels: usize| panels * MR * kc * size_of::<f32>();
         let wanted = threads.max(1) * TASKS_PER_THREAD;
-        let groups = wanted.div_ceil(strips).min(panels);
-        let units = strips * groups;
-        let tasks = units.min(wanted);
+        let fitting = panels.div_ceil((ROWS_BYTES / block_bytes(1)).max(1));
+        let groups = wanted.div_ceil(strips).max(fitting).min(panels);
+        let chunk = (ROWS_BYTES / block_bytes(panels.div_ceil(groups))).clamp(1, blocks);
+        let mut plan = Plan {
+            blocks,
+            kc,
+            chunk,
+            panels,
+            groups,
+            strips,
+            tasks: 0,
+        };
+        plan.tasks = plan.units().min(wanted);
         let out = SendPtr(out.as_mut_ptr());
         let run = |t: usize| {
-            for unit in units * t / tasks..units * (t + 1) / tasks {
-                let (strip, group) = (unit / groups, unit % groups);
-                let first = panels * group / groups;
-                let last = panels * (group + 1) / groups;
-                // SAFETY: units cover disjoint row panels × strips of the output, `v3()`
-                // holds and the caller checked the operands' sizes.
-                unsafe { self.unit(strip, first..last, out) };
-            }
+            let units = plan.units();
+            // SAFETY: tasks cover disjoint units (row panels × strips) of the output,
+            // `v3()` holds and the caller checked the operands' sizes.
+            unsafe {
+                self.task(
+                    &plan,
+                    units * t / plan.tasks..units * (t + 1) / plan.tasks,
+                    out,
+                )
+            };
         };
-        if tasks == 1 {
+        if plan.tasks == 1 {
             run(0);
         } else {
-            (0..tasks).into_par_iter().for_each(run);
+            (0..plan.tasks).into_par_iter().for_each(run);
         }
         Ok(())
     }
 
-    /// Row panels `panels` of strip `strip`, block after block of the depth.
+    /// Units `units`, a chunk of blocks at a time.
     ///
     /// # Safety
-    /// As [`Product::run`] checks; the output's tiles of `panels` × `strip` are this call's.
-    unsafe fn unit(&self, strip: usize, panels: std::ops::Range<usize>, out: SendPtr) {
+    /// As [`Product::run`] checks; the output's tiles of `units` are this call's.
+    unsafe fn task(&self, plan: &Plan, units: Range<usize>, out: SendPtr) {
+        let block_at = |u: usize, block: usize| {
+            let (strip, _) = plan.unit(u);
+            strip * self.depth * COLS + block * plan.kc * COLS
+        };
+        for first in (0..plan.blocks).step_by(plan.chunk) {
+            let end = (first + plan.chunk).min(plan.blocks);
+            for u in units.clone() {
+                for block in first..end {
+                    let next = if block + 1 < end {
+                        Some(block_at(u, block + 1))
+                    } else if u + 1 < units.end {
+                        Some(block_at(u + 1, first))
+                    } else {
+                        (end < plan.blocks).then(|| block_at(units.start, end))
+                    };
+                    let (strip, panels) = plan.unit(u);
+                    // SAFETY: forwarded (the unit is this task's).
+                    unsafe { self.block(plan, strip, panels, block, next, out) };
+                }
+            }
+        }
+    }
+
+    /// Block `block` of the depth for row panels `panels` of strip `strip`; `next` is where
+    /// the task's next block of weights starts.
+    ///
+    /// # Safety
+    /// As [`Product::task`], for this unit.
+    unsafe fn block(
+        &self,
+        plan: &Plan,
+        strip: usize,
+        panels: Range<usize>,
+        block: usize,
+        next: Option<usize>,
+        out: SendPtr,
+    ) {
         let Finish {
             bias,
             residual,
             epilogue,
         } = self.finish;
         let (depth, cols) = (self.depth, self.cols);
-        let blocks = depth.div_ceil(KC);
-        let kc = depth.div_ceil(blocks);
+        let k0 = block * plan.kc;
+        let steps = plan.kc.min(depth - k0);
         let j0 = strip * COLS;
-        let base = strip * depth * COLS;
-        let count = panels.len().max(1);
-        for block in 0..blocks {
-            let k0 = block * kc;
-            let steps = kc.min(depth - k0);
-            let next = base + (k0 + steps) * COLS;
-            let ahead = &self.weights[next.min(self.weights.len())..];
-            let ahead = &ahead[..(kc * COLS).min(ahead.len())];
-            let share = ahead.len().div_ceil(count).next_multiple_of(LINE);
-            for (n, p) in panels.clone().enumerate() {
-                let mine = &ahead[(n * share).min(ahead.len())..];
-                for line in mine[..share.min(mine.len())].chunks(LINE) {
-                    // SAFETY: a prefetch of an address inside `weights`.
-                    unsafe { _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast()) };
-                }
-                let r0 = p * MR;
-                let at = r0 * cols + j0;
-                let panel = Panel {
-                    a: self.a[r0 * self.lda + k0..].as_ptr(),
-                    a_rows: self.lda,
-                    a_steps: 1,
-                    b: self.weights[base + k0 * COLS..].as_ptr(),
-                    ldb: COLS,
-                    kc: steps,
-                    c: out.at(at),
-                    ldc: cols,
-                    rows: MR.min(self.rows - r0),
-                    width: COLS.min(cols - j0),
-                    start: match (block, bias) {
-                        (0, Some(b)) => Start::Columns(b[j0..].as_ptr()),
-                        (0, None) => Start::Zero,
-                        _ => Start::Dst,
-                    },
-                    finish: (block + 1 == blocks)
-                        .then(|| (epilogue, residual.map(|r| r[at..].as_ptr()))),
-                };
-                // SAFETY: the panel's rows of `a` hold `steps` values from `k0`, the strip
-                // holds `steps` rows of `COLS` from `k0`, and the tile of `out` (and of the
-                // residual, laid out alike) is this call's (the contract).
-                unsafe { packed_avx2::panel(&panel) };
+        let ahead = next.map_or(&[][..], |at| &self.weights[at.min(self.weights.len())..]);
+        let ahead = &ahead[..(plan.kc * COLS).min(ahead.len())];
+        let share = ahead
+            .len()
+            .div_ceil(panels.len().max(1))
+            .next_multiple_of(LINE);
+        for (n, p) in panels.enumerate() {
+            let mine = &ahead[(n * share).min(ahead.len())..];
+            for line in mine[..share.min(mine.len())].chunks(LINE) {
+                // SAFETY: a prefetch of an address inside `weights`.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast()) };
             }
+            let r0 = p * MR;
+            let at = r0 * cols + j0;
+            let panel = Panel {
+                a: self.a[r0 * self.lda + k0..].as_ptr(),
+                a_rows: self.lda,
+                a_steps: 1,
+                b: self.weights[(strip * depth + k0) * COLS..].as_ptr(),
+                ldb: COLS,
+                kc: steps,
+                c: out.at(at),
+                ldc: cols,
+                rows: MR.min(self.rows - r0),
+                width: COLS.min(cols - j0),
+                start: match (block, bias) {
+                    (0, Some(b)) => Start::Columns(b[j0..].as_ptr()),
+                    (0, None) => Start::Zero,
+                    _ => Start::Dst,
+                },
+                finish: (block + 1 == plan.blocks)
+                    .then(|| (epilogue, residual.map(|r| r[at..].as_ptr()))),
+            };
+            // SAFETY: the panel's rows of `a` hold `steps` values from `k0`, the strip
+            // holds `steps` rows of `COLS` from `k0`, and the tile of `out` (and of the
+            // residual, laid out alike) is this call's (the contract).
+            unsafe { packed_avx2::panel(&panel) };
         }
     }
 }
