@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""MatMul with constant weights (and a bias `Add`) through `torchtrtc bench` and onnxruntime,
+in interleaved rounds: every round runs each `torchtrtc` given and then onnxruntime, so a
+machine whose speed drifts from minute to minute slows every contender alike. Models
+(seeded random weights, written to `--work`):
+
+- `qkv`: [1, 128, 768] · [768, 768], BERT-base's attention projections;
+- `ffn1`, `ffn2`: [1, 128, 768] · [768, 3072] and [1, 128, 3072] · [3072, 768], its MLP;
+- `odd`: [1, 77, 768] · [768, 2304], rows and columns off the tile sizes;
+- `chain`: six `ffn1`–`ffn2` pairs with distinct weights (113 MB), so that the weights come
+  from memory on every run, as in a whole transformer, not from the last-level cache.
+
+Prints, per model and contender, the minimum, 25th percentile and median of the rounds'
+medians (2 threads unless `--threads`).
+
+    .venv/bin/python bench/matmul_vs_onnxruntime.py --torchtrtc base=/tmp/torchtrtc.old \\
+        --torchtrtc new=target/release/torchtrtc [--rounds 8] [--runs 10] [--models qkv chain]
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+SHAPES = {
+    "qkv": (128, [(768, 768)]),
+    "ffn1": (128, [(768, 3072)]),
+    "ffn2": (128, [(3072, 768)]),
+    "odd": (77, [(768, 2304)]),
+    "chain": (128, [(768, 3072), (3072, 768)] * 6),
+}
+
+
+def build(name, work):
+    """Writes `name`.onnx and its input `name`.npy under `work`; returns their paths."""
+    rows, layers = SHAPES[name]
+    rng = np.random.default_rng(0)
+    inits, nodes, x = [], [], "x"
+    for i, (k, n) in enumerate(layers):
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        b = (0.1 * rng.standard_normal(n)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"y{i}"])]
+        x = f"y{i}"
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows, layers[0][0]])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, rows, layers[-1][1]])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(work, name)
+    onnx.save(model, path + ".onnx")
+    np.save(path + ".npy", rng.standard_normal((1, rows, layers[0][0])).astype(np.float32))
+    return path + ".onnx", path + ".npy"
+
+
+def ours(binary, model, data, runs, threads):
+    """Median ms of one `torchtrtc bench` call."""
+    out = subprocess.run(
+        [binary, "bench", model, "--input", f"x={data}", "--iterations", str(runs), "--warmup", "2"],
+        capture_output=True, text=True, check=True, env=dict(os.environ, RAYON_NUM_THREADS=str(threads)))
+    return float(re.search(r"median ([0-9.]+) ms", out.stdout + out.stderr).group(1))
+
+
+def theirs(session, data, runs):
+    """Median ms of `runs` onnxruntime calls after two warm-up calls."""
+    feed = {"x": np.load(data)}
+    for _ in range(2):
+        session.run(None, feed)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        session.run(None, feed)
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", default="target/bench-matmul")
+    args = parser.parse_args()
+    contenders = [c.split("=", 1) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
+    os.makedirs(args.work, exist_ok=True)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    print(f"onnxruntime {ort.__version__}, {args.threads} threads, {args.rounds} rounds of "
+          f"{args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
+    print("| model | " + " | ".join(label for label, _ in contenders) + " | onnxruntime |")
+    print("|---|" + "---:|" * (len(contenders) + 1))
+    for name in args.models:
+        model, data = build(name, args.work)
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        medians = {label: [] for label, _ in contenders + [("onnxruntime", None)]}
+        for _ in range(args.rounds):
+            for label, binary in contenders:
+                medians[label].append(ours(binary, model, data, args.runs, args.threads))
+            medians["onnxruntime"].append(theirs(session, data, args.runs))
+
+        def cell(values):
+            values = sorted(values)
+            return f"{values[0]:.2f} / {values[len(values) // 4]:.2f} / {statistics.median(values):.2f}"
+
+        print(f"| {name} | " + " | ".join(cell(v) for v in medians.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
