@@ -1,7 +1,7 @@
 //! f32 products whose right operand is a constant (a MatMul's weights): the weights `B`
 //! (`depth × cols`) are packed once, when the engine is prepared, into panels of [`NR`]
 //! columns (on AVX2, [`super::packed_avx2::COLS`]) stored step-major (`[panel][k][NR]`, the
-//! last panel zero-padded); the left operand's rows are read in place. On AVX-512 each
+//! last panel zero-padded; on AVX2 a block of the depth at a time); the left operand's rows are read in place. On AVX-512 each
 //! register tile of [`MR`] rows × [`NR`] columns keeps its sums in registers over the whole
 //! depth, one broadcast of `A` per row and step against the panel's vectors, and is stored
 //! once, with the bias added; AVX2 runs [`super::packed_rhs_avx2`]. Nothing is packed or
@@ -99,8 +99,10 @@ impl PackedRhs {
         }
         let panels = cols.div_ceil(panel_cols);
         let mut data = vec![0f32; panels.checked_mul(depth)?.checked_mul(panel_cols)?];
-        for (p, panel) in data.chunks_exact_mut(depth * panel_cols).enumerate() {
-            for (k, step) in panel.chunks_exact_mut(panel_cols).enumerate() {
+        for k in 0..depth {
+            for p in 0..panels {
+                let at = step_offset(panel_cols, depth, panels, k, p);
+                let step = &mut data[at..at + panel_cols];
                 for (c, x) in step.iter_mut().enumerate() {
                     let j = p * panel_cols + c;
                     if j < cols {
@@ -266,6 +268,18 @@ impl PackedRhs {
             Err("packed product: this CPU lacks AVX2".into())
         }
     }
+}
+
+/// Where step `k` of panel `p` starts in weights of `depth` steps packed into `panels`
+/// panels of `panel_cols`: panel after panel on AVX-512, block-major on AVX2
+/// ([`super::packed_rhs_avx2::step_offset`]).
+fn step_offset(panel_cols: usize, depth: usize, panels: usize, k: usize, p: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if panel_cols != NR {
+        return super::packed_rhs_avx2::step_offset(depth, panels, k, p);
+    }
+    let _ = panels;
+    (p * depth + k) * panel_cols
 }
 
 /// Columns per packed panel on this CPU: [`NR`] with AVX-512, three AVX2 vectors without;

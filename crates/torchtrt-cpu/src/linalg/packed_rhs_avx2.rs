@@ -6,7 +6,9 @@
 //! strips through a few blocks ([`ROWS_BYTES`] of the rows, in L2) before the next blocks,
 //! the partial sums waiting in the output, so that the rows are not read again from L3 for
 //! each strip. The bias starts the first block. The weights are read once per run, mostly
-//! from memory, so each panel call first asks L2 for its share of the block that comes next.
+//! from memory: they are packed block by block (`[block][strip][k][COLS]`, [`step_offset`]),
+//! so a task reads them in one sweep, and each panel call first asks L2 for its share of the
+//! block that comes next.
 
 use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
 use std::ops::Range;
@@ -28,10 +30,27 @@ const LINE: usize = 16;
 /// Tasks per thread, so that a thread slowed by other work hands its share to the others.
 const TASKS_PER_THREAD: usize = 4;
 
+/// The blocks of a depth: how many, and the steps of each but the last (equal blocks of at
+/// most [`KC`] steps: 300 steps are two of 150, not 256 + 44).
+fn blocks(depth: usize) -> (usize, usize) {
+    let blocks = depth.div_ceil(KC);
+    (blocks, depth.div_ceil(blocks.max(1)))
+}
+
+/// Where step `k` of strip `strip` starts in weights of `depth` steps and `strips` strips
+/// packed block-major: the depth's blocks ([`blocks`]) one after another, each holding
+/// every strip's steps of that block in turn.
+pub(super) fn step_offset(depth: usize, strips: usize, k: usize, strip: usize) -> usize {
+    let (_, kc) = blocks(depth);
+    let k0 = k / kc * kc;
+    let steps = kc.min(depth - k0);
+    k0 * strips * COLS + (strip * steps + k - k0) * COLS
+}
+
 /// One call: `epilogue(a · B + bias + residual)` for `rows` rows of `a` (row `i` at
 /// `a[i · lda..]`).
 pub(super) struct Product<'a> {
-    /// `B` packed into strips of [`COLS`] columns, `[strip][k][COLS]`.
+    /// `B` packed into strips of [`COLS`] columns, block-major ([`step_offset`]).
     pub(super) weights: &'a [f32],
     pub(super) depth: usize,
     pub(super) cols: usize,
@@ -79,8 +98,7 @@ impl Product<'_> {
         if !crate::simd::v3() {
             return Err("packed product: this CPU lacks AVX2".into());
         }
-        let blocks = self.depth.div_ceil(KC);
-        let kc = self.depth.div_ceil(blocks);
+        let (blocks, kc) = blocks(self.depth);
         let panels = self.rows.div_ceil(MR);
         let block_bytes = |panels: usize| panels * MR * kc * size_of::<f32>();
         let wanted = threads.max(1) * TASKS_PER_THREAD;
@@ -125,7 +143,7 @@ impl Product<'_> {
     unsafe fn task(&self, plan: &Plan, units: Range<usize>, out: SendPtr) {
         let block_at = |u: usize, block: usize| {
             let (strip, _) = plan.unit(u);
-            strip * self.depth * COLS + block * plan.kc * COLS
+            step_offset(self.depth, plan.strips, block * plan.kc, strip)
         };
         for first in (0..plan.blocks).step_by(plan.chunk) {
             let end = (first + plan.chunk).min(plan.blocks);
@@ -187,7 +205,7 @@ impl Product<'_> {
                 a: self.a[r0 * self.lda + k0..].as_ptr(),
                 a_rows: self.lda,
                 a_steps: 1,
-                b: self.weights[(strip * depth + k0) * COLS..].as_ptr(),
+                b: self.weights[step_offset(depth, plan.strips, k0, strip)..].as_ptr(),
                 ldb: COLS,
                 kc: steps,
                 c: out.at(at),
