@@ -19,15 +19,14 @@ medians (2 threads unless `--threads`).
 
 import argparse
 import os
-import re
 import statistics
-import subprocess
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from models_vs_onnxruntime import time_ort_feeds, time_ours
 
 SHAPES = {
     "qkv": (128, [(768, 768)]),
@@ -61,27 +60,6 @@ def build(name, work):
     return path + ".onnx", path + ".npy"
 
 
-def ours(binary, model, data, runs, threads):
-    """Median ms of one `torchtrtc bench` call."""
-    out = subprocess.run(
-        [binary, "bench", model, "--input", f"x={data}", "--iterations", str(runs), "--warmup", "2"],
-        capture_output=True, text=True, check=True, env=dict(os.environ, RAYON_NUM_THREADS=str(threads)))
-    return float(re.search(r"median ([0-9.]+) ms", out.stdout + out.stderr).group(1))
-
-
-def theirs(session, data, runs):
-    """Median ms of `runs` onnxruntime calls after two warm-up calls."""
-    feed = {"x": np.load(data)}
-    for _ in range(2):
-        session.run(None, feed)
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        session.run(None, feed)
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH")
@@ -93,22 +71,21 @@ def main():
     args = parser.parse_args()
     contenders = [c.split("=", 1) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
     os.makedirs(args.work, exist_ok=True)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     print(f"onnxruntime {ort.__version__}, {args.threads} threads, {args.rounds} rounds of "
           f"{args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
     print("| model | " + " | ".join(label for label, _ in contenders) + " | onnxruntime |")
     print("|---|" + "---:|" * (len(contenders) + 1))
     for name in args.models:
         model, data = build(name, args.work)
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        feeds = {"x": np.load(data)}
         medians = {label: [] for label, _ in contenders + [("onnxruntime", None)]}
         for _ in range(args.rounds):
             for label, binary in contenders:
-                medians[label].append(ours(binary, model, data, args.runs, args.threads))
-            medians["onnxruntime"].append(theirs(session, data, args.runs))
+                ms, err = time_ours(binary, model, args.runs, 2, args.threads, ["--input", f"x={data}"])
+                if ms is None:
+                    raise SystemExit(f"{label} on {name}: {err}")
+                medians[label].append(ms)
+            medians["onnxruntime"].append(time_ort_feeds(model, feeds, args.runs, 2, args.threads)[0])
 
         def cell(values):
             values = sorted(values)

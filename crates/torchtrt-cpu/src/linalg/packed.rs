@@ -1,9 +1,9 @@
-//! f32 products for convolution on AVX-512 (and on AVX2, [`super::packed_avx2`]), after MLAS: the weights (the left operand) are
-//! packed once into panels of [`MR`] rows, the right operand (an im2col tile, a 1×1
-//! layer's input, or a stride-1 layer's padded image as a [`Grid`]) is read in place, and
-//! tiles of [`MR`] rows × up to [`NR`] columns accumulate in registers over blocks of at
-//! most [`KC`] inner steps. The bias starts a tile; a residual and the fused activation are
-//! applied to it before its last store.
+//! f32 products for convolution on AVX-512 (and on AVX2, [`super::packed_avx2`]), after
+//! MLAS: the weights (the left operand) are packed once into panels of [`MR`] rows, the
+//! right operand (an im2col tile, a 1×1 layer's input, or a stride-1 layer's padded image
+//! as a [`Grid`]) is read in place, and tiles of [`MR`] rows × up to [`NR`] columns
+//! accumulate in registers over blocks of at most [`KC`] inner steps. The bias starts a
+//! tile; a residual and the fused activation are applied to it before its last store.
 
 use std::ops::Range;
 

@@ -59,10 +59,10 @@ struct Tile {
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `p.width ≤ COLS`; `p.a` holds the `kc` steps of the panel's
-/// rows (with `a_rows == 1`, of all [`MR`] rows, the padding included); each of the
-/// `kc` rows at `p.b` holds `width` elements; the first `rows` rows of `width` elements at `p.c` (and at the
-/// residual) are valid, and `p.c`'s only this call's; with [`Start::Bias`], `rows` biases,
-/// with [`Start::Columns`], `width`.
+/// rows (with `a_rows == 1`, of all [`MR`] rows, the padding included); each of the `kc`
+/// rows at `p.b` holds `width` elements; the first `rows` rows of `width` elements at `p.c`
+/// (and at the residual) are valid, and `p.c`'s only this call's; with [`Start::Bias`],
+/// `rows` biases, with [`Start::Columns`], `width`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn panel(p: &Panel) {
     let width = p.width;

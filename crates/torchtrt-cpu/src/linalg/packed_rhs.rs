@@ -1,11 +1,12 @@
 //! f32 products whose right operand is a constant (a MatMul's weights): the weights `B`
 //! (`depth × cols`) are packed once, when the engine is prepared, into panels of [`NR`]
 //! columns (on AVX2, [`super::packed_avx2::COLS`]) stored step-major (`[panel][k][NR]`, the
-//! last panel zero-padded; on AVX2 a block of the depth at a time); the left operand's rows are read in place. On AVX-512 each
-//! register tile of [`MR`] rows × [`NR`] columns keeps its sums in registers over the whole
-//! depth, one broadcast of `A` per row and step against the panel's vectors, and is stored
-//! once, with the bias added; AVX2 runs [`super::packed_rhs_avx2`]. Nothing is packed or
-//! allocated per call, unlike a general product that packs both operands every time.
+//! last panel zero-padded; on AVX2 a block of the depth at a time); the left operand's rows
+//! are read in place. On AVX-512 each register tile of [`MR`] rows × [`NR`] columns keeps
+//! its sums in registers over the whole depth, one broadcast of `A` per row and step
+//! against the panel's vectors, and is stored once, with the bias added; AVX2 runs
+//! [`super::packed_rhs_avx2`]. Nothing is packed or allocated per call, unlike a general
+//! product that packs both operands every time.
 
 use rayon::prelude::*;
 

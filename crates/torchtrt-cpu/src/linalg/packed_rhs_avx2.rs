@@ -105,16 +105,15 @@ impl Product<'_> {
         let fitting = panels.div_ceil((ROWS_BYTES / block_bytes(1)).max(1));
         let groups = wanted.div_ceil(strips).max(fitting).min(panels);
         let chunk = (ROWS_BYTES / block_bytes(panels.div_ceil(groups))).clamp(1, blocks);
-        let mut plan = Plan {
+        let plan = Plan {
             blocks,
             kc,
             chunk,
             panels,
             groups,
             strips,
-            tasks: 0,
+            tasks: (strips * groups).min(wanted),
         };
-        plan.tasks = plan.units().min(wanted);
         let out = SendPtr(out.as_mut_ptr());
         let run = |t: usize| {
             let units = plan.units();
