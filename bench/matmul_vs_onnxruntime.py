@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """MatMul with constant weights (and a bias `Add`) through `torchtrtc bench` and onnxruntime,
-in interleaved rounds: every round runs each `torchtrtc` given and then onnxruntime, so a
-machine whose speed drifts from minute to minute slows every contender alike. Models
+in interleaved rounds (`interleaved.py`). Models
 (seeded random weights, written to `--work`):
 
 - `qkv`: [1, 128, 768] · [768, 768], BERT-base's attention projections;
@@ -11,7 +10,7 @@ machine whose speed drifts from minute to minute slows every contender alike. Mo
   from memory on every run, as in a whole transformer, not from the last-level cache.
 
 Prints, per model and contender, the minimum, 25th percentile and median of the rounds'
-medians (2 threads unless `--threads`).
+medians (2 threads unless `--threads`). A contender is `LABEL=PATH[,VAR=VALUE...]`.
 
     .venv/bin/python bench/matmul_vs_onnxruntime.py --torchtrtc base=/tmp/torchtrtc.old \\
         --torchtrtc new=target/release/torchtrtc [--rounds 8] [--runs 10] [--models qkv chain]
@@ -19,14 +18,13 @@ medians (2 threads unless `--threads`).
 
 import argparse
 import os
-import statistics
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from models_vs_onnxruntime import time_ort_feeds, time_ours
+import interleaved
 
 SHAPES = {
     "qkv": (128, [(768, 768)]),
@@ -62,36 +60,24 @@ def build(name, work):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH[,VAR=VALUE...]")
     parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="target/bench-matmul")
     args = parser.parse_args()
-    contenders = [c.split("=", 1) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
+    contenders = [interleaved.contender(c) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
     os.makedirs(args.work, exist_ok=True)
     print(f"onnxruntime {ort.__version__}, {args.threads} threads, {args.rounds} rounds of "
           f"{args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
-    print("| model | " + " | ".join(label for label, _ in contenders) + " | onnxruntime |")
+    print("| model | " + " | ".join(label for label, _, _ in contenders) + " | onnxruntime |")
     print("|---|" + "---:|" * (len(contenders) + 1))
     for name in args.models:
         model, data = build(name, args.work)
-        feeds = {"x": np.load(data)}
-        medians = {label: [] for label, _ in contenders + [("onnxruntime", None)]}
-        for _ in range(args.rounds):
-            for label, binary in contenders:
-                ms, err = time_ours(binary, model, args.runs, 2, args.threads, ["--input", f"x={data}"])
-                if ms is None:
-                    raise SystemExit(f"{label} on {name}: {err}")
-                medians[label].append(ms)
-            medians["onnxruntime"].append(time_ort_feeds(model, feeds, args.runs, 2, args.threads)[0])
-
-        def cell(values):
-            values = sorted(values)
-            return f"{values[0]:.2f} / {values[len(values) // 4]:.2f} / {statistics.median(values):.2f}"
-
-        print(f"| {name} | " + " | ".join(cell(v) for v in medians.values()) + " |")
+        medians = interleaved.rounds(model, ["--input", f"x={data}"], {"x": np.load(data)}, contenders,
+                                     args.rounds, args.runs, args.threads)
+        print(f"| {name} | " + " | ".join(interleaved.cell(v) for v in medians.values()) + " |")
 
 
 if __name__ == "__main__":

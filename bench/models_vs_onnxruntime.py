@@ -146,8 +146,8 @@ def time_ort(path, name, x, runs, warmup, threads):
     return time_ort_feeds(path, {name: x}, runs, warmup, threads)[0]
 
 
-def time_ours(exe, path, runs, warmup, threads, extra=()):
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+def time_ours(exe, path, runs, warmup, threads, extra=(), env=None):
+    env = dict(os.environ, **(env or {}), RAYON_NUM_THREADS=str(threads))
     out = subprocess.run([exe, "bench", path, "--iterations", str(runs), "--warmup", str(warmup), "--json", "-q",
                           *extra],
                          capture_output=True, text=True, env=env)

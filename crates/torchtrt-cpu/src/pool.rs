@@ -1,12 +1,18 @@
-//! The threads a CPU backend's kernels run on, one of which polls for a while after each call.
+//! The threads a CPU backend's kernels run on: the others poll while one runs a call, and one
+//! polls for a while after each call.
 //!
 //! A call from outside hands its work to a worker and waits; a sleeping worker takes tens of
-//! microseconds to wake (more on a virtual machine, whose idle processors halt), which a
-//! call of a fraction of a millisecond feels. After a call, one worker on a processor other
-//! than the caller's stays awake ([`LINGER`] after the last job it took, or until it is moved
-//! to the caller's processor), so back-to-back calls start at once. The others sleep: a
-//! worker spinning where the caller is woken holds it off for tens of microseconds, as the
-//! scheduler lets it run on.
+//! microseconds to wake (more on a virtual machine, whose idle processors halt, and
+//! milliseconds where the host gave the processor to another machine meanwhile), which a
+//! call of a fraction of a millisecond feels, and a network's run feels at every layer whose
+//! parallel loop follows a serial stretch longer than rayon's few yields before sleeping.
+//! So while a call runs, the pool's other workers poll for its tasks ([`HELP_IDLE`] without
+//! one at most, so that a helper never waits on work it holds up), as onnxruntime's
+//! spinning intra-op threads do; `TORCHTRT_CPU_SPIN=0` turns that off. After a call, one
+//! worker on a processor other than the caller's stays awake ([`LINGER`] after the last job
+//! it took, or until it is moved to the caller's processor), so back-to-back calls start at
+//! once. The others sleep: a worker spinning where the caller is woken holds it off for tens
+//! of microseconds, as the scheduler lets it run on.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,10 +23,17 @@ use rayon::{BroadcastContext, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilde
 /// How long a worker keeps polling for the next call after the last job it ran.
 const LINGER: Duration = Duration::from_micros(200);
 
+/// How long a worker helping a call polls without finding one of its tasks before it sleeps.
+const HELP_IDLE: Duration = Duration::from_millis(2);
+
 /// rayon's global pool or one of a backend's own, and whether one of its workers polls.
 pub(crate) struct Pool {
     own: Option<ThreadPool>,
     polling: Arc<AtomicBool>,
+    /// Workers polling for a running call's tasks: now, and since the pool began.
+    helping: Arc<Helpers>,
+    /// Whether the other workers poll while a call runs ([`spin_allowed`]).
+    spin: bool,
     /// Where a thread runs: [`current_cpu`] (tests place every thread apart).
     place: fn() -> Option<usize>,
 }
@@ -45,6 +58,8 @@ impl Pool {
         Pool {
             own,
             polling: Arc::default(),
+            helping: Arc::default(),
+            spin: spin_allowed(),
             place: current_cpu,
         }
     }
@@ -63,16 +78,50 @@ impl Pool {
     }
 
     /// Runs `f` on a worker of the pool (in place when the caller already is one: of this
-    /// pool, or of any pool for the global one), then keeps a worker polling.
+    /// pool, or of any pool for the global one) while the other workers poll for its tasks,
+    /// then keeps a worker polling.
     pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         let result = match &self.own {
             Some(pool) if pool.current_thread_index().is_some() => return f(),
-            Some(pool) => pool.install(f),
+            Some(pool) => pool.install(|| self.helped(f)),
             None if rayon::current_thread_index().is_some() => return f(),
-            None => rayon::scope(|_| f()),
+            None => rayon::scope(|_| self.helped(f)),
         };
         self.keep_one_awake();
         result
+    }
+
+    /// Runs `f` on this worker while every other worker polls for tasks until `f` returns
+    /// (or unwinds), or until it has found none for [`HELP_IDLE`]; between polls it yields
+    /// its processor to any other thread that waits for one.
+    fn helped<R>(&self, f: impl FnOnce() -> R) -> R {
+        if !self.spin || self.num_threads() < 2 {
+            return f();
+        }
+        let running = Arc::new(AtomicBool::new(true));
+        let runner = rayon::current_thread_index();
+        let (flag, helping) = (running.clone(), self.helping.clone());
+        let help = move |ctx: BroadcastContext<'_>| {
+            if Some(ctx.index()) == runner {
+                return;
+            }
+            helping.now.fetch_add(1, Ordering::AcqRel);
+            helping.started.fetch_add(1, Ordering::AcqRel);
+            let mut last_job = Instant::now();
+            while flag.load(Ordering::Acquire) && last_job.elapsed() < HELP_IDLE {
+                match rayon::yield_now() {
+                    Some(Yield::Executed) => last_job = Instant::now(),
+                    _ => std::thread::yield_now(),
+                }
+            }
+            helping.now.fetch_sub(1, Ordering::AcqRel);
+        };
+        match &self.own {
+            Some(pool) => pool.spawn_broadcast(help),
+            None => rayon::spawn_broadcast(help),
+        }
+        let _done = Done(running);
+        f()
     }
 
     fn keep_one_awake(&self) {
@@ -105,6 +154,29 @@ impl Pool {
             None => rayon::spawn_broadcast(poll),
         }
     }
+}
+
+/// Counts of the workers that poll for a running call's tasks.
+#[derive(Default)]
+struct Helpers {
+    now: AtomicUsize,
+    started: AtomicUsize,
+}
+
+/// Clears its flag when dropped: a call's helpers stop when it returns or unwinds.
+struct Done(Arc<AtomicBool>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Whether workers poll while a call runs: unless `TORCHTRT_CPU_SPIN` is `0` (read once per
+/// process).
+fn spin_allowed() -> bool {
+    static SPIN: OnceLock<bool> = OnceLock::new();
+    *SPIN.get_or_init(|| std::env::var("TORCHTRT_CPU_SPIN").as_deref() != Ok("0"))
 }
 
 /// The processor the calling thread is on, where the system says.
@@ -190,6 +262,40 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// While a call runs, the other worker polls for its tasks, and stops once it returns.
+    #[test]
+    fn a_worker_helps_while_a_call_runs() {
+        let mut pool = Pool::owned(2).unwrap();
+        pool.spin = true;
+        let helpers = pool.install(|| {
+            let start = Instant::now();
+            let started = || pool.helping.started.load(Ordering::Acquire);
+            while started() == 0 && start.elapsed().as_secs() < 10 {
+                std::hint::spin_loop();
+            }
+            started()
+        });
+        assert_eq!(helpers, 1, "no worker polled during the call");
+        let start = Instant::now();
+        while pool.helping.now.load(Ordering::Acquire) > 0 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "a helper still polls 10 s after the call"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// With spinning off, no worker polls during a call, and calls still complete.
+    #[test]
+    fn no_worker_helps_with_spinning_off() {
+        let mut pool = Pool::owned(2).unwrap();
+        pool.spin = false;
+        pool.install(|| std::thread::sleep(Duration::from_millis(20)));
+        assert_eq!(sum_of_squares(&pool, 5000), expected(5000));
+        assert_eq!(pool.helping.started.load(Ordering::Acquire), 0);
     }
 
     /// The global pool's handle is one, whoever asks.
