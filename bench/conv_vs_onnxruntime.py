@@ -10,12 +10,10 @@ percentile and median of the rounds' medians (2 threads unless `--threads`).
         --torchtrtc new=target/release/torchtrtc [--layers 672-112-k1-s1-14x14] [--rounds 8]
 """
 
-import argparse
 import os
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import interleaved
@@ -63,26 +61,18 @@ def build(name, batch, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH[,VAR=VALUE...]")
+    parser = interleaved.parser(__doc__, rounds=8, runs=50)
     parser.add_argument("--layers", nargs="+", default=LAYERS)
     parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="target/bench-conv")
     args = parser.parse_args()
-    contenders = [interleaved.contender(c) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
     os.makedirs(args.work, exist_ok=True)
-    print(f"onnxruntime {ort.__version__}, batch {args.batch}, {args.threads} threads, {args.rounds} rounds "
-          f"of {args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
-    print("| layer | " + " | ".join(label for label, _, _ in contenders) + " | onnxruntime |")
-    print("|---|" + "---:|" * (len(contenders) + 1))
+    contenders = interleaved.start(args, "layer", f", batch {args.batch}")
     for name in args.layers:
         model, data = build(name, args.batch, args.work)
         medians = interleaved.rounds(model, ["--input", f"x={data}"], {"x": np.load(data)}, contenders,
                                      args.rounds, args.runs, args.threads, warmup=5)
-        print(f"| {name} | " + " | ".join(interleaved.cell(v) for v in medians.values()) + " |", flush=True)
+        interleaved.row(name, medians)
 
 
 if __name__ == "__main__":

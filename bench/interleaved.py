@@ -2,9 +2,38 @@
 round runs each contender and then onnxruntime, so a machine whose speed drifts from minute
 to minute slows every contender alike. Shared by the scripts that compare in rounds."""
 
+import argparse
 import statistics
 
+import onnxruntime as ort
+
 from models_vs_onnxruntime import time_ort_feeds, time_ours
+
+
+def parser(doc, rounds, runs):
+    """A command line with `--torchtrtc` (repeatable), `--rounds`, `--runs` and `--threads`."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH[,VAR=VALUE...]")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--runs", type=int, default=runs)
+    p.add_argument("--threads", type=int, default=2)
+    return p
+
+
+def start(args, what, setting=""):
+    """The contenders of `args`, after printing the table's preamble and header (rows of
+    `what`; `setting` adds to the preamble)."""
+    contenders = [contender(c) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
+    print(f"onnxruntime {ort.__version__}{setting}, {args.threads} threads, {args.rounds} rounds of "
+          f"{args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
+    print(f"| {what} | " + " | ".join(label for label, _, _ in contenders) + " | onnxruntime |")
+    print("|---|" + "---:|" * (len(contenders) + 1))
+    return contenders
+
+
+def row(name, medians):
+    """Prints one table row of `rounds`' result."""
+    print(f"| {name} | " + " | ".join(cell(v) for v in medians.values()) + " |", flush=True)
 
 
 def contender(spec):

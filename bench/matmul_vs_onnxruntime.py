@@ -16,12 +16,10 @@ medians (2 threads unless `--threads`). A contender is `LABEL=PATH[,VAR=VALUE...
         --torchtrtc new=target/release/torchtrtc [--rounds 8] [--runs 10] [--models qkv chain]
 """
 
-import argparse
 import os
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import interleaved
@@ -59,25 +57,17 @@ def build(name, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH[,VAR=VALUE...]")
+    parser = interleaved.parser(__doc__, rounds=8, runs=10)
     parser.add_argument("--models", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="target/bench-matmul")
     args = parser.parse_args()
-    contenders = [interleaved.contender(c) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
     os.makedirs(args.work, exist_ok=True)
-    print(f"onnxruntime {ort.__version__}, {args.threads} threads, {args.rounds} rounds of "
-          f"{args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
-    print("| model | " + " | ".join(label for label, _, _ in contenders) + " | onnxruntime |")
-    print("|---|" + "---:|" * (len(contenders) + 1))
+    contenders = interleaved.start(args, "model")
     for name in args.models:
         model, data = build(name, args.work)
         medians = interleaved.rounds(model, ["--input", f"x={data}"], {"x": np.load(data)}, contenders,
                                      args.rounds, args.runs, args.threads)
-        print(f"| {name} | " + " | ".join(interleaved.cell(v) for v in medians.values()) + " |")
+        interleaved.row(name, medians)
 
 
 if __name__ == "__main__":

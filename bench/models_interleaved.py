@@ -11,12 +11,10 @@ minimum, 25th percentile and median of the rounds' medians (2 threads unless `--
 `--bert` exports BERT-base (seq 128, seeded random weights) into `--work` once and reuses it.
 """
 
-import argparse
 import json
 import os
 
 import numpy as np
-import onnxruntime as ort
 
 import interleaved
 from models_vs_onnxruntime import bert
@@ -46,33 +44,25 @@ def suite_cases(suite, only):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torchtrtc", action="append", default=[], metavar="LABEL=PATH[,VAR=VALUE...]")
+    parser = interleaved.parser(__doc__, rounds=6, runs=10)
     parser.add_argument("--bert", action="store_true")
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--suite", help="a directory written by scripts/gen_model_suite.py")
     parser.add_argument("--models", nargs="*", default=[], help="the suite's models to run (default: all)")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default="target/bert")
     args = parser.parse_args()
-    contenders = [interleaved.contender(c) for c in args.torchtrtc or ["torchtrt=target/release/torchtrtc"]]
     cases = []
     if args.bert:
         os.makedirs(args.work, exist_ok=True)
         cases.append(bert_case(args.work, args.seq))
     if args.suite:
         cases += list(suite_cases(args.suite, args.models))
-    print(f"onnxruntime {ort.__version__}, {args.threads} threads, {args.rounds} rounds of "
-          f"{args.runs} runs: min / p25 / median of the rounds' medians, ms\n")
-    print("| model | " + " | ".join(label for label, _, _ in contenders) + " | onnxruntime |")
-    print("|---|" + "---:|" * (len(contenders) + 1))
+    contenders = interleaved.start(args, "model")
     for name, model, inputs in cases:
         flags = [f for n, p in inputs.items() for f in ("--input", f"{n}={p}")]
         feeds = {n: np.load(p) for n, p in inputs.items()}
         medians = interleaved.rounds(model, flags, feeds, contenders, args.rounds, args.runs, args.threads)
-        print(f"| {name} | " + " | ".join(interleaved.cell(v) for v in medians.values()) + " |", flush=True)
+        interleaved.row(name, medians)
 
 
 if __name__ == "__main__":
