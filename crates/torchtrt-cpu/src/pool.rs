@@ -107,19 +107,14 @@ impl Pool {
             }
             helping.now.fetch_add(1, Ordering::AcqRel);
             helping.started.fetch_add(1, Ordering::AcqRel);
-            let mut last_job = Instant::now();
-            while flag.load(Ordering::Acquire) && last_job.elapsed() < HELP_IDLE {
-                match rayon::yield_now() {
-                    Some(Yield::Executed) => last_job = Instant::now(),
-                    _ => std::thread::yield_now(),
-                }
-            }
+            run_jobs(
+                HELP_IDLE,
+                || flag.load(Ordering::Acquire),
+                std::thread::yield_now,
+            );
             helping.now.fetch_sub(1, Ordering::AcqRel);
         };
-        match &self.own {
-            Some(pool) => pool.spawn_broadcast(help),
-            None => rayon::spawn_broadcast(help),
-        }
+        self.broadcast(help);
         let _done = Done(running);
         f()
     }
@@ -137,21 +132,32 @@ impl Pool {
         let poll = move |_: BroadcastContext<'_>| {
             let elsewhere = |cpu: Option<usize>| cpu.is_none() || cpu != caller;
             if elsewhere(place()) && !claimed.swap(true, Ordering::AcqRel) {
-                let mut last_job = Instant::now();
-                while last_job.elapsed() < LINGER && elsewhere(place()) {
-                    match rayon::yield_now() {
-                        Some(Yield::Executed) => last_job = Instant::now(),
-                        _ => std::hint::spin_loop(),
-                    }
-                }
+                run_jobs(LINGER, || elsewhere(place()), std::hint::spin_loop);
             }
             if left.fetch_sub(1, Ordering::AcqRel) == 1 {
                 polling.store(false, Ordering::Release);
             }
         };
+        self.broadcast(poll);
+    }
+
+    /// Runs `op` once on every worker of the pool, without waiting for it.
+    fn broadcast(&self, op: impl Fn(BroadcastContext<'_>) + Send + Sync + 'static) {
         match &self.own {
-            Some(pool) => pool.spawn_broadcast(poll),
-            None => rayon::spawn_broadcast(poll),
+            Some(pool) => pool.spawn_broadcast(op),
+            None => rayon::spawn_broadcast(op),
+        }
+    }
+}
+
+/// On a worker: runs the pool's jobs as they come while `go` holds, until `idle` passes
+/// after the last one (or the start), calling `wait` between polls that find none.
+fn run_jobs(idle: Duration, go: impl Fn() -> bool, wait: fn()) {
+    let mut last_job = Instant::now();
+    while go() && last_job.elapsed() < idle {
+        match rayon::yield_now() {
+            Some(Yield::Executed) => last_job = Instant::now(),
+            _ => wait(),
         }
     }
 }
@@ -254,11 +260,18 @@ mod tests {
         for n in 0..50 {
             sum_of_squares(&pool, 2000 + n);
         }
+        stops_within_10_s("a worker polling after the last call", || {
+            pool.polling.load(Ordering::Acquire)
+        });
+    }
+
+    /// Waits until `busy` no longer holds, failing the test after 10 s.
+    fn stops_within_10_s(what: &str, busy: impl Fn() -> bool) {
         let start = Instant::now();
-        while pool.polling.load(Ordering::Acquire) {
+        while busy() {
             assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "a worker still polls 10 s after the last call"
+                start.elapsed().as_secs() < 10,
+                "{what} still runs after 10 s"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -278,14 +291,9 @@ mod tests {
             started()
         });
         assert_eq!(helpers, 1, "no worker polled during the call");
-        let start = Instant::now();
-        while pool.helping.now.load(Ordering::Acquire) > 0 {
-            assert!(
-                start.elapsed().as_secs() < 10,
-                "a helper still polls 10 s after the call"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        stops_within_10_s("a helper after the call", || {
+            pool.helping.now.load(Ordering::Acquire) > 0
+        });
     }
 
     /// With spinning off, no worker polls during a call, and calls still complete.
