@@ -191,7 +191,8 @@ fn merge8<C: Real, F: Fold<C>>(f: F, lanes: [C; 8]) -> C {
     f.merge(f.merge(h[0], h[2]), f.merge(h[1], h[3]))
 }
 
-/// `dst[j] = step(dst[j], row[j])` for every row, two rows per pass over `dst`.
+/// `dst[j] = step(dst[j], row[j])` for every row in order, four rows per pass over `dst`
+/// (then two, then one): each pass loads and stores `dst` once.
 #[inline(always)]
 pub(crate) fn fold_rows<'a, C: Real, F: Fold<C>>(
     f: F,
@@ -200,13 +201,25 @@ pub(crate) fn fold_rows<'a, C: Real, F: Fold<C>>(
 ) {
     let n = dst.len();
     loop {
-        match (rows.next(), rows.next()) {
-            (Some(a), Some(b)) => {
+        match [rows.next(), rows.next(), rows.next(), rows.next()] {
+            [Some(a), Some(b), Some(c), Some(e)] => {
+                let (a, b, c, e) = (&a[..n], &b[..n], &c[..n], &e[..n]);
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = f.step(f.step(f.step(f.step(*d, a[j]), b[j]), c[j]), e[j]);
+                }
+            }
+            [Some(a), Some(b), c, _] => {
                 for ((d, &u), &v) in dst.iter_mut().zip(&a[..n]).zip(&b[..n]) {
                     *d = f.step(f.step(*d, u), v);
                 }
+                if let Some(c) = c {
+                    for (d, &u) in dst.iter_mut().zip(&c[..n]) {
+                        *d = f.step(*d, u);
+                    }
+                }
+                return;
             }
-            (Some(a), None) => {
+            [Some(a), ..] => {
                 for (d, &u) in dst.iter_mut().zip(&a[..n]) {
                     *d = f.step(*d, u);
                 }
