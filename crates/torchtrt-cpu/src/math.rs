@@ -131,9 +131,9 @@ fn erfc_pos<C: Real>(z: C) -> C {
     t * (poly - z * z).exp()
 }
 
-/// SiLU, `x·σ(x)`, as `x / (1 + e^{−x})`: one rounding for the quotient, and branch-free
-/// (`e^{−x}` saturates to ∞ for large negative `x`, giving −0, and to 0 for large positive
-/// `x`, giving `x`).
+/// SiLU, `x·σ(x)`, as `x / (1 + e)` for `x ≥ 0` and `x·e / (1 + e)` below, with
+/// `e = e^{−|x|} ≤ 1`: the exponential never overflows (vector forms skip those steps), and
+/// branch-free (`e` is 0 for large `|x|`, giving `x` above and −0 below).
 #[inline(always)]
 pub(crate) fn silu<C: Real>(x: C) -> C {
     silu_with::<C, Unfused>(x)
@@ -142,7 +142,9 @@ pub(crate) fn silu<C: Real>(x: C) -> C {
 /// [`silu`] with the multiply-adds `M` compiles (fused in code compiled for FMA).
 #[inline(always)]
 pub(crate) fn silu_with<C: Real, M: Madd>(x: C) -> C {
-    x / (C::ONE + (-x).exp_with::<M>())
+    let e = (-x.abs()).exp_with::<M>();
+    let n = if x < C::ZERO { x * e } else { x };
+    n / (C::ONE + e)
 }
 
 /// The AVX-512 forms of [`exp_f32`] and [`silu`], sixteen lanes at a time.
@@ -177,24 +179,32 @@ pub(crate) mod avx512 {
     /// [`super::silu`] lane by lane, with [`exp`].
     #[target_feature(enable = "avx512f")]
     pub(crate) fn silu(x: __m512) -> __m512 {
-        let e = exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
-        _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0), e))
+        let sign = _mm512_castsi512_ps(_mm512_set1_epi32(i32::MIN));
+        let e = exp(_mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(x),
+            _mm512_castps_si512(sign),
+        )));
+        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
+        let n = _mm512_mask_mul_ps(x, neg, x, e);
+        _mm512_div_ps(n, _mm512_add_ps(_mm512_set1_ps(1.0), e))
     }
 }
 
-/// The AVX2 forms of [`exp_f32`] and [`silu`], eight lanes at a time.
+/// The AVX2 forms of [`exp_f32`] (for arguments `≤ 0`) and [`silu`], eight lanes at a time.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
-    /// `eˣ` lane by lane, the steps of [`crate::math::exp_f32_with`] with fused multiply-adds
-    /// (bit for bit the same results): NaN stays NaN, below the smallest normal result 0.
+    /// `eˣ` lane by lane for arguments `≤ 0` (or NaN), as a softmax takes them after
+    /// subtracting the maximum and SiLU as `e^{−|x|}`: the steps of
+    /// [`crate::math::exp_f32_with`] with fused multiply-adds (bit for bit the same results)
+    /// without those for results near overflow. Exact up to 88 (`2ⁿ ≤ 2¹²⁷`); wrong above.
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) fn exp(x: __m256) -> __m256 {
+    pub(crate) fn exp_nonpositive(x: __m256) -> __m256 {
         use crate::math::exp_f32_steps::*;
         let splat = _mm256_set1_ps;
-        // max/min return their second operand when either is NaN: NaN passes through.
-        let xc = _mm256_min_ps(splat(HIGHEST), _mm256_max_ps(splat(LOWEST), x));
+        // max returns its second operand when either is NaN: NaN passes through.
+        let xc = _mm256_max_ps(splat(LOWEST), x);
         let shifted = _mm256_fmadd_ps(xc, splat(std::f32::consts::LOG2_E), splat(ROUND));
         let n = _mm256_sub_ps(shifted, splat(ROUND));
         let r = _mm256_fnmadd_ps(n, splat(LN2_LO), _mm256_fnmadd_ps(n, splat(LN2_HI), xc));
@@ -202,30 +212,20 @@ pub(crate) mod avx2 {
         for &c in &TAYLOR[1..] {
             p = _mm256_fmadd_ps(p, r, splat(c));
         }
-        // p·2^min(n, 127)·(1 or 2), as the scalar form rounds it.
-        let ni = _mm256_sub_epi32(
-            _mm256_castps_si256(shifted),
-            _mm256_set1_epi32(ROUND.to_bits() as i32),
-        );
-        let top = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));
-        let scale = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_min_epi32(ni, _mm256_set1_epi32(127)),
-            _mm256_set1_epi32(127),
-        ));
+        // The bits of `shifted` are ROUND's plus n: 2ⁿ's exponent field is them plus 127.
+        let bias = _mm256_set1_epi32(127 - ROUND.to_bits() as i32);
+        let scale = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_castps_si256(shifted), bias));
         let y = _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
-        let y = _mm256_mul_ps(
-            y,
-            _mm256_blendv_ps(splat(1.0), splat(2.0), _mm256_castsi256_ps(top)),
-        );
-        let under = _mm256_cmp_ps::<_CMP_LT_OQ>(x, splat(LOWEST));
-        _mm256_andnot_ps(under, y)
+        _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(x, splat(LOWEST)), y)
     }
 
-    /// [`super::silu`] lane by lane, with [`exp`].
+    /// [`super::silu`] lane by lane, with [`exp_nonpositive`].
     #[target_feature(enable = "avx2,fma")]
     pub(crate) fn silu(x: __m256) -> __m256 {
-        let e = exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
-        _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e))
+        let e = exp_nonpositive(_mm256_or_ps(x, _mm256_set1_ps(-0.0)));
+        let neg = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_setzero_ps());
+        let n = _mm256_blendv_ps(x, _mm256_mul_ps(x, e), neg);
+        _mm256_div_ps(n, _mm256_add_ps(_mm256_set1_ps(1.0), e))
     }
 }
 
@@ -298,13 +298,8 @@ mod tests {
         assert_eq!(exp(0.0), 1.0);
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_avx2_forms_match_the_scalar_ones_bit_for_bit() {
-        use std::arch::x86_64::*;
-        if !crate::simd::v3() {
-            return;
-        }
+    /// Arguments across the whole range of `exp`, its clamps, zeros and NaN.
+    fn vector_arguments() -> Vec<f32> {
         let mut xs: Vec<f32> = (0..40_000).map(|i| -110.0 + i as f32 * 0.005).collect();
         xs.extend([
             f32::NAN,
@@ -315,30 +310,78 @@ mod tests {
             88.72,
             -87.34,
         ]);
-        xs.resize(xs.len().next_multiple_of(8), 1.0);
-        for lanes in xs.chunks_exact(8) {
-            let mut got = ([0f32; 8], [0f32; 8]);
-            // SAFETY: `v3()` holds only when the CPU has AVX2 and FMA; both stores write 8 lanes.
+        xs.resize(xs.len().next_multiple_of(16), 1.0);
+        xs
+    }
+
+    /// `got` (the results of a vector form of `scalar` over `xs`) bit for bit `scalar`'s,
+    /// where `x` is in `domain`.
+    fn check_bits(
+        name: &str,
+        xs: &[f32],
+        got: &[f32],
+        scalar: fn(f32) -> f32,
+        domain: fn(f32) -> bool,
+    ) {
+        for (&x, &g) in xs.iter().zip(got) {
+            let want = scalar(x);
+            assert!(
+                !domain(x) || g.to_bits() == want.to_bits() || want.is_nan() && g.is_nan(),
+                "{name}({x}): {g} against {want}"
+            );
+        }
+    }
+
+    fn fused_exp(x: f32) -> f32 {
+        exp_f32_with::<crate::simd::Fused>(x)
+    }
+
+    fn fused_silu(x: f32) -> f32 {
+        silu_with::<f32, crate::simd::Fused>(x)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_forms_match_the_scalar_ones_bit_for_bit() {
+        use std::arch::x86_64::*;
+        if !crate::simd::v3() {
+            return;
+        }
+        let xs = vector_arguments();
+        let mut got = vec![vec![0f32; xs.len()]; 2];
+        for (k, lanes) in xs.chunks_exact(8).enumerate() {
+            // SAFETY: `v3()` holds only when the CPU has AVX2 and FMA; the stores write 8 lanes.
             unsafe {
                 let x = _mm256_loadu_ps(lanes.as_ptr());
-                _mm256_storeu_ps(got.0.as_mut_ptr(), avx2::exp(x));
-                _mm256_storeu_ps(got.1.as_mut_ptr(), avx2::silu(x));
-            }
-            for (i, &x) in lanes.iter().enumerate() {
-                let exp = exp_f32_with::<crate::simd::Fused>(x);
-                let silu = silu_with::<f32, crate::simd::Fused>(x);
-                assert!(
-                    got.0[i].to_bits() == exp.to_bits() || exp.is_nan() && got.0[i].is_nan(),
-                    "exp({x}): {} against {exp}",
-                    got.0[i]
-                );
-                assert!(
-                    got.1[i].to_bits() == silu.to_bits() || silu.is_nan() && got.1[i].is_nan(),
-                    "silu({x}): {} against {silu}",
-                    got.1[i]
-                );
+                _mm256_storeu_ps(got[0][k * 8..].as_mut_ptr(), avx2::exp_nonpositive(x));
+                _mm256_storeu_ps(got[1][k * 8..].as_mut_ptr(), avx2::silu(x));
             }
         }
+        check_bits("exp_nonpositive", &xs, &got[0], fused_exp, |x| {
+            x.is_nan() || x <= 88.0
+        });
+        check_bits("silu", &xs, &got[1], fused_silu, |_| true);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx512_forms_match_the_scalar_ones_bit_for_bit() {
+        use std::arch::x86_64::*;
+        if !crate::simd::v4() {
+            return;
+        }
+        let xs = vector_arguments();
+        let mut got = vec![vec![0f32; xs.len()]; 2];
+        for (k, lanes) in xs.chunks_exact(16).enumerate() {
+            // SAFETY: `v4()` holds only when the CPU has AVX-512 F; the stores write 16 lanes.
+            unsafe {
+                let x = _mm512_loadu_ps(lanes.as_ptr());
+                _mm512_storeu_ps(got[0][k * 16..].as_mut_ptr(), avx512::exp(x));
+                _mm512_storeu_ps(got[1][k * 16..].as_mut_ptr(), avx512::silu(x));
+            }
+        }
+        check_bits("exp", &xs, &got[0], fused_exp, |_| true);
+        check_bits("silu", &xs, &got[1], fused_silu, |_| true);
     }
 
     #[test]
