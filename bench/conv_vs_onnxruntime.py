@@ -2,7 +2,8 @@
 """Single convolutions on the CPU through `torchtrtc bench` and onnxruntime, in interleaved
 rounds (`interleaved.py`): one-node models (`Conv` with bias, then `Relu` or `x·Sigmoid(x)`
 where the layer has an activation; seeded random weights) written to `--work`. Layers are
-named `C-M-kK-sS-HxW[-relu|-silu]` (batch from `--batch`); the defaults are EfficientNet-B0's
+named `C-M-kK-sS-HxW[-dw][-dD][-relu|-silu]` (batch from `--batch`; `dw`: depthwise, M = C
+groups; `dD`: dilation D, padded to keep the size); the defaults are EfficientNet-B0's
 and ResNet-50's heaviest shapes. Prints, per layer and contender, the minimum, 25th
 percentile and median of the rounds' medians (2 threads unless `--threads`).
 
@@ -36,18 +37,25 @@ def build(name, batch, work):
     c, m, k, s, hw, *act = name.split("-")
     c, m, k, s = int(c), int(m), int(k[1:]), int(s[1:])
     h, w = (int(v) for v in hw.split("x"))
+    group = c if act[:1] == ["dw"] else 1
+    act = act[1:] if group > 1 else act
+    dilation = int(act[0][1:]) if act[:1] and act[0][:1] == "d" else 1
+    act = act[1:] if dilation > 1 else act
+    pad = dilation * (k // 2)
     rng = np.random.default_rng(0)
-    weights = (rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    fan_in = c // group * k * k
+    weights = (rng.standard_normal((m, c // group, k, k)) / np.sqrt(fan_in)).astype(np.float32)
     bias = (0.1 * rng.standard_normal(m)).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[s, s],
-                              pads=[k // 2] * 4)]
+                              pads=[pad] * 4, group=group, dilations=[dilation] * 2)]
     if act == ["relu"]:
         nodes.append(helper.make_node("Relu", ["c"], ["y"]))
     elif act == ["silu"]:
         nodes += [helper.make_node("Sigmoid", ["c"], ["g"]), helper.make_node("Mul", ["c", "g"], ["y"])]
     else:
         nodes[0].output[0] = "y"
-    oh, ow = (h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1
+    span = dilation * (k - 1) + 1
+    oh, ow = (h + 2 * pad - span) // s + 1, (w + 2 * pad - span) // s + 1
     graph = helper.make_graph(
         nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, h, w])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, m, oh, ow])],

@@ -5,7 +5,7 @@ same bytes, in one run, and prints two tables.
 
     python bench/cpu_plugins_vs_onnxruntime.py [--iters 50] [--warmup 10] [--threads 2]
         [--skip-build | --exe PATH --layers-exe PATH] [--cli [--torchtrtc PATH]]
-        [--only plugins|layers] [--markdown]
+        [--only plugins|layers] [--rounds N] [--markdown]
 
 Needs `pip install onnx onnxruntime numpy`. Our side is
 `cargo run --release -p torchtrt-plugins --example bench_plugins -- --json` for the plugins
@@ -15,7 +15,8 @@ each case's ONNX model (the one onnxruntime runs) also goes through `torchtrtc b
 MODEL.onnx --json` (the path users run: compiled from the model, bound buffers,
 RAYON_NUM_THREADS = --threads), in a column of its own. onnxruntime runs each model with
 `intra_op_num_threads = --threads` and preallocated, bound outputs. Core-layer cases run
-ours and onnxruntime back to back, case by case. The copy is one memcpy of (input + output
+ours and onnxruntime back to back, case by case (--rounds times, reporting the medians of
+the rounds: this VM's speed drifts within seconds). The copy is one memcpy of (input + output
 bytes) / 2 between preallocated buffers, measured by the example in the same run; a
 fraction is copy_ms / ms (1.0 = as fast as copying the bytes).
 """
@@ -209,8 +210,15 @@ def layer_rows(args, cli_exe):
     exe = layers_exe(args)
     rows, notes = [], []
     for case, (nodes, inits, shape, note) in LAYER_CASES.items():
-        r = layer_ms(exe, case, args)
-        ort_t = ort_ms(nodes, inits, shape, args.threads, args.iters, args.warmup)
+        runs, ort_runs = [], []
+        for _ in range(args.rounds):
+            runs.append(layer_ms(exe, case, args))
+            ort_runs.append(ort_ms(nodes, inits, shape, args.threads, args.iters, args.warmup))
+        r = dict(runs[0])
+        if "skipped" not in r:
+            for key in ("ours_ms", "ours_min_ms", "copy_ms"):
+                r[key] = float(np.median([run[key] for run in runs]))
+        ort_t = float(np.median(ort_runs))
         cli = cli_ms(cli_exe, case, nodes, inits, shape, args) if cli_exe else None
         if note:
             notes.append(f"{case}: {note}")
@@ -247,6 +255,9 @@ def main():
     p.add_argument("--exe", help="a prebuilt bench_plugins binary (implies --skip-build)")
     p.add_argument("--layers-exe", help="a prebuilt bench_layers binary")
     p.add_argument("--only", choices=["plugins", "layers"])
+    p.add_argument("--rounds", type=int, default=1,
+                   help="core layers: time ours then onnxruntime this many times per case "
+                        "and report the medians of the rounds")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--cli", action="store_true",
                    help="also time each ONNX model through `torchtrtc bench`")
@@ -265,8 +276,9 @@ def main():
                  for case, o, m, c, t, cp in rows]
         print()
         table(header, lines, args.markdown)
+        rounds = f"; the median of {args.rounds} rounds" if args.rounds > 1 else ""
         print(f"\nthreads {args.threads}, median of {args.iters} after {args.warmup} warm-up "
-              f"runs; onnxruntime {ort.__version__}; ORT/ours > 1 means ours is faster; "
+              f"runs{rounds}; onnxruntime {ort.__version__}; ORT/ours > 1 means ours is faster; "
               f"torchtrtc = median through `torchtrtc bench` on the one-node model (--cli).")
         for n in notes:
             print(f"- {n}")
