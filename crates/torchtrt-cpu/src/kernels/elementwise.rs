@@ -4,9 +4,11 @@ use torchtrt_core::layers::Elementwise;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{InferInput, Kernel, Tensor};
 
-use super::elementwise_ops::{Arith, BinOp, Operand, arith_int, arith_real, compare, logic, shift};
+use super::elementwise_ops::{
+    Arith, BinOp, Operand, RowsWithRow, arith_apply, arith_int, arith_real, compare, logic, shift,
+};
 use crate::dispatch::{with_float, with_int};
-use crate::parallel::for_each_chunk;
+use crate::parallel::{for_each_chunk, for_each_rows};
 use crate::scalar::{FloatElem, Int};
 use crate::strided::{Strided, broadcast_shape, broadcast_strides};
 use crate::tensor_access::{check_arity, check_dtype, check_output, elems, elems_mut};
@@ -94,13 +96,127 @@ impl Kernel for ElementwiseKernel {
     }
 }
 
+/// Scratch of one task of [`float_arith`]: its operands and result in the compute type.
+type Bufs<C> = (Vec<C>, Vec<C>, Vec<C>);
+
 fn float_arith<T: FloatElem>(op: Arith, walk: &Strided<2>, a: &[T], b: &[T], out: &mut [T]) {
-    type Bufs<C> = (Vec<C>, Vec<C>, Vec<C>);
+    if let Some(rows) = RepeatedRows::of(walk) {
+        let row_first = rows.row_strides[0] == 0;
+        for_each_rows(out, rows.len, rows.len, |first, chunk| {
+            let mut bufs = Bufs::default();
+            for (in_rows, one, out) in rows.segments(first, chunk, a, b) {
+                let in_rows = T::view(in_rows, &mut bufs.0);
+                let row = T::view(one, &mut bufs.1);
+                T::write(out, &mut bufs.2, |out| {
+                    let target = RowsWithRow {
+                        rows: in_rows,
+                        row,
+                        row_first,
+                        out,
+                    };
+                    arith_apply(op, target)
+                });
+            }
+        });
+        return;
+    }
     drive::<T, T, Bufs<T::C>>(walk, a, b, out, |bufs, x, y, o| {
-        let x = to_compute(x, &mut bufs.0);
-        let y = to_compute(y, &mut bufs.1);
-        T::write(o, &mut bufs.2, |o| arith_real(op, x, y, o));
+        float_run(op, bufs, x, y, o)
     });
+}
+
+/// One run of [`float_arith`], computed in `T::C`.
+fn float_run<T: FloatElem>(
+    op: Arith,
+    bufs: &mut Bufs<T::C>,
+    x: Operand<'_, T>,
+    y: Operand<'_, T>,
+    out: &mut [T],
+) {
+    let x = to_compute(x, &mut bufs.0);
+    let y = to_compute(y, &mut bufs.1);
+    T::write(out, &mut bufs.2, |o| arith_real(op, x, y, o));
+}
+
+/// A walk whose output is rows of `len` elements, of which one operand reads a row in place
+/// (rows `len` apart) and the other repeats one row over `rows` rows: a channels-last
+/// `[N, H·W, C]` tensor scaled by `[N, 1, C]`. The walk's runs are single short rows there;
+/// this hands out whole rows without walking.
+struct RepeatedRows {
+    /// The dims outside the rows, outermost first, with each operand's strides.
+    outer: Vec<(usize, [isize; 2])>,
+    rows: usize,
+    len: usize,
+    /// Each operand's distance between rows: `len`, or 0 for the repeated row.
+    row_strides: [isize; 2],
+}
+
+impl RepeatedRows {
+    fn of(walk: &Strided<2>) -> Option<RepeatedRows> {
+        let (dims, strides, base) = walk.dims();
+        let rank = dims.len();
+        if rank < 2 || base != [0, 0] || strides[rank - 1] != [1, 1] {
+            return None;
+        }
+        let (rows, len, row_strides) = (dims[rank - 2], dims[rank - 1], strides[rank - 2]);
+        let l = len as isize;
+        if row_strides != [l, 0] && row_strides != [0, l] {
+            return None;
+        }
+        let outer = dims[..rank - 2]
+            .iter()
+            .copied()
+            .zip(strides[..rank - 2].iter().copied())
+            .collect();
+        Some(RepeatedRows {
+            outer,
+            rows,
+            len,
+            row_strides,
+        })
+    }
+
+    /// `chunk` (output rows from `first` on) cut where the outer index changes, each piece
+    /// with its operands: the rows read in place and the repeated row.
+    fn segments<'s, 'o, T>(
+        &'s self,
+        first: usize,
+        chunk: &'o mut [T],
+        a: &'s [T],
+        b: &'s [T],
+    ) -> impl Iterator<Item = (&'s [T], &'s [T], &'o mut [T])> + use<'s, 'o, T> {
+        let (rows, len) = (self.rows, self.len);
+        let mut rest = chunk;
+        let mut row = first;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let count = (rows - row % rows).min(rest.len() / len);
+            let (out, tail) = std::mem::take(&mut rest).split_at_mut(count * len);
+            let [ia, ib] = self.offsets(row);
+            rest = tail;
+            row += count;
+            Some(if self.row_strides[0] == 0 {
+                (&b[ib..ib + count * len], &a[ia..ia + len], out)
+            } else {
+                (&a[ia..ia + count * len], &b[ib..ib + len], out)
+            })
+        })
+    }
+
+    /// Each operand's offset of output row `row`.
+    fn offsets(&self, row: usize) -> [usize; 2] {
+        let (mut outer, r) = (row / self.rows, row % self.rows);
+        let mut at = self.row_strides.map(|s| s * r as isize);
+        for &(d, s) in self.outer.iter().rev() {
+            let i = (outer % d) as isize;
+            outer /= d;
+            at[0] += i * s[0];
+            at[1] += i * s[1];
+        }
+        at.map(|o| o as usize)
+    }
 }
 
 fn to_compute<'a, T: FloatElem>(x: Operand<'a, T>, buf: &'a mut Vec<T::C>) -> Operand<'a, T::C> {

@@ -124,17 +124,25 @@ impl BinOp {
 
 /// Arithmetic on a float compute type; `Max`/`Min` propagate NaN.
 pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C>, out: &mut [C]) {
+    if op == Arith::Pow {
+        return pow(a, b, out);
+    }
+    arith_apply(op, Zip { a, b, out });
+}
+
+/// Runs `op`'s element function over `target`, chosen once for all its elements.
+pub(super) fn arith_apply<C: Real>(op: Arith, target: impl Apply<C>) {
     match op {
-        Arith::Add => zip(a, b, out, |x, y| x + y),
-        Arith::Sub => zip(a, b, out, |x, y| x - y),
-        Arith::Mul => zip(a, b, out, |x, y| x * y),
-        Arith::Div => zip(a, b, out, |x, y| x / y),
-        Arith::Pow => pow(a, b, out),
-        Arith::Max => zip(a, b, out, |x, y| if x > y || x.is_nan() { x } else { y }),
-        Arith::Min => zip(a, b, out, |x, y| if x < y || x.is_nan() { x } else { y }),
-        Arith::PRelu => zip(a, b, out, |x, y| if x < C::ZERO { y * x } else { x }),
-        Arith::Mod { fmod: true } => zip(a, b, out, |x, y| x % y),
-        Arith::Mod { fmod: false } => zip(a, b, out, |x, y| {
+        Arith::Add => target.apply(|x, y| x + y),
+        Arith::Sub => target.apply(|x, y| x - y),
+        Arith::Mul => target.apply(|x, y| x * y),
+        Arith::Div => target.apply(|x, y| x / y),
+        Arith::Pow => target.apply(|x, y| x.powf(y)),
+        Arith::Max => target.apply(|x, y| if x > y || x.is_nan() { x } else { y }),
+        Arith::Min => target.apply(|x, y| if x < y || x.is_nan() { x } else { y }),
+        Arith::PRelu => target.apply(|x, y| if x < C::ZERO { y * x } else { x }),
+        Arith::Mod { fmod: true } => target.apply(|x, y| x % y),
+        Arith::Mod { fmod: false } => target.apply(|x, y| {
             let r = x % y;
             if r != C::ZERO && ((r < C::ZERO) != (y < C::ZERO)) {
                 r + y
@@ -142,6 +150,54 @@ pub(super) fn arith_real<C: Real>(op: Arith, a: Operand<'_, C>, b: Operand<'_, C
                 r
             }
         }),
+    }
+}
+
+/// Elements an element function `f(a, b)` is applied to, writing an output.
+pub(super) trait Apply<C> {
+    /// Writes `f(a, b)` for each element.
+    fn apply(self, f: impl Fn(C, C) -> C);
+}
+
+/// Two operands of the output's length (or broadcast scalars): [`zip`].
+pub(super) struct Zip<'a, 'o, C> {
+    pub(super) a: Operand<'a, C>,
+    pub(super) b: Operand<'a, C>,
+    pub(super) out: &'o mut [C],
+}
+
+impl<C: Copy> Apply<C> for Zip<'_, '_, C> {
+    #[inline(always)]
+    fn apply(self, f: impl Fn(C, C) -> C) {
+        zip(self.a, self.b, self.out, f)
+    }
+}
+
+/// Consecutive rows of one operand, each paired with the same row of the other: the
+/// output's rows are `f(rows[i], row)`, or `f(row, rows[i])` when `row_first`.
+pub(super) struct RowsWithRow<'a, 'o, C> {
+    pub(super) rows: &'a [C],
+    pub(super) row: &'a [C],
+    pub(super) row_first: bool,
+    pub(super) out: &'o mut [C],
+}
+
+impl<C: Copy> Apply<C> for RowsWithRow<'_, '_, C> {
+    #[inline(always)]
+    fn apply(self, f: impl Fn(C, C) -> C) {
+        let len = self.row.len();
+        let rows = self
+            .out
+            .chunks_exact_mut(len)
+            .zip(self.rows.chunks_exact(len));
+        for (out, x) in rows {
+            let pairs = out.iter_mut().zip(x).zip(self.row);
+            if self.row_first {
+                pairs.for_each(|((o, &x), &r)| *o = f(r, x));
+            } else {
+                pairs.for_each(|((o, &x), &r)| *o = f(x, r));
+            }
+        }
     }
 }
 

@@ -150,6 +150,27 @@ proptest! {
         let got = run_on(pooled(), layer(E::Mul, false), &[&a, &b]).map_err(TestCaseError::fail)?;
         check(&got[0], &want, Tol::of(dtype))?;
     }
+
+    /// A channels-last tensor with one row of channels per image (a squeeze-and-excitation
+    /// scale): rows of the output read the tensor in place and repeat the image's row, on
+    /// either side of the operation and across threads.
+    #[test]
+    fn repeated_rows_of_channels(
+        op in select(ARITH.to_vec()),
+        (n, positions, channels) in (1usize..3, 1usize..700, 1usize..40),
+        swap: bool,
+        dtype in float_dtype(),
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let x = random(dtype, &[n, positions, 1, channels], &mut rng, -3.0, 3.0);
+        let row = random_signed(dtype, &[n, 1, 1, channels], &mut rng, 0.5, 2.0);
+        let (a, b) = if swap { (&row, &x) } else { (&x, &row) };
+        let want = binary(&nd(a), &nd(b), |x, y| apply(op, false, false, x, y));
+        check(&run(layer(op, false), &[a, b])?, &want, Tol::of(dtype).scaled(4.0))?;
+        let got = run_on(pooled(), layer(op, false), &[a, b]).map_err(TestCaseError::fail)?;
+        check(&got[0], &want, Tol::of(dtype).scaled(4.0))?;
+    }
 }
 
 #[test]
