@@ -101,7 +101,7 @@ type Bufs<C> = (Vec<C>, Vec<C>, Vec<C>);
 
 fn float_arith<T: FloatElem>(op: Arith, walk: &Strided<2>, a: &[T], b: &[T], out: &mut [T]) {
     if let Some(rows) = RepeatedRows::of(walk) {
-        let row_first = rows.row_strides[0] == 0;
+        let row_first = rows.row_first();
         for_each_rows(out, rows.len, rows.len, |first, chunk| {
             let mut bufs = Bufs::default();
             for (in_rows, one, out) in rows.segments(first, chunk, a, b) {
@@ -197,12 +197,17 @@ impl RepeatedRows {
             let [ia, ib] = self.offsets(row);
             rest = tail;
             row += count;
-            Some(if self.row_strides[0] == 0 {
+            Some(if self.row_first() {
                 (&b[ib..ib + count * len], &a[ia..ia + len], out)
             } else {
                 (&a[ia..ia + count * len], &b[ib..ib + len], out)
             })
         })
+    }
+
+    /// True when the first operand is the repeated row.
+    fn row_first(&self) -> bool {
+        self.row_strides[0] == 0
     }
 
     /// Each operand's offset of output row `row`.
