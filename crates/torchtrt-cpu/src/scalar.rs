@@ -68,6 +68,8 @@ pub(crate) trait Real:
     fn exp(self) -> Self;
     /// `eˣ` with the multiply-adds `M` compiles (vectorises for f32).
     fn exp_with<M: Madd>(self) -> Self;
+    /// SiLU, `x·σ(x)` ([`math::silu`]), with the multiply-adds `M` compiles.
+    fn silu_with<M: Madd>(self) -> Self;
     /// `self · a + b` with one rounding (a library call without FMA instructions).
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// `eˣ − 1`
@@ -111,7 +113,7 @@ pub(crate) trait Real:
 }
 
 macro_rules! real {
-    ($t:ident, $bits:ident, $exp:path, $exp_with:expr, $tanh:path) => {
+    ($t:ident, $bits:ident, $exp:path, $exp_with:expr, $silu_with:expr, $tanh:path) => {
         impl Real for $t {
             const ZERO: $t = 0.0;
             const ONE: $t = 1.0;
@@ -152,6 +154,10 @@ macro_rules! real {
                 $exp_with(self)
             }
             #[inline(always)]
+            fn silu_with<M: Madd>(self) -> $t {
+                $silu_with(self)
+            }
+            #[inline(always)]
             fn tanh(self) -> $t {
                 $tanh(self)
             }
@@ -181,9 +187,16 @@ real!(
     u32,
     math::exp_f32,
     math::exp_f32_with::<M>,
+    math::silu_f32_with::<M>,
     math::tanh_f32
 );
-real!(f64, u64, f64::exp, f64::exp, f64::tanh);
+real!(f64, u64, f64::exp, f64::exp, silu_f64::<M>, f64::tanh);
+
+/// SiLU in f64: `x / (1 + e^{−x})` with the library's `exp` (no multiply-adds to choose).
+#[inline(always)]
+fn silu_f64<M: Madd>(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
 
 /// `Σ x` with eight independent partial sums, so the loop vectorises.
 pub(crate) fn lane_sum<C: Real>(x: &[C]) -> C {
