@@ -817,7 +817,7 @@ fn activation(
     net.add(name, Activation { kind }, &[x]).unwrap()
 }
 
-/// EfficientNet's blocks: a stem (3 → `c`, channels first on the CPU), then `blocks`
+/// EfficientNet's blocks: a stem (3 → `c`, 3×3), then `blocks`
 /// inverted residual blocks: a 1×1 expansion with SiLU, a depthwise 3×3 with SiLU, a
 /// squeeze-and-excitation gate (global average pool, 1×1, SiLU, 1×1, sigmoid, multiply),
 /// a 1×1 projection and the shortcut; a global average pool ends it.
@@ -865,8 +865,9 @@ fn inverted_residual_blocks(c: usize, blocks: u64) -> NetworkDefinition {
 }
 
 /// On the CPU backend itself (AVX-512): EfficientNet's blocks run channels last, their
-/// pooling over the permuted axes, with one reformat in after the stem (a transpose) and
-/// one out after the head's pooling (a reshape: `[N, 1, 1, C]` is `[N, C, 1, 1]`'s bytes),
+/// pooling over the permuted axes, and so does the stem (its gathered windows), with one
+/// reformat in before it (a transpose of the 3-channel images) and one out after the
+/// head's pooling (a reshape: `[N, 1, 1, C]` is `[N, C, 1, 1]`'s bytes),
 /// and compute what the channels-first engine does; a ResNet-style chain of 3×3 and 1×1
 /// layers stays channels first.
 #[test]
@@ -891,7 +892,7 @@ fn cpu_runs_inverted_residual_blocks_channels_last() {
             _ => None,
         })
         .collect();
-    assert!(convs.contains(&("stem", false)), "{convs:?}");
+    assert!(convs.contains(&("stem", true)), "{convs:?}");
     for block in 0..2 {
         for layer in ["expand", "dw", "se_reduce", "se_expand"] {
             let name = format!("block{block}_{layer}");
@@ -922,9 +923,9 @@ fn cpu_runs_inverted_residual_blocks_channels_last() {
         reformats,
         [
             ("head_pool/reformat_channels_first", "Reshape"),
-            ("stem/reformat_channels_last", "Transpose"),
+            ("x/reformat_channels_last", "Transpose"),
         ],
-        "the pooled [N, 1, 1, C] leaves as a view, the stem's output is moved"
+        "the pooled [N, 1, 1, C] leaves as a view, the 3-channel images are moved"
     );
     let plain = torchtrt_core::build(&net, &config(false), &[cpu()]).unwrap();
     for n in [1, 3] {

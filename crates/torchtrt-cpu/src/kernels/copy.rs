@@ -89,6 +89,12 @@ impl Transposes {
 
     /// Writes the output rows from global row `first` on into `out`.
     fn band<W: Copy>(&self, src: &[W], first: usize, out: &mut [W]) {
+        match self.cols {
+            2 => return self.narrow::<2, W>(src, first, out),
+            3 => return self.narrow::<3, W>(src, first, out),
+            4 => return self.narrow::<4, W>(src, first, out),
+            _ => {}
+        }
         let rows = out.len() / self.cols;
         let origin = |g: usize| self.batch[g / self.rows] + g % self.rows;
         let vector = size_of::<W>() == 4 && crate::simd::v4();
@@ -122,6 +128,28 @@ impl Transposes {
                     }
                 }
             }
+        }
+    }
+
+    /// [`Self::band`] of `C` columns (an image's few channels moved last): each run of rows
+    /// inside one batch entry interleaves `C` contiguous source lines.
+    fn narrow<const C: usize, W: Copy>(&self, src: &[W], first: usize, out: &mut [W]) {
+        let rows = out.len() / C;
+        let mut r = 0;
+        while r < rows {
+            let (entry, row) = ((first + r) / self.rows, (first + r) % self.rows);
+            let len = (self.rows - row).min(rows - r);
+            let at = self.batch[entry] + row;
+            let lines: [&[W]; C] = std::array::from_fn(|c| {
+                let start = at + c * self.col_stride;
+                &src[start..start + len]
+            });
+            for (i, o) in out[r * C..(r + len) * C].chunks_exact_mut(C).enumerate() {
+                for (v, line) in o.iter_mut().zip(&lines) {
+                    *v = line[i];
+                }
+            }
+            r += len;
         }
     }
 }

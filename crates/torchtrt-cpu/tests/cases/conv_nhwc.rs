@@ -1,6 +1,8 @@
 //! Channels-last convolutions: the native depthwise kernel (kernels 1 to 7, strides 1 to 3,
 //! dilations, asymmetric padding, channel counts across vector and work-unit edges, planes
-//! with no interior column) and the native 1×1 product (channels across panel edges), with
+//! with no interior column), the native 1×1 product (channels across panel edges) and the
+//! gathered windows of layers of few input channels (stems: any kernel, stride, dilation
+//! and padding, positions across the tasks' blocks), with
 //! a bias, a residual and each fusable activation, on one and two threads, against the
 //! channels-first reference moved channels last; a layer the CPU does not run natively
 //! (3×3, one group) still computes through its transposes. The backend's answer to the
@@ -155,6 +157,31 @@ proptest! {
         let w = random(DType::F32, &[out_channels, channels, 1, 1], &mut rng, -1.0, 1.0);
         let (kind, act) = activation(which);
         let answer = matches(layer(&p, kind), &p, &x, &w, bias, residual, act, &mut rng)?;
+        prop_assert_eq!(answer, native(ChannelsLast::Either));
+    }
+
+    #[test]
+    fn gathered_matches_reference(channels in 1usize..=4, out_channels in 1usize..70,
+                                  kernel in 1usize..=7, hw in 1usize..24, stride in 1usize..=3,
+                                  dilation in 1usize..=2, batch in 1usize..=3, bias: bool,
+                                  residual: bool, which in 0usize..4, seed: u64) {
+        let mut rng = Rng::new(seed);
+        let mut r = |lo: usize, hi: usize| rng.int(lo as i64, hi as i64) as usize;
+        let pads = [r(0, kernel / 2 + 1), r(0, kernel / 2 + 1), r(0, kernel), r(0, kernel)];
+        let span = dilation * (kernel - 1) + 1;
+        let (h, w) = (hw.max(span.saturating_sub(pads[0] + pads[2])),
+                      (hw + r(0, 9)).max(span.saturating_sub(pads[1] + pads[3])));
+        let p = ConvParams {
+            strides: vec![stride, r(1, 3)],
+            dilations: vec![dilation; 2],
+            pads_begin: vec![pads[0], pads[1]],
+            pads_end: vec![pads[2], pads[3]],
+            groups: 1,
+        };
+        let x = random(DType::F32, &[batch, channels, h, w], &mut rng, -1.0, 1.0);
+        let wt = random(DType::F32, &[out_channels, channels, kernel, kernel], &mut rng, -1.0, 1.0);
+        let (kind, act) = activation(which);
+        let answer = matches(layer(&p, kind), &p, &x, &wt, bias, residual, act, &mut rng)?;
         prop_assert_eq!(answer, native(ChannelsLast::Either));
     }
 }

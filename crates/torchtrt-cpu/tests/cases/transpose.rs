@@ -52,4 +52,19 @@ proptest! {
         let got = run(Transpose { perm: perm.clone() }, &[&x])?;
         check(&got, &transpose(&nd(&x), &perm), Tol::of(DType::I64))?;
     }
+
+    /// An image's two to four planes moved channels last (the interleaving path), with
+    /// runs of rows that cross images.
+    #[test]
+    fn few_planes_moved_channels_last(
+        n in 1usize..4, c in 2usize..=4, h in 1usize..40, w in 1usize..40,
+        dtype in select(vec![DType::F32, DType::F16, DType::I64]),
+        seed: u64,
+    ) {
+        let mut rng = Rng::new(seed);
+        let x = random(dtype, &[n, c, h, w], &mut rng, -100.0, 100.0);
+        let perm = vec![0, 2, 3, 1];
+        let got = run(Transpose { perm: perm.clone() }, &[&x])?;
+        check(&got, &transpose(&nd(&x), &perm), Tol::of(DType::I64))?;
+    }
 }

@@ -1,14 +1,16 @@
-//! Channels-last convolutions ([`Convolution::channels_last`]) on the CPU. Two kinds run
+//! Channels-last convolutions ([`Convolution::channels_last`]) on the CPU. Three kinds run
 //! natively, and the CPU backend asks the builder for channels-last edges around them
 //! ([`channels_last`]): 1×1 layers, whose channels-last form is a product of the positions'
-//! rows of channels with the packed weights ([`pointwise`]), and depthwise layers, which
-//! run with the channels along the vector lanes ([`depthwise`]). ONNX Runtime's CPU
+//! rows of channels with the packed weights ([`pointwise`]), depthwise layers, which
+//! run with the channels along the vector lanes ([`depthwise`]), and layers of a few input
+//! channels (stems), whose gathered windows are such rows ([`gathered`]). ONNX Runtime's CPU
 //! provider runs such networks in its own channel-blocked layout for the same reason: the
 //! channels-first kernels of small planes leave vector lanes idle or gather their inputs.
 //! Any other channels-last layer (a GPU engine's layer falling back to the host) runs the
 //! channels-first kernel between transposes ([`transposed`]).
 
 mod depthwise;
+mod gathered;
 mod pointwise;
 mod transposed;
 
@@ -23,6 +25,9 @@ use crate::tensor_access::{check_bias, check_output, elems};
 
 const WHAT: &str = "Convolution";
 
+/// Most input channels of a layer that runs [`Native::Gathered`].
+const GATHERED_CHANNELS: usize = 4;
+
 /// A channels-last layer the CPU runs natively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Native {
@@ -30,6 +35,8 @@ enum Native {
     Pointwise,
     /// One filter per channel.
     Depthwise,
+    /// One group of at most [`GATHERED_CHANNELS`] input channels.
+    Gathered,
 }
 
 /// How `layer` with f32 input and constant weights `w` runs natively channels last, if it
@@ -54,22 +61,25 @@ fn native(layer: &Convolution, dtype: DType, w: Option<&Tensor>) -> Option<Nativ
         && unit(&layer.pads_begin, 0)
         && unit(&layer.pads_end, 0);
     let depthwise = group_channels == 1 && m > 1 && usize::try_from(layer.groups) == Ok(m);
-    match (pointwise, depthwise) {
-        (true, _) => Some(Native::Pointwise),
-        (_, true) => Some(Native::Depthwise),
+    let gathered = layer.groups == 1 && group_channels <= GATHERED_CHANNELS;
+    match (pointwise, depthwise, gathered) {
+        (true, ..) => Some(Native::Pointwise),
+        (_, true, _) => Some(Native::Depthwise),
+        (.., true) => Some(Native::Gathered),
         _ => None,
     }
 }
 
 /// How the CPU runs `layer` (channels first, over `inputs`) channels last: depthwise layers
 /// [`ChannelsLast::Faster`] (channels first, small planes gather their inputs channel-
-/// interleaved, and large ones read each input row once per kernel row), 1×1 layers
-/// [`ChannelsLast::Either`] (a product either way), anything else not at all.
+/// interleaved, and large ones read each input row once per kernel row), 1×1 layers and
+/// those of few input channels [`ChannelsLast::Either`] (a product either way), anything
+/// else not at all.
 pub(crate) fn channels_last(layer: &Convolution, inputs: &[InferInput<'_>]) -> ChannelsLast {
     let w = inputs.get(1).and_then(|w| w.value);
     match inputs.first().and_then(|x| native(layer, x.dtype, w)) {
         Some(Native::Depthwise) => ChannelsLast::Faster,
-        Some(Native::Pointwise) => ChannelsLast::Either,
+        Some(Native::Pointwise | Native::Gathered) => ChannelsLast::Either,
         None => ChannelsLast::No,
     }
 }
@@ -83,6 +93,7 @@ pub(super) fn prepare(
     match (native(layer, x.dtype, w), w) {
         (Some(Native::Pointwise), Some(w)) => pointwise::prepare(layer, w),
         (Some(Native::Depthwise), Some(w)) => depthwise::prepare(layer, w),
+        (Some(Native::Gathered), Some(w)) => gathered::prepare(layer, w),
         _ => transposed::prepare(layer, inputs),
     }
 }
