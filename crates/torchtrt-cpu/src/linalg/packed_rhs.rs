@@ -420,7 +420,10 @@ unsafe fn tile<const NV: usize, const R: usize>(s: &Step) {
                     );
                 }
             }
-            let bv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(b.add(v * LANES)));
+            let mut bv = [zero; NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_loadu_ps(b.add(v * LANES));
+            }
             for (r, row) in acc.iter_mut().enumerate() {
                 let w = _mm512_set1_ps(*rows[r].add(k));
                 for (x, &bx) in row.iter_mut().zip(&bv) {

@@ -395,9 +395,10 @@ unsafe fn reused_columns<const G: usize, const KW: usize, const CHECKED: bool>(a
             let p =
                 a.x.wrapping_add(ih * a.row_len)
                     .wrapping_offset(a.first_col * c as isize);
-            let w: [__m512; KW] = std::array::from_fn(|kw| {
-                _mm512_loadu_ps(a.w.add((kh * KW + kw) * a.weight_stride))
-            });
+            let mut w = [bias; KW];
+            for (kw, weight) in w.iter_mut().enumerate() {
+                *weight = _mm512_loadu_ps(a.w.add((kh * KW + kw) * a.weight_stride));
+            }
             for col in 0..G + KW - 1 {
                 let inside = (0..a.width as isize).contains(&(a.first_col + col as isize));
                 let mask = if !CHECKED || inside { a.mask } else { 0 };

@@ -1,27 +1,37 @@
-//! A channels-last convolution of few input channels (a network's stem on its image): each
-//! output position's window, `KH·KW·C` values, gathered into a row, and the rows times the
-//! weights packed once as the constant right operand of [`PackedRhs`], with the bias,
-//! residual and activation applied as each register tile is stored. The product's rows are
-//! the output's positions, so it writes channels last directly; run channels first, such a
-//! layer's wide output is what a network moving to channels last would have to transpose.
+//! A channels-last convolution of few input channels (a network's stem on its image), with
+//! the output channels along the vector lanes: up to [`GROUP`] positions of an output row
+//! hold [`VECTORS`] vectors of sums each, and every input value under their windows is
+//! broadcast once and multiplied into them with the tap's weight vectors, which the group
+//! shares. It writes channels last directly; run channels first, such a layer's wide output
+//! is what a network moving to channels last would have to transpose.
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 use torchtrt_core::layers::Convolution;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{Kernel, Tensor};
 
-use super::{Operands, WHAT, epilogue};
-use crate::linalg::{Epilogue, Finish, PackedRhs, Window, WindowParams};
-use crate::scratch::with_scratch;
+use super::{GATHERED_CHANNELS, Operands, WHAT, epilogue};
+use crate::kernels::convolution::SendPtr;
+use crate::linalg::{Epilogue, Window, WindowParams};
+use crate::simd::first_lanes;
 use crate::tensor_access::{elems, elems_mut};
 
-/// Output positions gathered and multiplied by one task.
-const BLOCK: usize = 128;
+/// Lanes of one vector.
+const LANES: usize = 16;
+/// Output channel vectors of one unit of work.
+const VECTORS: usize = 2;
+/// Most output positions of a row that share each weight load.
+const GROUP: usize = 8;
+/// Multiply-adds below which the layer runs on one thread.
+const SERIAL_WORK: usize = 1 << 16;
 
 struct Gathered {
     layer: Convolution,
-    /// `(kh, kw, c) × M`: the depth in the order a gathered row holds its window.
-    weights: PackedRhs,
+    /// `[kh][kw][c][m]`, each tap's output channels rounded up to whole vectors (zeros past
+    /// the last).
+    weights: Vec<f32>,
     in_channels: usize,
     out_channels: usize,
     kernel: [usize; 2],
@@ -34,17 +44,15 @@ pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Result<Box<dyn Kernel>
         return Err(format!("{WHAT}: weights {w} must have rank 4"));
     };
     let src = w.as_slice::<f32>().map_err(|e| e.to_string())?;
-    let depth = kh * kw * c;
-    let mut reordered = vec![0f32; depth * m];
+    let stride = m.next_multiple_of(LANES);
+    let mut weights = vec![0f32; kh * kw * c * stride];
     for (j, filter) in src.chunks_exact(c * kh * kw).enumerate() {
         for (ci, taps) in filter.chunks_exact(kh * kw).enumerate() {
             for (t, &v) in taps.iter().enumerate() {
-                reordered[(t * c + ci) * m + j] = v;
+                weights[(t * c + ci) * stride + j] = v;
             }
         }
     }
-    let weights = PackedRhs::new(&reordered, depth, m, m, 1)
-        .ok_or_else(|| format!("{WHAT}: weights {w} do not pack"))?;
     Ok(Box::new(Gathered {
         layer: layer.clone(),
         weights,
@@ -88,100 +96,213 @@ impl Kernel for Gathered {
             Ok(shape)
         })?;
         let win = window.ok_or(WHAT)?;
-        let x = elems::<f32>(op.x)?;
-        let positions = op.y.numel() / m.max(1);
-        let depth = self.weights.depth();
-        let (bias, residual) = (op.bias, op.residual);
-        let out = elems_mut::<f32>(op.y)?;
-        let task = |(b, out): (usize, &mut [f32])| {
-            let first = b * BLOCK;
-            let rows = out.len() / m;
-            with_scratch(rows * depth, |rowbuf: &mut [f32]| {
-                gather(x, &win, c, first, rowbuf);
-                let finish = Finish {
-                    bias,
-                    residual: residual.map(|res| &res[first * m..(first + rows) * m]),
-                    epilogue: self.epilogue,
-                };
-                self.weights.product(rowbuf, depth, rows, finish, out, 1)
-            })
+        let [n, oh, ..] = *op.y.shape() else {
+            return Err(format!("{WHAT}: the output {} must have rank 4", op.y));
         };
-        if positions > BLOCK {
-            out.par_chunks_mut(BLOCK * m).enumerate().try_for_each(task)
+        let run = Run {
+            x: elems(op.x)?,
+            bias: op.bias,
+            residual: op.residual,
+            weights: &self.weights,
+            in_channels: c,
+            out_channels: m,
+            win,
+            epilogue: self.epilogue,
+        };
+        let chunks = m.div_ceil(LANES * VECTORS);
+        let units = n * oh * chunks;
+        let work = op.y.numel() * self.weights.len() / m.next_multiple_of(LANES);
+        let tasks = if work < SERIAL_WORK {
+            1
         } else {
-            out.chunks_mut(BLOCK * m).enumerate().try_for_each(task)
+            units.min(rayon::current_num_threads() * 4)
+        };
+        let out = SendPtr(elems_mut::<f32>(op.y)?.as_mut_ptr());
+        let task = |t: usize| {
+            for unit in units * t / tasks..units * (t + 1) / tasks {
+                let (row, chunk) = (unit / chunks, unit % chunks);
+                // SAFETY: `run` checked its slices against the shapes; units write
+                // disjoint (row, channel) blocks of the output.
+                unsafe { run.row(out, row / oh, row % oh, chunk * LANES * VECTORS) }
+            }
+        };
+        if tasks > 1 {
+            (0..tasks).into_par_iter().for_each(task);
+        } else {
+            (0..tasks).for_each(task);
+        }
+        Ok(())
+    }
+}
+
+/// One call's operands, checked against its shapes.
+struct Run<'a> {
+    x: &'a [f32],
+    bias: Option<&'a [f32]>,
+    residual: Option<&'a [f32]>,
+    weights: &'a [f32],
+    in_channels: usize,
+    out_channels: usize,
+    win: Window,
+    epilogue: Epilogue,
+}
+
+impl Run<'_> {
+    /// Output row `oh` of image `image`, the [`VECTORS`] channel vectors from `m0`.
+    ///
+    /// # Safety
+    /// `out` holds the output of the shape the window gives; no other task writes this
+    /// row's channels from `m0`.
+    unsafe fn row(&self, out: SendPtr<f32>, image: usize, oh: usize, m0: usize) {
+        let (win, m) = (&self.win, self.out_channels);
+        let (out_w, in_h, width, c) = (win.output[2], win.input[1], win.input[2], self.in_channels);
+        let row_out = (image * win.output[1] + oh) * out_w;
+        let masks = std::array::from_fn(|v| first_lanes(m.saturating_sub(m0 + v * LANES)));
+        let mut ow = 0;
+        while ow < out_w {
+            let count = GROUP.min(out_w - ow);
+            let at = (row_out + ow) * m + m0;
+            let args = Args {
+                x: &self.x[image * in_h * width * c..(image + 1) * in_h * width * c],
+                w: self.weights.as_ptr().wrapping_add(m0),
+                weight_stride: m.next_multiple_of(LANES),
+                in_channels: c,
+                width,
+                rows: win.valid_taps(1, oh),
+                first_row: win.coord(1, oh, 0),
+                row_step: win.dilation[1],
+                first_col: win.coord(2, ow, 0),
+                col_step: win.dilation[2],
+                stride: win.stride[2],
+                kernel_width: win.kernel[2],
+                bias: self.bias.map(|b| b.as_ptr().wrapping_add(m0)),
+                residual: self.residual.map(|r| r.as_ptr().wrapping_add(at)),
+                out: out.get().wrapping_add(at),
+                out_stride: m,
+                masks,
+                epilogue: self.epilogue,
+            };
+            // SAFETY: `rows` are the kernel rows inside the image and columns outside it
+            // are not read; the masks keep the weights, bias, residual and output inside
+            // the channels; the caller owns the output block.
+            unsafe { dispatch(count, &args) }
+            ow += count;
         }
     }
 }
 
-/// Writes the windows of the output positions from `first` on (counted over the images'
-/// rows), one per row of `rows`: `(kh, kw, c)` in order, zeros in the padding. Runs of
-/// positions along one output row go kernel row by kernel row, the positions whose taps
-/// all lie inside the input (without dilation) copying each kernel row's taps as one run.
-fn gather(x: &[f32], win: &Window, c: usize, first: usize, rows: &mut [f32]) {
-    let [_, out_h, out_w] = win.output;
-    let [_, in_h, in_w] = win.input;
-    let [_, kh, kw] = win.kernel;
-    let (depth, span) = (kh * kw * c, kw * c);
-    let plane = in_h * in_w * c;
-    let interior = if win.dilation[2] == 1 {
-        let lo = (0..out_w)
-            .find(|&o| win.coord(2, o, 0) >= 0)
-            .unwrap_or(out_w);
-        let hi = (lo..out_w)
-            .find(|&o| win.coord(2, o, kw - 1) >= in_w as isize)
-            .unwrap_or(out_w);
-        lo..hi
-    } else {
-        0..0
-    };
-    let mut p = first;
-    let mut done = 0;
-    let count = rows.len() / depth;
-    while done < count {
-        let (image, oh, ow0) = (p / (out_h * out_w), p / out_w % out_h, p % out_w);
-        let len = (out_w - ow0).min(count - done);
-        let image_x = &x[image * plane..(image + 1) * plane];
-        let block = &mut rows[done * depth..(done + len) * depth];
-        for i in 0..kh {
-            let ih = win.tap(1, oh, i);
-            for (k, row) in block.chunks_exact_mut(depth).enumerate() {
-                let taps = &mut row[i * span..(i + 1) * span];
-                let ow = ow0 + k;
-                let Some(ih) = ih else {
-                    taps.fill(0.0);
-                    continue;
-                };
-                let line = &image_x[ih * in_w * c..(ih + 1) * in_w * c];
-                if interior.contains(&ow) {
-                    let at = win.coord(2, ow, 0) as usize * c;
-                    copy_short(taps, &line[at..at + span]);
-                    continue;
-                }
-                let cols = win.valid_taps(2, ow);
-                taps[..cols.start * c].fill(0.0);
-                taps[cols.end.max(cols.start) * c..].fill(0.0);
-                for j in cols {
-                    let iw = win.coord(2, ow, j) as usize;
-                    taps[j * c..(j + 1) * c].copy_from_slice(&line[iw * c..(iw + 1) * c]);
+/// [`VECTORS`] output channel vectors of consecutive output positions of a row.
+struct Args<'a> {
+    /// The image, `[H, W, C]`.
+    x: &'a [f32],
+    /// The first tap's weights of the first output channel; `(tap, c)` steps
+    /// `weight_stride` apart.
+    w: *const f32,
+    weight_stride: usize,
+    in_channels: usize,
+    width: usize,
+    /// Kernel rows inside the image, the input row of kernel row 0 (may be negative) and
+    /// the rows between kernel rows.
+    rows: Range<usize>,
+    first_row: isize,
+    row_step: usize,
+    /// The input column of the first position's kernel column 0 (may be negative), the
+    /// columns between kernel columns and between positions.
+    first_col: isize,
+    col_step: usize,
+    stride: usize,
+    kernel_width: usize,
+    bias: Option<*const f32>,
+    /// The residual and the output of the first position, positions `out_stride` apart.
+    residual: Option<*const f32>,
+    out: *mut f32,
+    out_stride: usize,
+    /// Valid lanes of each vector.
+    masks: [u16; VECTORS],
+    epilogue: Epilogue,
+}
+
+/// Runs [`positions`] for `count` (1 to [`GROUP`]) positions.
+///
+/// # Safety
+/// As [`positions`].
+unsafe fn dispatch(count: usize, a: &Args) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match count {
+            1 => positions::<1>(a),
+            2 => positions::<2>(a),
+            3 => positions::<3>(a),
+            4 => positions::<4>(a),
+            5 => positions::<5>(a),
+            6 => positions::<6>(a),
+            7 => positions::<7>(a),
+            _ => positions::<GROUP>(a),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (count, a);
+}
+
+/// `G` consecutive output positions of one row over every tap: each input value under a
+/// position's window broadcast and multiplied by the tap's weight vectors; values in the
+/// padding count as zeros.
+///
+/// # Safety
+/// The CPU has AVX-512F; `a.rows` lie inside the image; at most [`GATHERED_CHANNELS`]
+/// input channels; the weights, bias, residual and output hold the masked lanes of each
+/// vector of each position.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn positions<const G: usize>(a: &Args) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the contract keeps every unmasked address inside its buffer;
+    // a tap points at its `c` values inside the input row or at `c` zeros.
+    unsafe {
+        let bias: [__m512; VECTORS] = std::array::from_fn(|v| match a.bias {
+            Some(p) => _mm512_maskz_loadu_ps(a.masks[v], p.add(v * LANES)),
+            None => _mm512_setzero_ps(),
+        });
+        let mut acc = [bias; G];
+        let c = a.in_channels;
+        let zeros = [0f32; GATHERED_CHANNELS];
+        for kh in a.rows.clone() {
+            let ih = (a.first_row + (kh * a.row_step) as isize) as usize;
+            let line = &a.x[ih * a.width * c..(ih + 1) * a.width * c];
+            for kw in 0..a.kernel_width {
+                let taps: [*const f32; G] = std::array::from_fn(|j| {
+                    let col = a.first_col + (j * a.stride + kw * a.col_step) as isize;
+                    match usize::try_from(col).ok().filter(|&iw| iw < a.width) {
+                        Some(iw) => line[iw * c..].as_ptr(),
+                        None => zeros.as_ptr(),
+                    }
+                });
+                let w = a.w.add((kh * a.kernel_width + kw) * c * a.weight_stride);
+                for ci in 0..c {
+                    let tap_w = w.add(ci * a.weight_stride);
+                    let mut weight = [_mm512_setzero_ps(); VECTORS];
+                    for (v, w) in weight.iter_mut().enumerate() {
+                        *w = _mm512_maskz_loadu_ps(a.masks[v], tap_w.add(v * LANES));
+                    }
+                    for (sums, tap) in acc.iter_mut().zip(&taps) {
+                        let x = _mm512_set1_ps(*tap.add(ci));
+                        for (sum, w) in sums.iter_mut().zip(&weight) {
+                            *sum = _mm512_fmadd_ps(x, *w, *sum);
+                        }
+                    }
                 }
             }
         }
-        done += len;
-        p += len;
-    }
-}
-
-/// `dst = src` for the few elements of a window's row, four at a time rather than through
-/// a library call per row.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    let (d4, d) = dst.as_chunks_mut::<4>();
-    let (s4, s) = src.as_chunks::<4>();
-    for (d, s) in d4.iter_mut().zip(s4) {
-        *d = *s;
-    }
-    for (d, s) in d.iter_mut().zip(s) {
-        *d = *s;
+        for (j, sums) in acc.iter().enumerate() {
+            for (v, &sum) in sums.iter().enumerate() {
+                let (mask, at) = (a.masks[v], j * a.out_stride + v * LANES);
+                let mut y = sum;
+                if let Some(r) = a.residual {
+                    y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, r.add(at)));
+                }
+                _mm512_mask_storeu_ps(a.out.add(at), mask, a.epilogue.vector(y));
+            }
+        }
     }
 }
