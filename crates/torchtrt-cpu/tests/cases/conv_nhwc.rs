@@ -108,6 +108,39 @@ fn square(stride: usize, pad: usize, groups: usize) -> ConvParams {
     }
 }
 
+/// Parameters of `kernel`-wide windows with `groups`: `stride` down the rows (1 to 3 along
+/// them), `dilation`, random asymmetric padding, and an input `h × w` of about `hw` that
+/// holds at least one window; returns them with `h` and `w`.
+fn random_window(
+    rng: &mut Rng,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    hw: usize,
+    groups: usize,
+) -> (ConvParams, usize, usize) {
+    let mut r = |lo: usize, hi: usize| rng.int(lo as i64, hi as i64) as usize;
+    let pads = [
+        r(0, kernel / 2 + 1),
+        r(0, kernel / 2 + 1),
+        r(0, kernel),
+        r(0, kernel),
+    ];
+    let span = dilation * (kernel - 1) + 1;
+    let (h, w) = (
+        hw.max(span.saturating_sub(pads[0] + pads[2])),
+        (hw + r(0, 9)).max(span.saturating_sub(pads[1] + pads[3])),
+    );
+    let p = ConvParams {
+        strides: vec![stride, r(1, 3)],
+        dilations: vec![dilation; 2],
+        pads_begin: vec![pads[0], pads[1]],
+        pads_end: vec![pads[2], pads[3]],
+        groups,
+    };
+    (p, h, w)
+}
+
 /// What the CPU answers for native layers at the level its kernels run: native only with
 /// AVX-512 (`TORCHTRT_CPU_SIMD` may cap it below).
 fn native(kind: ChannelsLast) -> ChannelsLast {
@@ -127,18 +160,7 @@ proptest! {
                                    batch in 1usize..=2, bias: bool, residual: bool,
                                    which in 0usize..4, seed: u64) {
         let mut rng = Rng::new(seed);
-        let mut r = |lo: usize, hi: usize| rng.int(lo as i64, hi as i64) as usize;
-        let pads = [r(0, kernel / 2 + 1), r(0, kernel / 2 + 1), r(0, kernel), r(0, kernel)];
-        let span = dilation * (kernel - 1) + 1;
-        let (h, w) = (hw.max(span.saturating_sub(pads[0] + pads[2])),
-                      (hw + r(0, 9)).max(span.saturating_sub(pads[1] + pads[3])));
-        let p = ConvParams {
-            strides: vec![stride, r(1, 3)],
-            dilations: vec![dilation; 2],
-            pads_begin: vec![pads[0], pads[1]],
-            pads_end: vec![pads[2], pads[3]],
-            groups: channels,
-        };
+        let (p, h, w) = random_window(&mut rng, kernel, stride, dilation, hw, channels);
         let x = random(DType::F32, &[batch, channels, h, w], &mut rng, -1.0, 1.0);
         let wt = random(DType::F32, &[channels, 1, kernel, kernel], &mut rng, -1.0, 1.0);
         let (kind, act) = activation(which);
@@ -166,18 +188,7 @@ proptest! {
                                   dilation in 1usize..=2, batch in 1usize..=3, bias: bool,
                                   residual: bool, which in 0usize..4, seed: u64) {
         let mut rng = Rng::new(seed);
-        let mut r = |lo: usize, hi: usize| rng.int(lo as i64, hi as i64) as usize;
-        let pads = [r(0, kernel / 2 + 1), r(0, kernel / 2 + 1), r(0, kernel), r(0, kernel)];
-        let span = dilation * (kernel - 1) + 1;
-        let (h, w) = (hw.max(span.saturating_sub(pads[0] + pads[2])),
-                      (hw + r(0, 9)).max(span.saturating_sub(pads[1] + pads[3])));
-        let p = ConvParams {
-            strides: vec![stride, r(1, 3)],
-            dilations: vec![dilation; 2],
-            pads_begin: vec![pads[0], pads[1]],
-            pads_end: vec![pads[2], pads[3]],
-            groups: 1,
-        };
+        let (p, h, w) = random_window(&mut rng, kernel, stride, dilation, hw, 1);
         let x = random(DType::F32, &[batch, channels, h, w], &mut rng, -1.0, 1.0);
         let wt = random(DType::F32, &[out_channels, channels, kernel, kernel], &mut rng, -1.0, 1.0);
         let (kind, act) = activation(which);

@@ -10,14 +10,12 @@
 
 use std::ops::Range;
 
-use rayon::prelude::*;
 use torchtrt_core::layers::Convolution;
-use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{Kernel, Tensor};
 
-use super::{Operands, WHAT, epilogue};
+use super::{WHAT, epilogue, for_each_unit, windowed};
 use crate::kernels::convolution::SendPtr;
-use crate::linalg::{Epilogue, Window, WindowParams};
+use crate::linalg::{Epilogue, Window};
 use crate::simd::first_lanes;
 use crate::tensor_access::{elems, elems_mut};
 
@@ -27,8 +25,6 @@ const LANES: usize = 16;
 const GROUP: usize = 8;
 /// Channel vectors of one unit of work (with one output row).
 const UNIT_VECTORS: usize = 4;
-/// Multiply-adds below which the layer runs on one thread.
-const SERIAL_WORK: usize = 1 << 16;
 
 struct Depthwise {
     layer: Convolution,
@@ -61,39 +57,10 @@ pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Result<Box<dyn Kernel>
     }))
 }
 
-impl Depthwise {
-    /// The window over an input of `h × w` positions.
-    fn window(&self, h: usize, w: usize) -> Result<Window, String> {
-        let kernel = self.kernel.map(|k| k as i64);
-        let params = WindowParams {
-            kernel: &kernel,
-            strides: &self.layer.strides,
-            dilations: &self.layer.dilations,
-            pads_begin: &self.layer.pads_begin,
-            pads_end: &self.layer.pads_end,
-            ceil_mode: false,
-        };
-        Window::new(&[h, w], &params).map_err(|e| format!("{WHAT}: {e}"))
-    }
-}
-
 impl Kernel for Depthwise {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
         let c = self.channels;
-        let mut window = None;
-        let op = Operands::new(inputs, outputs, c, |x| {
-            let &[n, h, w, xc] = x.shape() else {
-                return Err(format!("{WHAT}: x {x} must be [N, H, W, C]"));
-            };
-            if xc != c || x.dtype() != DType::F32 {
-                return Err(format!("{WHAT}: x {x} must be f32 with {c} channels last"));
-            }
-            let win = self.window(h, w)?;
-            let shape = vec![n, win.output[1], win.output[2], c];
-            window = Some(win);
-            Ok(shape)
-        })?;
-        let win = window.ok_or(WHAT)?;
+        let (op, win) = windowed(&self.layer, self.kernel, inputs, outputs, c, c)?;
         let [n, oh, ..] = *op.y.shape() else {
             return Err(format!("{WHAT}: the output {} must have rank 4", op.y));
         };
@@ -111,34 +78,21 @@ impl Kernel for Depthwise {
         let chunks = vectors.div_ceil(UNIT_VECTORS);
         let units = n * oh * chunks;
         let work = op.y.numel() * self.kernel[0] * self.kernel[1];
-        let threads = rayon::current_num_threads();
-        let tasks = if work < SERIAL_WORK {
-            1
-        } else {
-            units.min(threads * 4)
-        };
         let out = SendPtr(elems_mut::<f32>(op.y)?.as_mut_ptr());
-        let task = |t: usize| {
-            for unit in units * t / tasks..units * (t + 1) / tasks {
-                let (row, chunk) = (unit / chunks, unit % chunks);
-                let v0 = chunk * UNIT_VECTORS;
-                // SAFETY: `run` checked its slices against the shapes; units write
-                // disjoint (row, channel) blocks of the output.
-                unsafe {
-                    run.row(
-                        out,
-                        row / oh,
-                        row % oh,
-                        v0..(v0 + UNIT_VECTORS).min(vectors),
-                    )
-                }
+        for_each_unit(units, work, |unit| {
+            let (row, chunk) = (unit / chunks, unit % chunks);
+            let v0 = chunk * UNIT_VECTORS;
+            // SAFETY: `run` checked its slices against the shapes; units write disjoint
+            // (row, channel) blocks of the output.
+            unsafe {
+                run.row(
+                    out,
+                    row / oh,
+                    row % oh,
+                    v0..(v0 + UNIT_VECTORS).min(vectors),
+                )
             }
-        };
-        if tasks > 1 {
-            (0..tasks).into_par_iter().for_each(task);
-        } else {
-            (0..tasks).for_each(task);
-        }
+        });
         Ok(())
     }
 }

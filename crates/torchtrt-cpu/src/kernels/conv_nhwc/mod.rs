@@ -20,13 +20,17 @@ use torchtrt_core::layers::Convolution;
 use torchtrt_core::plugin_api::DType;
 use torchtrt_core::{ChannelsLast, InferInput, Kernel, Tensor};
 
-use crate::linalg::Epilogue;
+use rayon::prelude::*;
+
+use crate::linalg::{Epilogue, Window, WindowParams};
 use crate::tensor_access::{check_bias, check_output, elems};
 
 const WHAT: &str = "Convolution";
 
 /// Most input channels of a layer that runs [`Native::Gathered`].
 const GATHERED_CHANNELS: usize = 4;
+/// Multiply-adds below which a windowed layer runs on one thread.
+const SERIAL_WORK: usize = 1 << 16;
 
 /// A channels-last layer the CPU runs natively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,4 +146,57 @@ impl<'a> Operands<'a> {
 fn epilogue(layer: &Convolution) -> Result<Epilogue, String> {
     Epilogue::of(layer.activation)
         .ok_or_else(|| format!("{WHAT}: cannot fuse {:?}", layer.activation))
+}
+
+/// The operands of a windowed layer (`kernel` taps of `layer`) with an `[N, H, W, C]` f32
+/// input of `channels` channels, and its window: the output is `[N, OH, OW, out_channels]`.
+fn windowed<'a>(
+    layer: &Convolution,
+    kernel: [usize; 2],
+    inputs: &[&'a Tensor],
+    outputs: &'a mut [Tensor],
+    channels: usize,
+    out_channels: usize,
+) -> Result<(Operands<'a>, Window), String> {
+    let mut window = None;
+    let op = Operands::new(inputs, outputs, out_channels, |x| {
+        let &[n, h, w, xc] = x.shape() else {
+            return Err(format!("{WHAT}: x {x} must be [N, H, W, C]"));
+        };
+        if xc != channels || x.dtype() != DType::F32 {
+            return Err(format!(
+                "{WHAT}: x {x} must be f32 with {channels} channels last"
+            ));
+        }
+        let taps = kernel.map(|k| k as i64);
+        let params = WindowParams {
+            kernel: &taps,
+            strides: &layer.strides,
+            dilations: &layer.dilations,
+            pads_begin: &layer.pads_begin,
+            pads_end: &layer.pads_end,
+            ceil_mode: false,
+        };
+        let win = Window::new(&[h, w], &params).map_err(|e| format!("{WHAT}: {e}"))?;
+        let shape = vec![n, win.output[1], win.output[2], out_channels];
+        window = Some(win);
+        Ok(shape)
+    })?;
+    Ok((op, window.ok_or(WHAT)?))
+}
+
+/// Runs `unit` on each of `units` units of work, split into a few tasks per worker, or on
+/// this thread when the layer's `work` (multiply-adds) is below [`SERIAL_WORK`].
+fn for_each_unit(units: usize, work: usize, unit: impl Fn(usize) + Sync) {
+    let tasks = if work < SERIAL_WORK {
+        1
+    } else {
+        units.min(rayon::current_num_threads() * 4)
+    };
+    let task = |t: usize| (units * t / tasks..units * (t + 1) / tasks).for_each(&unit);
+    if tasks > 1 {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        (0..tasks).for_each(task);
+    }
 }
