@@ -324,10 +324,11 @@ unsafe fn chained<const L: usize, const V: usize>(
 ) {
     use std::arch::x86_64::*;
     for p in 0..L + ROWS - 1 {
-        let x: [__m512; V] = std::array::from_fn(|v| {
+        let mut x = [_mm512_setzero_ps(); V];
+        for (v, x) in x.iter_mut().enumerate() {
             // SAFETY: as the caller's promise.
-            unsafe { _mm512_maskz_loadu_ps(masks[v], at.add(p * stride + v * LANES)) }
-        });
+            *x = unsafe { _mm512_maskz_loadu_ps(masks[v], at.add(p * stride + v * LANES)) };
+        }
         for (r, row) in acc.iter_mut().enumerate() {
             if p >= r && p - r < L {
                 let w = _mm512_set1_ps(w[p - r]);

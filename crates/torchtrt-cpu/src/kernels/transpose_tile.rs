@@ -19,28 +19,32 @@ pub(super) unsafe fn transpose16(
     use std::arch::x86_64::*;
     // SAFETY (whole body): the sixteen rows lie where the contract says.
     unsafe {
-        let r: [__m512; 16] =
-            std::array::from_fn(|i| _mm512_loadu_ps(src.add(i * src_stride).cast()));
-        let t: [__m512; 16] = std::array::from_fn(|i| {
+        let mut r = [_mm512_setzero_ps(); 16];
+        for (i, row) in r.iter_mut().enumerate() {
+            *row = _mm512_loadu_ps(src.add(i * src_stride).cast());
+        }
+        let mut t = [_mm512_setzero_ps(); 16];
+        for (i, x) in t.iter_mut().enumerate() {
             let (a, b) = (r[i & !1], r[i | 1]);
-            if i % 2 == 0 {
+            *x = if i % 2 == 0 {
                 _mm512_unpacklo_ps(a, b)
             } else {
                 _mm512_unpackhi_ps(a, b)
-            }
-        });
-        let u: [__m512; 16] = std::array::from_fn(|i| {
+            };
+        }
+        let mut u = [_mm512_setzero_ps(); 16];
+        for (i, x) in u.iter_mut().enumerate() {
             let (base, m) = (i & !3, i % 4);
             let (a, b) = (
                 _mm512_castps_pd(t[base + m / 2]),
                 _mm512_castps_pd(t[base + m / 2 + 2]),
             );
-            _mm512_castpd_ps(if m % 2 == 0 {
+            *x = _mm512_castpd_ps(if m % 2 == 0 {
                 _mm512_unpacklo_pd(a, b)
             } else {
                 _mm512_unpackhi_pd(a, b)
-            })
-        });
+            });
+        }
         for m in 0..4 {
             let p = [u[m], u[4 + m], u[8 + m], u[12 + m]];
             let s = [

@@ -223,7 +223,10 @@ unsafe fn tile<const NV: usize, const FULL: bool>(p: &Panel, t: &Tile) {
             steps_4x24(acc, a, [p.a_rows, p.a_steps], b, p.ldb, p.kc);
         }
         for _ in 0..if named { 0 } else { p.kc } {
-            let bv: [__m256; NV] = std::array::from_fn(|v| load(v, b));
+            let mut bv = [_mm256_setzero_ps(); NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = load(v, b);
+            }
             for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
                 let w = _mm256_broadcast_ss(&*a.add(r * p.a_rows));
                 for (x, &bx) in row.iter_mut().zip(&bv) {
