@@ -865,7 +865,7 @@ fn inverted_residual_blocks(c: usize, blocks: u64) -> NetworkDefinition {
 }
 
 /// On the CPU backend itself (AVX-512): EfficientNet's blocks run channels last, their
-/// pooling over the permuted axes, and so does the stem (its gathered windows), with one
+/// pooling over the permuted axes, and so does the stem (its kernel of few input channels), with one
 /// reformat in before it (a transpose of the 3-channel images) and one out after the
 /// head's pooling (a reshape: `[N, 1, 1, C]` is `[N, C, 1, 1]`'s bytes),
 /// and compute what the channels-first engine does; a ResNet-style chain of 3×3 and 1×1

@@ -1,7 +1,7 @@
 //! Channels-last convolutions: the native depthwise kernel (kernels 1 to 7, strides 1 to 3,
 //! dilations, asymmetric padding, channel counts across vector and work-unit edges, planes
 //! with no interior column), the native 1×1 product (channels across panel edges) and the
-//! gathered windows of layers of few input channels (stems: any kernel, stride, dilation
+//! stem kernel of layers of few input channels (stems: any kernel, stride, dilation
 //! and padding, positions across the tasks' blocks), with
 //! a bias, a residual and each fusable activation, on one and two threads, against the
 //! channels-first reference moved channels last; a layer the CPU does not run natively
@@ -183,7 +183,7 @@ proptest! {
     }
 
     #[test]
-    fn gathered_matches_reference(channels in 1usize..=4, out_channels in 1usize..70,
+    fn stem_matches_reference(channels in 1usize..=4, out_channels in 1usize..70,
                                   kernel in 1usize..=7, hw in 1usize..24, stride in 1usize..=3,
                                   dilation in 1usize..=2, batch in 1usize..=3, bias: bool,
                                   residual: bool, which in 0usize..4, seed: u64) {

@@ -1,17 +1,18 @@
 //! Channels-last convolutions ([`Convolution::channels_last`]) on the CPU. Three kinds run
 //! natively, and the CPU backend asks the builder for channels-last edges around them
 //! ([`channels_last`]): 1×1 layers, whose channels-last form is a product of the positions'
-//! rows of channels with the packed weights ([`pointwise`]), depthwise layers, which
-//! run with the channels along the vector lanes ([`depthwise`]), and layers of a few input
-//! channels (stems), whose gathered windows are such rows ([`gathered`]). ONNX Runtime's CPU
-//! provider runs such networks in its own channel-blocked layout for the same reason: the
-//! channels-first kernels of small planes leave vector lanes idle or gather their inputs.
+//! rows of channels with the packed weights ([`pointwise`]), depthwise layers, which run
+//! with the channels along the vector lanes ([`depthwise`]), and layers of a few input
+//! channels (stems), computed with their output channels along the lanes ([`stem`]). ONNX
+//! Runtime's CPU provider runs such networks in its own channel-blocked layout for the same
+//! reason: the channels-first kernels of small planes leave vector lanes idle or gather
+//! their inputs.
 //! Any other channels-last layer (a GPU engine's layer falling back to the host) runs the
 //! channels-first kernel between transposes ([`transposed`]).
 
 mod depthwise;
-mod gathered;
 mod pointwise;
+mod stem;
 mod transposed;
 
 pub(crate) use transposed::around as channels_first_around;
@@ -27,8 +28,8 @@ use crate::tensor_access::{check_bias, check_output, elems};
 
 const WHAT: &str = "Convolution";
 
-/// Most input channels of a layer that runs [`Native::Gathered`].
-const GATHERED_CHANNELS: usize = 4;
+/// Most input channels of a layer that runs [`Native::Stem`].
+const STEM_CHANNELS: usize = 4;
 /// Multiply-adds below which a windowed layer runs on one thread.
 const SERIAL_WORK: usize = 1 << 16;
 
@@ -39,8 +40,8 @@ enum Native {
     Pointwise,
     /// One filter per channel.
     Depthwise,
-    /// One group of at most [`GATHERED_CHANNELS`] input channels.
-    Gathered,
+    /// One group of at most [`STEM_CHANNELS`] input channels.
+    Stem,
 }
 
 /// How `layer` with f32 input and constant weights `w` runs natively channels last, if it
@@ -65,11 +66,11 @@ fn native(layer: &Convolution, dtype: DType, w: Option<&Tensor>) -> Option<Nativ
         && unit(&layer.pads_begin, 0)
         && unit(&layer.pads_end, 0);
     let depthwise = group_channels == 1 && m > 1 && usize::try_from(layer.groups) == Ok(m);
-    let gathered = layer.groups == 1 && group_channels <= GATHERED_CHANNELS;
-    match (pointwise, depthwise, gathered) {
+    let stem = layer.groups == 1 && group_channels <= STEM_CHANNELS;
+    match (pointwise, depthwise, stem) {
         (true, ..) => Some(Native::Pointwise),
         (_, true, _) => Some(Native::Depthwise),
-        (.., true) => Some(Native::Gathered),
+        (.., true) => Some(Native::Stem),
         _ => None,
     }
 }
@@ -83,7 +84,7 @@ pub(crate) fn channels_last(layer: &Convolution, inputs: &[InferInput<'_>]) -> C
     let w = inputs.get(1).and_then(|w| w.value);
     match inputs.first().and_then(|x| native(layer, x.dtype, w)) {
         Some(Native::Depthwise) => ChannelsLast::Faster,
-        Some(Native::Pointwise | Native::Gathered) => ChannelsLast::Either,
+        Some(Native::Pointwise | Native::Stem) => ChannelsLast::Either,
         None => ChannelsLast::No,
     }
 }
@@ -97,7 +98,7 @@ pub(super) fn prepare(
     match (native(layer, x.dtype, w), w) {
         (Some(Native::Pointwise), Some(w)) => pointwise::prepare(layer, w),
         (Some(Native::Depthwise), Some(w)) => depthwise::prepare(layer, w),
-        (Some(Native::Gathered), Some(w)) => gathered::prepare(layer, w),
+        (Some(Native::Stem), Some(w)) => stem::prepare(layer, w),
         _ => transposed::prepare(layer, inputs),
     }
 }

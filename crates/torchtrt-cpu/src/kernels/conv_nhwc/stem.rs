@@ -10,7 +10,7 @@ use std::ops::Range;
 use torchtrt_core::layers::Convolution;
 use torchtrt_core::{Kernel, Tensor};
 
-use super::{GATHERED_CHANNELS, WHAT, epilogue, for_each_unit, windowed};
+use super::{STEM_CHANNELS, WHAT, epilogue, for_each_unit, windowed};
 use crate::kernels::convolution::SendPtr;
 use crate::linalg::{Epilogue, Window};
 use crate::simd::first_lanes;
@@ -23,7 +23,7 @@ const VECTORS: usize = 2;
 /// Most output positions of a row that share each weight load.
 const GROUP: usize = 8;
 
-struct Gathered {
+struct Stem {
     layer: Convolution,
     /// `[kh][kw][c][m]`, each tap's output channels rounded up to whole vectors (zeros past
     /// the last).
@@ -49,7 +49,7 @@ pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Result<Box<dyn Kernel>
             }
         }
     }
-    Ok(Box::new(Gathered {
+    Ok(Box::new(Stem {
         layer: layer.clone(),
         weights,
         in_channels: c,
@@ -59,7 +59,7 @@ pub(super) fn prepare(layer: &Convolution, w: &Tensor) -> Result<Box<dyn Kernel>
     }))
 }
 
-impl Kernel for Gathered {
+impl Kernel for Stem {
     fn execute(&self, inputs: &[&Tensor], outputs: &mut [Tensor]) -> Result<(), String> {
         let (c, m) = (self.in_channels, self.out_channels);
         let (op, win) = windowed(&self.layer, self.kernel, inputs, outputs, c, m)?;
@@ -205,7 +205,7 @@ unsafe fn dispatch(count: usize, a: &Args) {
 /// padding count as zeros.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `a.rows` lie inside the image; at most [`GATHERED_CHANNELS`]
+/// The CPU has AVX-512F; `a.rows` lie inside the image; at most [`STEM_CHANNELS`]
 /// input channels; the weights, bias, residual and output hold the masked lanes of each
 /// vector of each position.
 #[cfg(target_arch = "x86_64")]
@@ -221,7 +221,7 @@ unsafe fn positions<const G: usize>(a: &Args) {
         });
         let mut acc = [bias; G];
         let c = a.in_channels;
-        let zeros = [0f32; GATHERED_CHANNELS];
+        let zeros = [0f32; STEM_CHANNELS];
         for kh in a.rows.clone() {
             let ih = (a.first_row + (kh * a.row_step) as isize) as usize;
             let line = &a.x[ih * a.width * c..(ih + 1) * a.width * c];
