@@ -169,8 +169,8 @@ pub(crate) mod silu_f32_steps {
 
 /// SiLU of an f32 in a dozen multiply-adds and one division, within 2.5 ulp of the exact
 /// result for results above 10⁻³⁶ in magnitude, 0 below [`silu_f32_steps::LOWEST`] (and
-/// for −∞); NaN stays NaN. The vector forms in
-/// [`avx512`] and [`avx2`] take the same steps and give the same bits.
+/// for −∞); NaN stays NaN. The vector forms in [`avx512`] and [`avx2`] take the same steps
+/// and give the same bits.
 #[inline(always)]
 pub(crate) fn silu_f32_with<M: Madd>(x: f32) -> f32 {
     use exp_f32_steps::{LN2_HI, LN2_LO, ROUND};

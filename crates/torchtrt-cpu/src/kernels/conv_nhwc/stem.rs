@@ -113,18 +113,20 @@ impl Run<'_> {
         let (out_w, in_h, width, c) = (win.output[2], win.input[1], win.input[2], self.in_channels);
         let row_out = (image * win.output[1] + oh) * out_w;
         let masks = std::array::from_fn(|v| first_lanes(m.saturating_sub(m0 + v * LANES)));
+        let image_x = &self.x[image * in_h * width * c..(image + 1) * in_h * width * c];
+        let (rows, first_row) = (win.valid_taps(1, oh), win.coord(1, oh, 0));
         let mut ow = 0;
         while ow < out_w {
             let count = GROUP.min(out_w - ow);
             let at = (row_out + ow) * m + m0;
             let args = Args {
-                x: &self.x[image * in_h * width * c..(image + 1) * in_h * width * c],
+                x: image_x,
                 w: self.weights.as_ptr().wrapping_add(m0),
                 weight_stride: m.next_multiple_of(LANES),
                 in_channels: c,
                 width,
-                rows: win.valid_taps(1, oh),
-                first_row: win.coord(1, oh, 0),
+                rows: rows.clone(),
+                first_row,
                 row_step: win.dilation[1],
                 first_col: win.coord(2, ow, 0),
                 col_step: win.dilation[2],
