@@ -1,7 +1,7 @@
 //! Runs one layer on the GPU through `kernels::prepare` and on the CPU backend, and
 //! compares the outputs.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use torchtrt_core::layers::{InferInput, LayerKind};
 use torchtrt_core::plugin_api::{
@@ -17,6 +17,18 @@ use crate::common::random_f32;
 thread_local! {
     /// The convolution tactic layers prepared on this thread are forced to ([`forcing`]).
     static TACTIC: Cell<Option<ConvTactic>> = const { Cell::new(None) };
+    /// The programs compiled on this thread, so that a test's checks compile each program
+    /// once (NVRTC takes seconds for the convolution programs), not once per check.
+    static PROGRAMS: RefCell<Option<Programs>> = const { RefCell::new(None) };
+}
+
+/// This thread's program cache for `dev`.
+fn programs(dev: &CudaDevice) -> Programs {
+    PROGRAMS.with(|p| {
+        p.borrow_mut()
+            .get_or_insert_with(|| Programs::new(dev))
+            .clone()
+    })
 }
 
 /// Runs `f` with convolutions prepared on this thread forced to `tactic`.
@@ -115,7 +127,7 @@ fn prepare(
             value: c.then_some(t),
         })
         .collect();
-    let programs = Programs::new(dev);
+    let programs = programs(dev);
     let ctx = PrepareCtx {
         device: dev,
         programs: &programs,
