@@ -17,17 +17,24 @@ use crate::common::random_f32;
 thread_local! {
     /// The convolution tactic layers prepared on this thread are forced to ([`forcing`]).
     static TACTIC: Cell<Option<ConvTactic>> = const { Cell::new(None) };
-    /// The programs compiled on this thread, so that a test's checks compile each program
-    /// once (NVRTC takes seconds for the convolution programs), not once per check.
-    static PROGRAMS: RefCell<Option<Programs>> = const { RefCell::new(None) };
+    /// The programs compiled on this thread and the device ordinal they are for, so that a
+    /// test's checks compile each program once (NVRTC takes seconds for the convolution
+    /// programs), not once per check.
+    static PROGRAMS: RefCell<Option<(usize, Programs)>> = const { RefCell::new(None) };
 }
 
-/// This thread's program cache for `dev`.
+/// This thread's program cache for `dev`: a new one when the cached one is another device's.
 fn programs(dev: &CudaDevice) -> Programs {
     PROGRAMS.with(|p| {
-        p.borrow_mut()
-            .get_or_insert_with(|| Programs::new(dev))
-            .clone()
+        let mut cached = p.borrow_mut();
+        match &*cached {
+            Some((ordinal, programs)) if *ordinal == dev.ordinal() => programs.clone(),
+            _ => {
+                let programs = Programs::new(dev);
+                *cached = Some((dev.ordinal(), programs.clone()));
+                programs
+            }
+        }
     })
 }
 
